@@ -1,0 +1,1 @@
+"""tlx: write NVIDIA Hopper kernels in Python, TLX-style."""
