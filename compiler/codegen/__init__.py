@@ -1,0 +1,1 @@
+"""PTX code generation for sm_90a."""

@@ -1,0 +1,1 @@
+"""Example kernels written in the tlx DSL (importable as tlx.examples)."""

@@ -1,0 +1,1 @@
+"""import tlx.language as tl: the Triton core language subset."""
