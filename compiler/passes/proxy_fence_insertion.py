@@ -567,10 +567,47 @@ def run(module: Module, ctx: PassContext) -> None:
                 rec.buffer = ", ".join(sorted({g.buffer for g in rec.guards}))
             rec.redundant = False
         elif rec.origin == "user":
-            rec.redundant = True
+            # no hazard has this fence as its only guard; it still counts when it is the first
+            # fence after a pending generic access on the way to a conflicting async access
+            gs = _first_fence_guards(f, fwd.pending_at.get(id(f), EMPTY), model)
+            rec.guards = _guard_records(gs, model)
+            rec.redundant = not gs
             rec.reason = rec.reason or "written by the user"
+            if gs:
+                rec.notes.append("later fences on the same paths also separate these accesses")
     ctx.stats["proxy_fence_insertion.unfenced"] = [
         f"{_hazard_kind(it, a)}: {op_text(it[4])} -> {op_text(a[4])}" for it, a in fwd.unfenced]
+
+
+def _reachable_after(op: Operation):
+    """Ops that may run after `op` (over-approximated: the rest of every enclosing block, every
+    enclosing loop and warp-specialize op whole)."""
+    cur = op
+    while cur.parent is not None:
+        blk = cur.parent
+        for o in blk.ops[blk.index(cur) + 1:]:
+            yield o
+            yield from o.iter_nested()
+        owner = blk.parent_op
+        if owner is None or owner.name == "tt.func":
+            return
+        if owner.name in ("scf.for", "scf.while", "tlx.warp_specialize"):
+            yield from owner.iter_nested()
+        cur = owner
+
+
+def _first_fence_guards(fence: Operation, pending, model: _Model) -> List[Tuple]:
+    scope = "cluster" if fence.attrs.get("cluster") else "cta"
+    items = [it for it in pending[0] if it[5] is None]
+    if not items:
+        return []
+    out = []
+    for o in _reachable_after(fence):
+        for a in model.asyncs.get(id(o), ()):
+            for it in items:
+                if conflict(it, a, scope):
+                    out.append((it, a))
+    return out
 
 
 def _guard_records(gs, model: _Model) -> List[Guard]:
