@@ -276,7 +276,8 @@ class Interpreter:
             if first is None:
                 return
             rec = first
-        ck.report(SyncHazard, kind, summary, f"{bar.name} (allocated at {describe_loc(bar.op.loc)})", None, rec, hint)
+        ck.report(SyncHazard, kind, summary, f"{bar.name} (allocated at {describe_loc(bar.op.loc)})", None, rec, hint,
+                  may_raise=False)  # the deadlock it causes is raised with it
 
     # -- execution -----------------------------------------------------------------------------------
     def run(self) -> None:

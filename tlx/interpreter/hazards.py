@@ -241,7 +241,7 @@ class Checker:
         return Side(r.op.name, r.op.loc, r.what, r.agent.name, r.iters)
 
     def report(self, cls, kind: str, summary: str, view, first: Optional[Access], second: Access,
-               hint: str, detail: str = "") -> None:
+               hint: str, detail: str = "", may_raise: bool = True) -> None:
         key = (kind, id(first.op) if first else None, id(second.op))
         old = self._seen.get(key)
         if old is not None:
@@ -251,7 +251,7 @@ class Checker:
                 second.program, hint, detail)
         self._seen[key] = h
         self.hazards.append(h)
-        if self.raise_on_hazard:
+        if self.raise_on_hazard and may_raise:
             raise h
 
     # -- the checks ------------------------------------------------------------------------------
