@@ -214,7 +214,7 @@ def div_trunc(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     bb = np.where(zero, 1, b).astype(a.dtype)
     q = np.floor_divide(a, bb)
     r = a - q * bb
-    q = q + ((r != 0) & ((r < 0) != (bb < 0))).astype(a.dtype)
+    q = q + ((r != 0) & ((a < 0) != (bb < 0))).astype(a.dtype)  # floor → toward zero
     return np.where(zero, np.array(-1).astype(a.dtype), q).astype(a.dtype)
 
 
