@@ -211,6 +211,7 @@ class JITFunction:
         finally:
             _TRACE_DEPTH[0] -= 1
             core.set_current(old)
+        _remove_dead_pure_ops(block)
         try:
             verify_module(module)
         except IRVerifyError as e:  # a tracer bug, not the user's: say so plainly
@@ -230,6 +231,18 @@ class JITFunction:
 
     def __repr__(self) -> str:
         return f"JITFunction({self.__module__}:{self.__qualname__})"
+
+
+def _remove_dead_pure_ops(block: Any) -> None:
+    """Drop pure ops whose results nothing uses (constants the tracer made for a splat, views taken
+    only to be passed to compile-time queries), innermost regions included."""
+    from tlx.compiler.ir import is_pure
+
+    for op in reversed(list(block.ops)):
+        for r in op.regions:
+            _remove_dead_pure_ops(r.block)
+        if not op.regions and op.results and is_pure(op) and not any(res.uses for res in op.results):
+            op.erase()
 
 
 def jit(fn: Optional[Callable] = None, **launch_defaults: Any) -> Any:

@@ -255,7 +255,7 @@ class Tracer:
             if isinstance(value, (bool, int, float)) and not isinstance(value, Handle):
                 value = semantic.to_tensor(value)  # as in Triton: a plain assignment materializes a runtime scalar
             if isinstance(value, Handle) and value.handle.name is None:
-                value.handle.name = target.id
+                value.handle.name = target.id  # constants are shared and keep their c<value> names
             name = target.id
             self.scope[name] = value
             loc = self.loc_of(node)
@@ -705,9 +705,11 @@ class Tracer:
                     self.ctx.in_partition = True
                     saved_part = self.partition
                     self.partition = part
+                    self.ctx.const_anchor.append(blk)
                     try:
                         self.visit_stmts(wnode.body)
                     finally:
+                        self.ctx.const_anchor.pop()
                         self.partition = saved_part
                         self.ctx.in_partition = False
                     self.builder.create("tlx.ws_return", [], [])
@@ -716,7 +718,22 @@ class Tracer:
         finally:
             self.ctx.replica_id = None
             self.builder.block, self.builder.index = saved_block, saved_index
+        self._drop_unused_captures(wsop, ws)
         wsop.set_operands([ws.captures])
+
+    @staticmethod
+    def _drop_unused_captures(wsop: Operation, ws: _WarpSpecialize) -> None:
+        """A capture no partition reads (e.g. a descriptor named only in a compile-time query such
+        as tlx.dtype_of) is removed from the op and from every partition's arguments."""
+        blocks = [r.block for r in wsop.regions[1:]]
+        keep = [i for i in range(len(ws.captures)) if any(b.args[i].uses for b in blocks)]
+        if len(keep) == len(ws.captures):
+            return
+        ws.captures = [ws.captures[i] for i in keep]
+        for b in blocks:
+            b.args = [b.args[i] for i in keep]
+            for j, a in enumerate(b.args):
+                a.index = j
 
     def _collect_tasks(self, stmts: Sequence[ast.stmt]) -> List[Tuple[Any, ast.With]]:
         from . import warp_spec
@@ -858,7 +875,7 @@ class Tracer:
         return format(unwrap(self.visit(node.value)))
 
     _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
-               ast.Mod: "mod", ast.BitAnd: "and_", ast.BitOr: "or_", ast.BitXor: "xor_", ast.LShift: "lshift",
+               ast.Mod: "mod", ast.BitAnd: "and_", ast.BitOr: "or_", ast.BitXor: "xor", ast.LShift: "lshift",
                ast.RShift: "rshift", ast.Pow: "pow", ast.MatMult: "matmul"}
 
     def binop(self, op: ast.operator, a: Any, b: Any, node: ast.AST) -> Any:

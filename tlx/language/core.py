@@ -8,7 +8,7 @@ builder. Calling a builtin outside a `@tlx.jit` kernel is a clear error.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, List, Optional, Sequence, Tuple, TYPE_CHECKING
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TYPE_CHECKING
 
 from tlx.compiler.errors import TLXCompileError
 from tlx.compiler.ir import types as T
@@ -242,6 +242,11 @@ class TraceContext:
         self.in_partition = False
         self.warned_fence_alias = False
         self.tracer: Any = None
+        # constants are made once per (block, type, value) at the top of the function body or of
+        # the worker partition being traced (partitions are isolated from outer values)
+        self.const_anchor: List[Any] = [builder.block]
+        self.const_cache: Dict[Any, Any] = {}
+        self.const_count: Dict[int, int] = {}
 
 
 _tls = threading.local()

@@ -79,6 +79,29 @@ def type_of_python_scalar(x: Any) -> dtype:
               hint="only numbers, tensors, buffers, barriers and descriptors are kernel values")
 
 
+def constant(value: Any, dt: dtype, shape: Sequence[int] = ()) -> tensor:
+    """A constant (scalar, or a splatted block). Constants are created once per value and type,
+    at the top of the function (or of the worker partition, which cannot see outer values)."""
+    ctx = core.current()
+    t = ir_type(dt, shape)
+    anchor = ctx.const_anchor[-1]
+    key = (id(anchor), t, type(value), value)
+    v = ctx.const_cache.get(key)
+    if v is None:
+        from tlx.compiler.ir import Operation
+
+        name = f"c{value}_{dt.sig}".replace("-", "m") if isinstance(value, int) and not shape else "cst"
+        op = Operation("arith.constant", [], [t], {"value": value}, 0, ctx.builder.loc, [name])
+        n = ctx.const_count.get(id(anchor), 0)
+        anchor.insert(n, op)
+        ctx.const_count[id(anchor)] = n + 1
+        if ctx.builder.block is anchor and ctx.builder.index is not None:
+            ctx.builder.index += 1
+        v = op.result
+        ctx.const_cache[key] = v
+    return tensor(v, dt, tuple(shape))
+
+
 def scalar_constant(value: Any, dt: dtype) -> tensor:
     """A scalar constant of dtype `dt`."""
     if dt.is_int() or dt.is_bool():
@@ -89,7 +112,7 @@ def scalar_constant(value: Any, dt: dtype) -> tensor:
         value = v if not dt.is_bool() else bool(v)
     else:
         value = float(value)
-    return emit1("arith.constant", [], dt, (), {"value": value})
+    return constant(value, dt)
 
 
 def full(shape: Sequence[int], value: Any, dt: dtype) -> tensor:
@@ -105,7 +128,7 @@ def full(shape: Sequence[int], value: Any, dt: dtype) -> tensor:
         value = bool(value) if dt.is_bool() else int(value)
     else:
         value = float(value)
-    return emit1("arith.constant", [], dt, shape, {"value": value})
+    return constant(value, dt, shape)
 
 
 def to_tensor(x: Any) -> tensor:
@@ -152,7 +175,7 @@ def splat(x: tensor, shape: Sequence[int]) -> tensor:
         raise err(f"cannot splat a block of shape {list(x.shape)}")
     d = x.handle.defining_op
     if d is not None and d.name == "arith.constant":
-        return emit1("arith.constant", [], x.dtype, shape, {"value": d.attrs["value"]})
+        return constant(d.attrs["value"], x.dtype, shape)
     return emit1("tt.splat", [x.handle], x.dtype, shape)
 
 
@@ -410,7 +433,20 @@ def binary_operands(lhs: Any, rhs: Any, allow_lhs_ptr: bool = False, allow_rhs_p
     return broadcast_pair(lt, rt)  # type: ignore[arg-type]
 
 
+def _int_identity(a: Any, b: Any, ident: int) -> Optional[tensor]:
+    """`a op ident` is `a` for an integer tensor `a` and the Python integer `ident` (no promotion)."""
+    a, b = unwrap(a), unwrap(b)
+    if isinstance(a, tensor) and type(b) is int and b == ident and a.dtype.is_int() and not a.dtype.is_bool():
+        return a
+    return None
+
+
 def add(a: Any, b: Any) -> tensor:
+    r = _int_identity(a, b, 0)
+    if r is None:
+        r = _int_identity(b, a, 0)
+    if r is not None:
+        return r
     a, b = binary_operands(a, b, True, True)
     if b.dtype.is_ptr() and not a.dtype.is_ptr():
         a, b = b, a
@@ -422,6 +458,9 @@ def add(a: Any, b: Any) -> tensor:
 
 
 def sub(a: Any, b: Any) -> tensor:
+    r = _int_identity(a, b, 0)
+    if r is not None:
+        return r
     a, b = binary_operands(a, b, True, False)
     if a.dtype.is_ptr():
         return emit1("tt.addptr", [a.handle, minus(b).handle], a.dtype, a.shape)
@@ -429,6 +468,11 @@ def sub(a: Any, b: Any) -> tensor:
 
 
 def mul(a: Any, b: Any) -> tensor:
+    r = _int_identity(a, b, 1)
+    if r is None:
+        r = _int_identity(b, a, 1)
+    if r is not None:
+        return r
     a, b = binary_operands(a, b)
     return emit1("arith.mulf" if a.dtype.is_floating() else "arith.muli", [a.handle, b.handle], a.dtype, a.shape)
 
