@@ -77,6 +77,8 @@ class JITFunction:
         self._hash: Optional[str] = None
         self.line_offset = 0
         self.cache: Dict[Any, Any] = {}  # specialization key -> compiled launcher (filled by the launch path)
+        self.loc_cache: Dict[int, Location] = {}  # AST node id -> source location (the AST is kept alive)
+        self.assigned_cache: Dict[int, Any] = {}  # loop node id -> names its body binds
 
     # ---- source --------------------------------------------------------------------------------------
     @property

@@ -157,9 +157,16 @@ class Tracer:
 
     # ---- locations and errors ------------------------------------------------------------------
     def loc_of(self, node: Optional[ast.AST]) -> Location:
-        if node is None or not hasattr(node, "lineno"):
-            return Location(self.file, self.line_offset + 1, 0)
-        return Location(self.file, node.lineno + self.line_offset, getattr(node, "col_offset", 0))
+        cache = self.jitfn.loc_cache
+        key = id(node)
+        loc = cache.get(key)
+        if loc is None:
+            if node is None or not hasattr(node, "lineno"):
+                loc = Location(self.file, self.line_offset + 1, 0)
+            else:
+                loc = Location(self.file, node.lineno + self.line_offset, getattr(node, "col_offset", 0))
+            cache[key] = loc
+        return loc
 
     def error(self, node: Optional[ast.AST], msg: str, hint: Optional[str] = None) -> TLXCompileError:
         return TLXCompileError(msg, self.loc_of(node), hint)
@@ -175,7 +182,11 @@ class Tracer:
                 raise self.error(node, f"Python construct '{type(node).__name__}' is not supported in a kernel",
                                  hint=_UNSUPPORTED_HINTS.get(type(node).__name__))
             return meth(node)
-        except (TLXCompileError, _Return):
+        except _Return:
+            raise
+        except TLXCompileError as e:
+            if e.loc is None:  # raised by a builtin: it belongs to the innermost node being traced
+                raise TLXCompileError(e.message, loc, e.hint) from (e.__cause__ or e)
             raise
         except Exception as e:  # a builtin rejected its arguments: report it at this line
             msg = str(e) or type(e).__name__
@@ -568,7 +579,10 @@ class Tracer:
     def _carried_names(self, body: Sequence[ast.stmt], liveins: Dict[str, Any], ignore: Set[str],
                        node: ast.AST) -> List[str]:
         names = []
-        for n in sorted(_assigned_names(body) - ignore):
+        assigned = self.jitfn.assigned_cache.get(id(node))
+        if assigned is None:
+            assigned = self.jitfn.assigned_cache[id(node)] = _assigned_names(body)
+        for n in sorted(assigned - ignore):
             if n not in liveins:
                 continue
             live = liveins[n]
