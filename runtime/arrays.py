@@ -165,15 +165,24 @@ def _torch_pointer(t: Any, stream: int) -> Tuple[int, str]:
 
 
 def _torch_pointer_slow(t: Any) -> Tuple[int, str]:
-    if not t.is_cuda:
+    # A pinned (page-locked) CPU tensor is device-accessible at the same address (UVA maps every
+    # cudaHostAlloc allocation): the way to hand a kernel host-mapped memory.
+    if not t.is_cuda and not _is_pinned(t):
         raise TLXRuntimeError(f"a torch tensor on '{t.device}' was passed where a device array is "
-                              "expected", hint="move it to the GPU first: x.cuda() or "
-                              "x.to('cuda')")
+                              "expected", hint="move it to the GPU first (x.cuda()), or pin it "
+                              "(x.pin_memory()) to pass host-mapped memory")
     dtype = dtype_of_torch(t.dtype)
     if dtype is None:
         raise TLXRuntimeError(f"torch dtype {t.dtype} has no kernel type")
     _TORCH_DTYPES[t.dtype] = dtype
     return t.data_ptr(), dtype
+
+
+def _is_pinned(t: Any) -> bool:
+    try:
+        return bool(t.is_pinned())
+    except Exception:
+        return False
 
 
 def _cai_of(arg: Any) -> Dict[str, Any]:

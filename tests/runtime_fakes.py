@@ -32,8 +32,10 @@ class Tensor:
 
     DTYPES = {}
 
-    def __init__(self, ptr, shape, dtype="float32", strides=None, cuda=True, requires_grad=False):
+    def __init__(self, ptr, shape, dtype="float32", strides=None, cuda=True, requires_grad=False,
+                 pinned=False):
         self._ptr = ptr
+        self._pinned = pinned
         self.shape = tuple(shape)
         self.dtype = Tensor.DTYPES.setdefault(dtype, Tensor._Dtype(dtype))
         self.is_cuda = cuda
@@ -49,6 +51,9 @@ class Tensor:
 
     def data_ptr(self):
         return self._ptr
+
+    def is_pinned(self):
+        return self._pinned
 
     def stride(self):
         return self._strides

@@ -79,6 +79,12 @@ def test_cpu_torch_tensor_is_refused_with_a_hint():
         pointer_and_dtype(Tensor(0x5000, (4,), cuda=False))
 
 
+def test_pinned_cpu_torch_tensor_is_host_mapped_memory():
+    t = Tensor(0x7F00_0000_0000, (16,), "int32", cuda=False, pinned=True)
+    assert pointer_and_dtype(t) == (0x7F00_0000_0000, "i32")
+    assert signature_of(t) == ("*i32", 16)
+
+
 def test_host_numpy_array_is_refused_with_the_opt_in_named():
     with pytest.raises(TLXRuntimeError) as e:
         signature_of(np.zeros(4, np.float32))
