@@ -469,3 +469,82 @@ def test_deadlock_named_barrier_count_never_reached():
         run(m, (1,), [])
     assert "named barrier 9 (384 threads)" in str(e.value) and "256 threads have arrived" in str(e.value)
     assert "k.py:4" in str(e.value)
+
+
+def test_generic_read_of_a_tma_load_still_in_flight():
+    def body(wait):
+        return CONSTS + f"""
+    %X = tlx.local_alloc : {S64} loc(#f:3:0)
+    %bars = tlx.alloc_barriers {{num = 1, arrive_count = 1}} : !mbarriers<1>
+    %bar = tlx.memdesc_index %bars, %c0 : !mbarrier
+    tlx.barrier_expect_bytes %bar {{bytes = 8192}}
+    tlx.tma_load %desc, %X, %bar offsets(%c0, %c0) loc(#f:7:0)
+    {"tlx.barrier_wait %bar, %c0" if wait else ""}
+    %v = tlx.local_load %X : {T64} loc(#f:9:0)"""
+    src = np.full((64, 64), 5.0, np.float16)
+    assert hazards(kernel(body(True), f"%desc: {DESC}"), [HostDesc.of(src, (64, 64))]) == []
+    h = only(hazards(kernel(body(False), f"%desc: {DESC}"), [HostDesc.of(src, (64, 64))]), SyncHazard)
+    assert (h.kind, h.lines) == ("in-flight-write", (7, 9)) and "mbarrier" in h.hint
+
+
+def test_generic_read_of_a_cp_async_before_its_wait_group():
+    def body(wait):
+        return CONSTS + f"""
+    %X = tlx.local_alloc : !smem<64xf32, mutable> loc(#f:3:0)
+    %i = tt.make_range {{start = 0, end = 64}} : tensor<64xi32>
+    %p = tt.splat %src : tensor<64x!ptr<f32>>
+    %a = tt.addptr %p, %i : tensor<64x!ptr<f32>>
+    %t = tlx.async_load %a, %X : !token loc(#f:7:0)
+    %g = tlx.async_commit_group %t : !token
+    {"%w = tlx.async_wait_group %g {pendings = 0} : !token" if wait else ""}
+    %v = tlx.local_load %X : tensor<64xf32> loc(#f:10:0)
+    %op = tt.splat %out : tensor<64x!ptr<f32>>
+    %oa = tt.addptr %op, %i : tensor<64x!ptr<f32>>
+    tt.store %oa, %v"""
+    src = np.arange(64, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    assert hazards(kernel(body(True), "%src: !ptr<f32>, %out: !ptr<f32>"), [src, out]) == []
+    assert np.array_equal(out, src)
+    h = only(hazards(kernel(body(False), "%src: !ptr<f32>, %out: !ptr<f32>"), [src, out]), SyncHazard)
+    assert (h.kind, h.lines) == ("in-flight-write", (7, 10)) and "wait_group" in h.hint
+    assert np.all(np.isnan(out))  # the copy had not landed: poisoned shared memory was read
+
+
+def _warp_barrier_handoff(arrive_count: int) -> str:
+    """alloc_warp_barrier: every thread of the 4-warp producer arrives by itself (128 arrivals)."""
+    return CONSTS + f"""
+    %s = tlx.local_alloc : !smem<64xf32, mutable> loc(#f:3:0)
+    %bars = tlx.alloc_barriers {{num = 1, arrive_count = {arrive_count}, per_thread = true}} : !mbarriers<1>
+    tlx.warp_specialize %s, %bars, %x, %y {{partition_num_warps = [4]}} {{
+    ^default:
+      %z = arith.constant {{value = 0}} : i32
+      %b0 = tlx.memdesc_index %bars, %z : !mbarrier
+      %i = tt.make_range {{start = 0, end = 64}} : tensor<64xi32>
+      %p = tt.splat %x : tensor<64x!ptr<f32>>
+      %a = tt.addptr %p, %i : tensor<64x!ptr<f32>>
+      %v = tt.load %a : tensor<64xf32>
+      tlx.local_store %s, %v loc(#f:12:0)
+      tlx.barrier_arrive %b0 {{count = 1, per_thread = true}} loc(#f:13:0)
+      tlx.ws_yield
+    }} {{
+    ^partition0(%s2: !smem<64xf32, mutable>, %bars2: !mbarriers<1>, %x2: !ptr<f32>, %y2: !ptr<f32>):
+      %z = arith.constant {{value = 0}} : i32
+      %b = tlx.memdesc_index %bars2, %z : !mbarrier
+      tlx.barrier_wait %b, %z loc(#f:19:0)
+      %v = tlx.local_load %s2 : tensor<64xf32> loc(#f:20:0)
+      %w = arith.mulf %v, %v : tensor<64xf32>
+      %i = tt.make_range {{start = 0, end = 64}} : tensor<64xi32>
+      %p = tt.splat %y2 : tensor<64x!ptr<f32>>
+      %a = tt.addptr %p, %i : tensor<64x!ptr<f32>>
+      tt.store %a, %w
+      tlx.ws_return
+    }} loc(#f:5:0)"""
+
+
+def test_warp_barrier_counts_every_thread():
+    x = np.arange(64, dtype=np.float32)
+    y = np.full(64, np.nan, np.float32)
+    assert hazards(kernel(_warp_barrier_handoff(128), "%x: !ptr<f32>, %y: !ptr<f32>"), [x, y]) == []
+    assert np.array_equal(y, x * x)
+    with pytest.raises(DeadlockError, match="128 of 256 arrivals"):
+        run(kernel(_warp_barrier_handoff(256), "%x: !ptr<f32>, %y: !ptr<f32>"), (1,), [x, y])

@@ -324,3 +324,41 @@ def test_bad_arguments_are_clear_errors():
         run(m, (1, 1), [HostDesc.of(h, (32, 64))] * 3 + [64])
     with pytest.raises(InterpreterError, match="takes 4 arguments"):
         run(m, (1, 1), [h])
+
+
+class _FakeDeviceArray:
+    """A stand-in for a numba device array: only copy_to_host / copy_to_device."""
+
+    def __init__(self, host):
+        self._mem = host.copy()
+        self.copies = 0
+
+    def copy_to_host(self):
+        self.copies += 1
+        return self._mem.copy()
+
+    def copy_to_device(self, h):
+        self.copies += 1
+        self._mem[...] = h
+
+
+def test_device_arrays_are_copied_to_the_host_and_back():
+    body = """
+    %i = tt.make_range {start = 0, end = 8} : tensor<8xi32>
+    %p = tt.splat %x : tensor<8x!ptr<i32>>
+    %a = tt.addptr %p, %i : tensor<8x!ptr<i32>>
+    %v = tt.load %a : tensor<8xi32>
+    %w = arith.addi %v, %i : tensor<8xi32>
+    tt.store %a, %w"""
+    m = parse_module(module_text(body, "%x: !ptr<i32>"))
+    dev = _FakeDeviceArray(np.arange(8, dtype=np.int32))
+    run(m, (1,), [dev])
+    assert dev.copies == 2 and list(dev._mem) == [2 * i for i in range(8)]
+
+
+def test_host_descriptor_without_block_shape():
+    h = np.zeros((64, 64), np.float16)
+    d = HostDesc.of(h, (64, 64))
+    d.block_shape = None
+    with pytest.raises(InterpreterError, match="has no block_shape"):
+        run(parse_module(gemm_tma(64, 64, 64)), (1, 1), [d, d, d, 64])

@@ -8,10 +8,11 @@ non-constexpr parameters):
   int8/uint8). The kernel gets the address of its first element; views of one array share memory.
   A device array is accepted too: anything with ``copy_to_host()`` / ``copy_to_device()`` (numba),
   or a tensor with ``.cpu()`` / ``.copy_()`` (torch): it is copied to the host, run on, and
-  copied back.
+  copied back. The runtime's ``host_copy(x)`` wrapper runs on ``x`` itself (on a copy with
+  ``write_back=False``).
 * ``!tensordesc<...>`` — a host descriptor: any object with ``base`` (an array as above),
   ``shape``, ``strides`` (in elements), ``block_shape`` and optionally ``padding``
-  ("zero" or "nan") — e.g. the runtime's ``TensorDescriptor(base, shape, strides, block_shape, padding)``.
+  ("zero" or "nan") and ``round_f32_to_tf32`` — e.g. the runtime's ``TensorDescriptor(base, shape, strides, block_shape, padding)``.
 * scalars (``i1``/``iN``/``uN``/``fN``) — Python or numpy numbers; integers must fit the type.
 """
 
@@ -60,6 +61,9 @@ class _HostCopy:
 def _as_host_array(x: Any, name: str, copies: List[_HostCopy]) -> np.ndarray:
     if isinstance(x, np.ndarray):
         return x
+    inner = getattr(x, "array", None)  # the runtime's host_copy(x): run on x itself
+    if isinstance(inner, np.ndarray):
+        return inner if getattr(x, "write_back", True) else inner.copy()
     if hasattr(x, "copy_to_host") or (hasattr(x, "cpu") and hasattr(x, "copy_")):
         c = _HostCopy(x)
         copies.append(c)
@@ -105,6 +109,9 @@ def _bind(module: Module, args: Sequence[Any], gmem: GlobalMemory, copies: List[
                     raise InterpreterError(f"argument '{name}': a tensor descriptor needs .{attr}")
             arr = _as_host_array(a.base, name, copies)
             _check_dtype(arr, t.element, name)
+            if a.block_shape is None:
+                raise InterpreterError(f"argument '{name}': the descriptor has no block_shape",
+                                       hint=f"set block_shape={list(t.block_shape)} (the kernel's tile)")
             if tuple(int(x) for x in a.block_shape) != tuple(t.block_shape):
                 raise InterpreterError(f"argument '{name}': descriptor block_shape {tuple(a.block_shape)} differs from "
                                        f"the kernel's {t.block_shape}")
@@ -115,7 +122,8 @@ def _bind(module: Module, args: Sequence[Any], gmem: GlobalMemory, copies: List[
             addr = gmem.add_array(arr, name)
             reg = gmem.region_at(addr) or gmem.regions[-1]
             d = Descriptor(reg, (addr - reg.base) // t.element.bytes, shape, strides, tuple(t.block_shape), t.element,
-                           str(getattr(a, "padding", "zero") or "zero"))
+                           str(getattr(a, "padding", "zero") or "zero"),
+                           bool(getattr(a, "round_f32_to_tf32", False)) and t.element.name == "f32")
             d.check_extent(None, name)
             out.append(d)
         elif isinstance(t, T.ScalarType):

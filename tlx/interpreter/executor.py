@@ -1069,7 +1069,10 @@ def _arrive(it, th, op):
     if not _pred(th, op):
         return
     bar = _bar(th, op)
-    bar.arrive(th.agent, op.attrs.get("count", 1), _over(it, th, op, bar))
+    n = op.attrs.get("count", 1)
+    if op.attrs.get("per_thread"):  # an alloc_warp_barrier barrier: every thread arrives by itself
+        n *= th.agent.num_threads
+    bar.arrive(th.agent, n, _over(it, th, op, bar))
     _check_overshoot(it, th, bar)
 
 

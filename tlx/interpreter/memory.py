@@ -269,6 +269,7 @@ class Descriptor:
     block_shape: Tuple[int, ...]
     element: T.ScalarType
     padding: str = "zero"
+    round_tf32: bool = False  # CU_TENSOR_MAP_DATA_TYPE_TFLOAT32: f32 tiles round to tf32 on load
 
     def _coords(self, offsets: Sequence[int]):
         idx, inb = [], None
@@ -290,6 +291,8 @@ class Descriptor:
         lin, inb = self._coords(offsets)
         vals = N.decode(self.region.typed(sd)[lin], self.element).astype(N.compute_dtype(self.element))
         fill = np.nan if self.padding == "nan" and self.element.is_float else 0
+        if self.round_tf32:
+            vals = N.round_float(vals, N.FORMATS["tf32"]).astype(np.float32)
         return np.where(inb, vals, np.array(fill).astype(vals.dtype))
 
     def store_tile(self, offsets: Sequence[int], values: np.ndarray) -> None:
