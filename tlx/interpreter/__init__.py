@@ -1,0 +1,18 @@
+"""A CPU interpreter for tlx IR with a proxy-hazard and synchronization checker.
+
+`run(module, grid, args, raise_on_hazard=True)` executes a kernel's IR — as traced, or after the
+fence passes (before layouts) — with numpy, for every program of the grid. Warp-specialized
+partitions run as interleaved coroutines that block on mbarriers and named barriers; async
+operations complete late (at the wait that guarantees them); shared memory carries per-byte
+proxy and in-flight state, so a missing `fence.proxy.async` or a missing wait is reported with
+both source lines (`ProxyHazard`, `SyncHazard`), and a wait that can never complete raises
+`DeadlockError` naming the barrier, the phase, the lines and the partitions.
+
+See `api.py` for the argument conventions and `hazards.py` for the model.
+"""
+
+from .api import run
+from .hazards import DeadlockError, Hazard, ProxyHazard, SyncHazard
+from .memory import InterpreterError
+
+__all__ = ["run", "Hazard", "ProxyHazard", "SyncHazard", "DeadlockError", "InterpreterError"]
