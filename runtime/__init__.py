@@ -11,6 +11,7 @@ The API the frontend uses (each module's docstring has the details):
   ``.launch(grid, args, stream=None)`` and ``.load()`` — one per kernel specialization;
 * `signature_of(arg) -> ArgSignature(type, divisibility)` (``arrays``) — the per-argument part
   of the specialization key, Triton spellings (``*fp16``, ``i32``, ``tensordesc<fp16[64, 64]>``);
+* `signature_key(args)` (``arrays``) — the tuple of `signature_of` over the runtime arguments;
 * `TensorDescriptor` (``tma``) — the host TMA descriptor, re-exported as ``tlx.TensorDescriptor``;
 * `host_copy(array, write_back=True)` (``arrays``) — the explicit opt-in for host numpy arrays;
 * `stream_handle(stream)` (``streams``) — torch/CuPy/numba/cuda.core streams or raw handles;
@@ -18,7 +19,7 @@ The API the frontend uses (each module's docstring has the details):
 * `TLXRuntimeError`, `NoCUDADeviceError`, `TMARuleError` — what goes wrong, said plainly.
 """
 
-from .arrays import ArgSignature, HostCopy, describe, host_copy, signature_of
+from .arrays import ArgSignature, HostCopy, describe, host_copy, signature_key, signature_of
 from .cache import Cache, CacheEntry, CacheInfo, default_cache
 from .errors import NoCUDADeviceError, TLXRuntimeError
 from .launcher import Launcher
@@ -28,5 +29,5 @@ from .tma import TensorDescriptor, TMARuleError
 __all__ = [
     "ArgSignature", "Cache", "CacheEntry", "CacheInfo", "HostCopy", "Launcher",
     "NoCUDADeviceError", "TLXRuntimeError", "TMARuleError", "TensorDescriptor", "default_cache",
-    "describe", "host_copy", "signature_of", "stream_handle",
+    "describe", "host_copy", "signature_key", "signature_of", "stream_handle",
 ]

@@ -18,6 +18,7 @@ Public API (the frontend builds its specialization key with `signature_of`):
   `HostCopy`                            ``*<dtype>``                16
   ====================================  ==========================  ============================
 
+* ``signature_key(args) -> tuple`` — `signature_of` over a sequence, for the cache key.
 * ``describe(arg, stream=-1) -> ArrayInfo`` — pointer, dtype, shape, strides (in elements) of a
   device array, never copying; host numpy arrays are rejected with a `TLXRuntimeError`.
 * ``pointer_and_dtype(arg, stream) -> (ptr, dtype)`` — the launch fast path: one cached getter
@@ -436,3 +437,10 @@ def signature_of(arg: Any) -> ArgSignature:
     raise TLXRuntimeError(f"cannot pass {tp.__name__} as a kernel argument",
                           hint="kernel arguments are device arrays, ints, floats, bools, "
                                "TensorDescriptors or constexprs")
+
+
+def signature_key(args: Any) -> Tuple[ArgSignature, ...]:
+    """The runtime-argument part of a specialization key: ``signature_of`` of each argument, as
+    one tuple (interned signatures, so hashing and comparing it is cheap)."""
+    return tuple(map(signature_of, args))
+

@@ -9,6 +9,7 @@ Integration API::
     cache.get(key) / cache.put(key, entry)       # the pieces
     cache.list() -> [CacheInfo]                  # for `tlx cache list`: name, compile time, size
     cache.clear() -> number of entries removed
+    entry_from_compile_result(name, result, compile_time_s)   # CompileResult -> CacheEntry
 
 Guarantees: writes are atomic (a temporary file in the cache folder, fsync, ``os.replace``), so a
 reader sees a whole old entry, a whole new one or none; every entry carries a SHA-256 of its
@@ -92,6 +93,47 @@ class CacheEntry:
     def fences(self) -> Any:
         """The fence records (parsed from ``fences_json``), or an empty list."""
         return json.loads(self.fences_json) if self.fences_json else []
+
+
+def _jsonable(obj: Any) -> Any:
+    """JSON-able form of fence records and the like: dataclasses as dicts, tuples as lists,
+    anything else unknown as its str()."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    return str(obj)
+
+
+def fences_to_json(records: Any) -> str:
+    """Fence records (compiler.fences.FenceRecord dataclasses) as JSON text: one object per
+    record with every field (locations as {file, line, col})."""
+    return json.dumps(_jsonable(list(records)), sort_keys=True)
+
+
+def entry_from_compile_result(name: str, result: Any, compile_time_s: float = 0.0,
+                              meta: Optional[Dict[str, Any]] = None) -> CacheEntry:
+    """A CacheEntry from a `compiler.pipeline.CompileResult`: PTX and cubin from its asm dict,
+    the rest of asm (IR after each pass) as asm sections, the ABI and fence records as JSON,
+    pass times and resources in ``meta``."""
+    asm = dict(getattr(result, "asm", {}) or {})
+    ptx = asm.pop("ptx", None)
+    cubin = asm.pop("cubin", None)
+    kept = {k: v for k, v in asm.items() if isinstance(v, (str, bytes))}
+    info = dict(meta or {})
+    info.setdefault("pass_times", _jsonable(getattr(result, "pass_times", {})))
+    info.setdefault("resources", _jsonable(getattr(result, "resources", {})))
+    abi = getattr(result, "abi", None)
+    return CacheEntry(name=name, ptx=ptx, cubin=bytes(cubin) if cubin is not None else None,
+                      abi_json=abi.to_json() if abi is not None else None,
+                      fences_json=fences_to_json(getattr(result, "fences", [])), asm=kept,
+                      compile_time_s=compile_time_s, meta=info)
 
 
 class CacheInfo(NamedTuple):

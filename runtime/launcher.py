@@ -41,7 +41,7 @@ from . import driver
 from .arrays import HostCopy, StagingNeeded, pointer_and_dtype
 from .dtypes import canonical_dtype
 from .errors import TLXRuntimeError, driver_error
-from .loader import LoadedKernel, load_kernel
+from .loader import LoadedKernel, configure_for_device, load_kernel
 from .packing import ArgLayout, ArgPack, TENSOR_MAP_BYTES, explain_bad_value
 from .streams import stream_handle
 from .tma import DescriptorEncoder
@@ -124,6 +124,7 @@ class Launcher:
         """Bind a loaded kernel and the launch entry point (cuLaunchKernelEx; tests on machines
         without a GPU pass a recorder) and build the fast path."""
         self.loaded = loaded
+        self._devices = {loaded.device_id}  # devices whose launch attributes are set
         self._launch_ex = launch_ex
         self._config = self._build_config()
         self.launch = self._build_fast_path()
@@ -285,12 +286,29 @@ class Launcher:
         return gx * gy * gz > 0
 
     def _retry(self, err: Any, grid: Any, stream: int) -> None:
-        """A failed launch: with no current context on this thread (a new thread), make numba's
-        context current and retry once; otherwise raise the driver error with the launch shape."""
+        """A failed launch. With no current context on this thread (a new thread), make numba's
+        context current and retry once. In another device's context (a CUkernel runs in any
+        context; the driver loads it there itself), set that device's launch attributes once
+        and retry. Otherwise raise the driver error with the launch shape."""
         drv = driver.bindings()
+        loaded = self.loaded
+        assert loaded is not None
+        retried = False
         if err == drv.CUresult.CUDA_ERROR_INVALID_CONTEXT:
             driver.current_context(self.name)
-            err = self._launch_ex(self._config, self.loaded.handle, self.pack.address, 0)[0]
+            retried = True
+        elif isinstance(loaded.handle, drv.CUkernel):
+            try:
+                device_id = int(driver.call("cuCtxGetDevice", kernel=self.name))
+            except TLXRuntimeError:
+                device_id = loaded.device_id
+            if device_id not in self._devices:
+                configure_for_device(loaded.handle, self.abi, device_id, loaded.static_shared_bytes,
+                                     self.name)
+                self._devices.add(device_id)
+                retried = True
+        if retried:
+            err = self._launch_ex(self._config, loaded.handle, self.pack.address, 0)[0]
             if not err:
                 return
         cfg = self._config

@@ -113,10 +113,21 @@ def load_kernel(name: str, abi: KernelABI, ptx: Optional[str] = None,
                               f"{type(exc).__name__}: {exc}", kernel=name, call=what) from exc
     handle = function.handle
     static_smem = int(getattr(function.attrs, "shared", 0) or 0)
+    configure_for_device(handle, abi, int(device.id), static_smem, name)
+    return LoadedKernel(name=name, module=module, function=function, handle=handle,
+                        context_handle=int(ctx.handle), device_id=int(device.id),
+                        static_shared_bytes=static_smem)
+
+
+def configure_for_device(handle: Any, abi: KernelABI, device_id: int, static_smem: int,
+                         name: str) -> None:
+    """Set the per-device launch attributes of a loaded kernel (once per device): the dynamic
+    shared memory limit when it needs more than 48 KB (checked against the opt-in maximum
+    first) and non-portable cluster sizes above 8."""
     drv = driver.bindings()
     dyn = int(abi.shared_bytes)
     if dyn + static_smem > DEFAULT_DYNAMIC_SMEM_LIMIT:
-        optin = driver.device_attribute(device.id, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", name)
+        optin = driver.device_attribute(device_id, "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN", name)
         if dyn + static_smem > optin:
             raise TLXRuntimeError(f"needs {dyn} bytes of dynamic shared memory (+{static_smem} "
                                   f"static), more than the {optin} bytes this GPU allows per block",
@@ -124,12 +135,9 @@ def load_kernel(name: str, abi: KernelABI, ptx: Optional[str] = None,
         if dyn > DEFAULT_DYNAMIC_SMEM_LIMIT - static_smem:
             _set_kernel_attribute(
                 handle, drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                dyn, device.id, name)
+                dyn, device_id, name)
     cluster_size = abi.cluster[0] * abi.cluster[1] * abi.cluster[2]
     if cluster_size > PORTABLE_CLUSTER_SIZE:
         _set_kernel_attribute(
             handle, drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
-            1, device.id, name)
-    return LoadedKernel(name=name, module=module, function=function, handle=handle,
-                        context_handle=int(ctx.handle), device_id=int(device.id),
-                        static_shared_bytes=static_smem)
+            1, device_id, name)

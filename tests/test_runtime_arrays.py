@@ -36,6 +36,14 @@ def test_signature_table():
     assert signature_of(None) == ("constexpr", 1)
 
 
+def test_signature_key():
+    from tlx.runtime import signature_key
+
+    key = signature_key([Tensor(0x1000, (4,), "float16"), 16, 2.0, True])
+    assert key == (("*fp16", 16), ("i32", 16), ("fp32", 1), ("i1", 1))
+    assert hash(key) == hash(signature_key([Tensor(0x2000, (9,), "float16"), 32, 1.0, False]))
+
+
 def test_ints_beyond_64_bits_are_refused():
     with pytest.raises(TLXRuntimeError, match="64 bits"):
         signature_of(2 ** 64)

@@ -206,3 +206,35 @@ def test_concurrent_processes_compile_once_under_the_lock(tmp_path):
 def test_concurrent_processes_without_the_lock_all_end_correct(tmp_path):
     # lock_timeout 0: nobody waits, every process compiles and writes; the file stays whole
     assert _race(tmp_path, 3, lock_timeout=0) >= 2
+
+
+def test_entry_from_compile_result_keeps_everything_json_able():
+    from dataclasses import dataclass
+
+    from tlx.compiler.fences import FenceRecord
+    from tlx.compiler.ir.core import Location
+    from tlx.runtime.cache import entry_from_compile_result
+
+    @dataclass
+    class Result:  # the fields of compiler.pipeline.CompileResult the cache reads
+        asm: dict
+        abi: KernelABI
+        fences: list
+        pass_times: dict
+        resources: dict
+
+    rec = FenceRecord(id=1, origin="proxy_fence_insertion", loc=Location("/k.py", 12, 4),
+                      writers=["tlx.local_store at k.py:11"], reason="generic write read by TMA")
+    res = Result(asm={"ir": "module {}", "ir.tma_lowering": "module {x}", "ptx": ".version 8.0",
+                      "cubin": b"\x7fELF", "stats": {"not": "text"}},
+                 abi=ABI, fences=[rec], pass_times={"tma_lowering": 0.001},
+                 resources={"shared_bytes": 1024})
+    e = entry_from_compile_result("k", res, compile_time_s=0.5)
+    back = decode_entry(KEY, encode_entry(KEY, e))
+    assert back.ptx == ".version 8.0" and back.cubin == b"\x7fELF"
+    assert back.asm == {"ir": "module {}", "ir.tma_lowering": "module {x}"}
+    assert back.abi() == ABI
+    (f,) = back.fences()
+    assert f["origin"] == "proxy_fence_insertion" and f["reason"] == "generic write read by TMA"
+    assert f["loc"]["line"] == 12 and f["writers"] == ["tlx.local_store at k.py:11"]
+    assert back.meta["resources"] == {"shared_bytes": 1024} and back.compile_time_s == 0.5
