@@ -76,6 +76,7 @@ def load_kernel(spec: str):
     modname = "tlx_cli_" + os.path.splitext(os.path.basename(path))[0]
     mspec = importlib.util.spec_from_file_location(modname, path)
     mod = importlib.util.module_from_spec(mspec)  # type: ignore[arg-type]
+    sys.modules[modname] = mod  # dataclasses and pickling look the module up by name
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
         mspec.loader.exec_module(mod)  # type: ignore[union-attr]

@@ -111,6 +111,7 @@ def main() -> int:
           {n: round(t * 1e3, 2) for n, t in k.pass_times.items()})
 
     grid = (M // BM, N // BN)
+    hazards: list = []
     if have_gpu():
         banner("5. Run on the GPU")
         from numba import cuda
@@ -126,11 +127,13 @@ def main() -> int:
         banner("5. No sm_90 GPU here: run on the CPU interpreter (with the proxy-hazard checker)")
         c = np.full((M, N), np.nan, dtype=np.float16)  # poisoned output
         descs = [HostDescriptor(a, [BM, BK]), HostDescriptor(b, [BK, BN]), HostDescriptor(c, [BM, BN])]
-        hazards = tlx.interpret(matmul_tile, grid, *descs, K, num_warps=8, **CONSTEXPRS)
+        hazards = tlx.interpret(matmul_tile, grid, *descs, K, num_warps=8, raise_on_hazard=False, **CONSTEXPRS)
         print(f"hazards with the compiler's fences: {len(hazards)}")
+        for h in hazards:
+            print(h)
         out = c.astype(np.float64)
     err = float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
-    ok = bool(np.isfinite(out).all()) and err < 1e-2
+    ok = bool(np.isfinite(out).all()) and err < 1e-2 and (have_gpu() or not hazards)
     print(f"relative error vs numpy (float64): {err:.2e}  -> {'OK' if ok else 'WRONG'}")
 
     if not have_gpu():

@@ -150,8 +150,6 @@ def _cache_digest(fn: JITFunction, sig: Dict[str, str], consts: Dict[str, Any], 
 def _compile_entry(fn: JITFunction, sig: Dict[str, str], consts: Dict[str, Any], div: Dict[str, int],
                    ones: List[str], options: CompileOptions):
     """Trace and compile one specialization; returns the runtime's CacheEntry and the kernel."""
-    from tlx.runtime.cache import CacheEntry
-
     from .compile import compile_module
 
     t0 = time.perf_counter()
@@ -160,22 +158,12 @@ def _compile_entry(fn: JITFunction, sig: Dict[str, str], consts: Dict[str, Any],
                       divisibility=div, equal_to_one=ones)
     compiled = compile_module(fn, module, options, time.perf_counter() - t0)
     from tlx.compiler.fence_serial import records_to_json
+    from tlx.runtime.cache import entry_from_compile_result
 
-    asm = {k: v for k, v in compiled.asm.items() if isinstance(v, (str, bytes)) and k not in ("ptx", "cubin")}
-    entry = CacheEntry(name=fn.__name__, ptx=compiled.asm.get("ptx"), cubin=compiled.asm.get("cubin"),
-                       abi_json=compiled.abi.to_json(), fences_json=records_to_json(compiled.fences), asm=asm,
-                       compile_time_s=time.perf_counter() - t0,
-                       meta={"pass_times": compiled.pass_times, "options": repr(options),
-                             "resources": _jsonable(compiled.resources)})
+    entry = entry_from_compile_result(fn.__name__, compiled.result, time.perf_counter() - t0,
+                                      meta={"options": repr(options)})
+    entry.fences_json = records_to_json(compiled.fences)  # round-trips into FenceRecords
     return entry, compiled
-
-
-def _jsonable(d: Any) -> Any:
-    try:
-        json.dumps(d)
-        return d
-    except TypeError:
-        return {k: str(v) for k, v in dict(d or {}).items()}
 
 
 class CachedKernel:
@@ -221,6 +209,9 @@ def launch(fn: JITFunction, grid: Any, args: Sequence[Any], kwargs: Dict[str, An
     full_key = (key, options)
     spec = fn.cache.get(full_key)
     if spec is None:
+        from tlx.runtime.driver import current_context
+
+        current_context(fn.__name__)  # no driver or no device: say so before compiling
         spec = _build(fn, sig, consts, div, ones, options)
         fn.cache[full_key] = spec
     meta = dict(bound)
