@@ -14,7 +14,7 @@ import pytest
 
 import catalog
 from interp_kernels import HostDesc
-from tlx.interpreter import InterpreterError, run
+from tlx.interpreter import run
 
 rng = np.random.default_rng(11)
 
@@ -219,10 +219,14 @@ WITHOUT_PASSES = {
     "tlx_gemm_pipelined": {("raw", "tlx.async_load", "tlx.async_dot")},  # cp.async is generic proxy
 }
 
-UNSUPPORTED = {"fence_sys_flag": "thread_id"}  # per-thread values are not modelled
+@setup("fence_sys_flag")
+def _():
+    data, flag = poison(128, np.int32), np.zeros(1, np.int32)
+    return (1,), [data, flag], lambda: (np.testing.assert_array_equal(data, np.arange(128) * 3 + 1),
+                                        np.testing.assert_array_equal(flag, [1]))
 
 
-@pytest.mark.parametrize("case", [c for c in catalog.CASES if c.name not in UNSUPPORTED], ids=lambda c: c.name)
+@pytest.mark.parametrize("case", catalog.CASES, ids=lambda c: c.name)
 def test_catalogue_kernel_numerics(case):
     grid, args, check = SETUPS[case.name]()
     hs = run(case.trace(), grid, args, raise_on_hazard=False)
@@ -237,10 +241,4 @@ def test_catalogue_kernel_numerics(case):
 
 
 def test_every_catalogue_kernel_has_a_numeric_check():
-    assert {c.name for c in catalog.CASES} == set(SETUPS) | set(UNSUPPORTED)
-
-
-def test_thread_id_kernel_is_rejected_clearly():
-    case = catalog.CASES_BY_NAME["fence_sys_flag"]
-    with pytest.raises(InterpreterError, match="thread_id"):
-        run(case.trace(), (1,), [np.zeros(128, np.int32), np.zeros(1, np.int32)])
+    assert {c.name for c in catalog.CASES} == set(SETUPS)
