@@ -33,6 +33,7 @@ launch stream wait for it (an event, no host sync); DLPack producers are handed 
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Dict, NamedTuple, Tuple
 
 import numpy as np
@@ -221,18 +222,19 @@ def _wait_for_producer(producer: Any, stream: int) -> None:
     driver.call("cuStreamWaitEvent", drv.CUstream(stream), event, 0)
 
 
-_EVENT: Any = None
+_EVENTS = threading.local()  # one ordering event per thread: record+wait pairs never interleave
 
 
 def _order_event() -> Any:
-    global _EVENT
-    if _EVENT is None:
+    event = getattr(_EVENTS, "event", None)
+    if event is None:
         from . import driver
 
         drv = driver.bindings()
         driver.current_context()
-        _EVENT = driver.call("cuEventCreate", drv.CUevent_flags.CU_EVENT_DISABLE_TIMING.value)
-    return _EVENT
+        event = driver.call("cuEventCreate", drv.CUevent_flags.CU_EVENT_DISABLE_TIMING.value)
+        _EVENTS.event = event
+    return event
 
 
 def _cai_pointer(arg: Any, stream: int) -> Tuple[int, str]:

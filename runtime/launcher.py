@@ -9,7 +9,8 @@ Integration API (what the frontend calls)::
 
 ``args`` are the kernel's user (non-hidden) parameters in ABI order: device arrays for
 pointers, Python/numpy numbers for scalars, `TensorDescriptor`s for descriptors, `HostCopy`
-for host arrays the user opted to copy. ``stream`` is anything `streams.stream_handle` accepts.
+for host arrays the user opted to copy. ``stream`` is anything `streams.stream_handle` accepts; without it the launch goes on torch's
+current stream when torch is imported, else on the legacy default stream (handle 0).
 ``grid`` counts CTAs (as TLX's ``ctas_per_cga`` and the driver do) and must be a multiple of
 ``abi.cluster``; if ``abi.extra["grid_unit"] == "cluster"`` it counts clusters (Triton's
 ``num_ctas`` convention) and is multiplied by the cluster shape. A grid with a zero dimension
@@ -43,7 +44,7 @@ from .dtypes import canonical_dtype
 from .errors import TLXRuntimeError, driver_error
 from .loader import LoadedKernel, configure_for_device, load_kernel
 from .packing import ArgLayout, ArgPack, TENSOR_MAP_BYTES, explain_bad_value
-from .streams import stream_handle
+from .streams import default_stream, stream_handle
 from .tma import DescriptorEncoder
 
 MAX_GRID = (2 ** 31 - 1, 65535, 65535)
@@ -191,7 +192,7 @@ class Launcher:
         emit = lines.append
         emit("def launch(grid, args, stream=None):")
         emit("    nonlocal last_grid, last_stream, nonempty")
-        emit("    s = 0 if stream is None else stream_handle(stream)")
+        emit("    s = default_stream() if stream is None else stream_handle(stream)")
         emit(f"    if len(args) != {n_user}:")
         emit("        raise count_error(args)")
         names = [f"a{i}" for i in range(n_user)]
@@ -231,7 +232,7 @@ class Launcher:
                 values.append(f"a{arg_of[pi]}")
         emit("    if grid != last_grid:")
         emit("        nonempty = set_grid(grid)")
-        emit("        last_grid = grid")
+        emit("        last_grid = grid if type(grid) is tuple else None")
         emit("    if not nonempty:")
         emit("        return")
         if has_scratch:
@@ -254,7 +255,7 @@ class Launcher:
     def _build_fast_path(self) -> Any:
         drv = driver.bindings()
         env: Dict[str, Any] = {
-            "stream_handle": stream_handle, "pointer_and_dtype": pointer_and_dtype,
+            "stream_handle": stream_handle, "default_stream": default_stream, "pointer_and_dtype": pointer_and_dtype,
             "StagingNeeded": StagingNeeded, "staged_launch": self._staged_launch,
             "count_error": self._count_error, "dtype_error": self._dtype_error,
             "value_error": self._value_error, "set_grid": self._set_grid, "retry": self._retry,

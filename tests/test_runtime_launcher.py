@@ -259,3 +259,24 @@ def test_import_does_not_load_the_driver():
             "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_grid_given_as_a_list_is_read_every_time():
+    launcher, rec = installed(ADD)
+    x = Tensor(0x1000, (1,))
+    grid = [2]
+    launcher.launch(grid, [x, x, 1, 1.0])
+    grid[0] = 5
+    launcher.launch(grid, [x, x, 1, 1.0])
+    assert [c["grid"] for c in rec.calls] == [(2, 1, 1), (5, 1, 1)]
+
+
+def test_cai_arrays_with_a_producer_stream_are_ordered(monkeypatch):
+    from tlx.runtime import arrays
+
+    waits = []
+    monkeypatch.setattr(arrays, "_wait_for_producer", lambda prod, s: waits.append((prod, s)))
+    launcher, rec = installed(ADD)
+    x = CAIArray(0x1000, (4,), stream=0x55)
+    launcher.launch((1,), [x, x, 4, 1.0], stream=0x66)
+    assert waits == [(0x55, 0x66), (0x55, 0x66)] and rec.calls[-1]["stream"] == 0x66
