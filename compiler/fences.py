@@ -81,14 +81,16 @@ class FenceRecord:
     removed: bool = False
     removed_reason: str = ""
     notes: List[str] = field(default_factory=list)
+    _seen: set = field(default_factory=set, repr=False, compare=False)  # ids of recorded ops
 
     @property
     def placement_text(self) -> str:
         return "; ".join(self.placement)
 
-    def add_writer(self, op: Operation) -> None:
-        t = op_text(op)
-        if t not in self.writers:
+    def add_writer(self, op: Operation, text: Optional[str] = None) -> None:
+        t = text or op_text(op)
+        if ("w", id(op)) not in self._seen:
+            self._seen.add(("w", id(op)))
             self.writers.append(t)
             self.writer_locs.append(op.loc)
 
@@ -96,7 +98,8 @@ class FenceRecord:
         t = op_text(op)
         if not self.reader:
             self.reader, self.reader_loc = t, op.loc
-        if t not in self.readers:
+        if ("r", id(op)) not in self._seen:
+            self._seen.add(("r", id(op)))
             self.readers.append(t)
 
 

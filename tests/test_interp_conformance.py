@@ -68,7 +68,7 @@ def test_A1():
 @pytest.mark.parametrize("store_inside", [False, True])
 def test_A4_A5(store_inside):
     text = H.module_text(H._nested(store_inside, "none"), "")
-    check(text, [], (1,), [(8, 10)] if store_inside else [(3, 10), (4, 10)])
+    check(text, [], (1,), [(4, 10), (8, 10)] if store_inside else [(3, 10), (4, 10)])
 
 
 @needs(fence_insertion)

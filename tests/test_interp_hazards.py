@@ -548,3 +548,77 @@ def test_warp_barrier_counts_every_thread():
     assert np.array_equal(y, x * x)
     with pytest.raises(DeadlockError, match="128 of 256 arrivals"):
         run(kernel(_warp_barrier_handoff(256), "%x: !ptr<f32>, %y: !ptr<f32>"), (1,), [x, y])
+
+
+# ---- thread-divergent code (tlx.thread_id) ---------------------------------------------------------
+
+def test_fence_run_by_one_thread_does_not_fence_the_partition():
+    def body(divergent):
+        cond = "%t0i = tlx.thread_id {axis = 0} : i32\n    %is0 = arith.cmpi %t0i, %c0 {predicate = \"eq\"} : i1" if divergent \
+            else "%is0 = arith.cmpi %c0, %c0 {predicate = \"eq\"} : i1"
+        return CONSTS + f"""
+    %s = tlx.local_alloc : {S64} loc(#f:3:0)
+    tlx.local_store %s, %t0 loc(#f:4:0)
+    {cond}
+    scf.if %is0 {{
+    ^then:
+      {FENCE} loc(#f:8:0)
+      scf.yield
+    }} {{
+    ^else:
+      scf.yield
+    }} loc(#f:7:0)
+    tlx.tma_store %desc, %s offsets(%c0, %c0) loc(#f:12:0)
+    tlx.tma_store_wait {{pendings = 0}}"""
+    assert hazards(kernel(body(False), f"%desc: {DESC}"), [_desc()]) == []
+    h = only(hazards(kernel(body(True), f"%desc: {DESC}"), [_desc()]))
+    assert h.lines == (4, 12) and "ran in only 1 of the 128 threads" in str(h)
+
+
+def test_per_thread_values_and_divergent_branches():
+    m = kernel(CONSTS + """
+    %tid = tlx.thread_id {axis = 0} : i32
+    %c64 = arith.constant {value = 64} : i32
+    %lo = arith.cmpi %tid, %c64 {predicate = "slt"} : i1
+    %v = scf.if %lo : i32 {
+    ^then:
+      %a = arith.muli %tid, %c2 : i32
+      scf.yield %a
+    } {
+    ^else:
+      %b = arith.subi %c0, %tid : i32
+      scf.yield %b
+    }
+    %p = tt.addptr %out, %tid : !ptr<i32>
+    tt.store %p, %v
+    %is0 = arith.cmpi %tid, %c0 {predicate = "eq"} : i1
+    scf.if %is0 {
+    ^then:
+      %old = tt.atomic_rmw %cnt, %c1 {op = "add", sem = "relaxed", scope = "gpu"} : i32
+      scf.yield
+    } {
+    ^else:
+      scf.yield
+    }""", "%out: !ptr<i32>, %cnt: !ptr<i32>")
+    out, cnt = np.full(128, -7, np.int32), np.zeros(1, np.int32)
+    assert hazards(m, [out, cnt]) == []
+    assert list(out) == [2 * t if t < 64 else -t for t in range(128)]
+    assert cnt[0] == 1  # the scalar atomic of thread 0's branch happens once
+
+
+def test_shared_memory_op_in_a_divergent_branch_is_rejected():
+    m = kernel(CONSTS + f"""
+    %s = tlx.local_alloc : {S64}
+    %tid = tlx.thread_id {{axis = 0}} : i32
+    %is0 = arith.cmpi %tid, %c0 {{predicate = "eq"}} : i1
+    scf.if %is0 {{
+    ^then:
+      tlx.local_store %s, %t0 loc(#f:7:0)
+      scf.yield
+    }} {{
+    ^else:
+      scf.yield
+    }}""")
+    from tlx.interpreter import InterpreterError
+    with pytest.raises(InterpreterError, match="k.py:7.*only some threads take"):
+        run(m, (1,), [])

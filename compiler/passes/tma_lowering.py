@@ -73,6 +73,9 @@ def _lower_store(op: Operation, ctx: PassContext) -> None:
     store = Operation("tlx.tma_store", [desc, buf, offs], [], loc=op.loc)
     blk.insert_before(op, store)
     blk.insert_before(op, Operation("tlx.tma_store_wait", [], [], {"pendings": 0}, loc=op.loc))
+    op.erase()
+    if dead_load is not None and not dead_load.result.uses:
+        dead_load.erase()
     if ctx.proxy_fences_enabled:
         prev = preceding_fence(store)
         if prev is not None:
@@ -91,9 +94,6 @@ def _lower_store(op: Operation, ctx: PassContext) -> None:
                 rec.reason += "; the buffer it stores in place may have been written by generic stores"
             rec.add_reader(store)
             rec.placement.append("right before the TMA store (TMALowering always fences the store it builds)")
-    op.erase()
-    if dead_load is not None and not dead_load.result.uses:
-        dead_load.erase()
 
 
 def _lower_load(op: Operation, ctx: PassContext) -> None:

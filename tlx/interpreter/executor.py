@@ -118,6 +118,8 @@ class Thread:
         self.bulk: List[Group] = []
         self.cp_open: List[Tuple[Access, Callable[[], None]]] = []
         self.cp_groups: List[Group] = []
+        self.active: Optional[np.ndarray] = None  # per-thread mask inside a divergent branch
+        self.first_thread = 0  # threadIdx.x of the partition's first thread
 
     def iters(self) -> Tuple:
         return tuple((l, i) for l, i in self.loops)
@@ -143,7 +145,29 @@ def _scalar_or(x, t: T.Type):
     a = np.asarray(x).astype(dt, copy=False)
     if isinstance(t, T.TensorType):
         return np.broadcast_to(a, t.shape) if a.shape != t.shape else a
+    if a.ndim == 1 and a.size > 1:
+        return a  # a per-thread scalar (derived from tlx.thread_id): one value per thread
     return a[()] if a.shape == () else a.reshape(())[()]
+
+
+def _varying(x) -> bool:
+    """Is `x` a per-thread scalar (one value per thread of the partition)?"""
+    return isinstance(x, np.ndarray) and x.ndim == 1
+
+
+def _uniform(th, op, v, what: str):
+    x = th.env[v]
+    if _varying(x):
+        raise InterpreterError(f"{op.name}: the {what} differs between threads (it comes from tlx.thread_id); "
+                               "the block-level interpreter needs it uniform", op.loc)
+    return x
+
+
+# ops allowed inside a branch that only some threads of a partition take (if tlx.thread_id() == 0)
+_DIVERGENT_OK_PREFIXES = ("arith.", "math.", "scf.")
+_DIVERGENT_OK = {"tt.get_program_id", "tt.get_num_programs", "tt.addptr", "tt.load", "tt.store", "tt.atomic_rmw",
+                 "tt.atomic_cas", "tt.int_to_ptr", "tt.ptr_to_int", "tt.hint", "tlx.fence", "tlx.fence_async_shared",
+                 "tlx.thread_id", "tlx.clock64", "tlx.cluster_cta_rank"}
 
 
 _NONBLOCKING_OK = {"tlx.async_dot", "tlx.async_dot_wait", "scf.yield", "scf.for", "scf.if", "scf.condition",
@@ -311,6 +335,10 @@ class Interpreter:
         env = th.env
         checks = self._pending_checks
         for fn, op, gen in steps:
+            if th.active is not None and op.name not in _DIVERGENT_OK and not op.name.startswith(_DIVERGENT_OK_PREFIXES):
+                raise InterpreterError(f"{op.name} inside a branch that only some threads take (a condition on "
+                                       "tlx.thread_id) is not modelled by the block-level interpreter", op.loc,
+                                       hint="keep shared-memory, barrier and TMA ops outside thread-divergent branches")
             if checks:
                 vs = checks.get(id(op))
                 if vs:
@@ -391,7 +419,7 @@ def _range(it, th, op):
 @handler("tt.splat")
 def _splat(it, th, op):
     t = op.result.type
-    _set(th, op, np.full(t.shape, th.env[op.operands[0]], dtype=N.compute_dtype(t.element)))
+    _set(th, op, np.full(t.shape, _uniform(th, op, op.operands[0], "splatted value"), dtype=N.compute_dtype(t.element)))
 
 
 @handler("tt.broadcast")
@@ -686,6 +714,7 @@ def _load(it, th, op):
     mask = th.env[m] if m is not None else None
     other = th.env[o] if o is not None else None
     et = _elem(op.arg("ptr")).pointee
+    mask = _with_active(th, p, mask)
     v = it.gmem.load(np.asarray(p), None if mask is None else np.asarray(mask), et, other, op.loc)
     _set(th, op, _scalar_or(v, op.result.type))
 
@@ -695,7 +724,17 @@ def _store(it, th, op):
     p, v = th.env[op.arg("ptr")], th.env[op.arg("value")]
     m = op.arg("mask")
     et = _elem(op.arg("ptr")).pointee
-    it.gmem.store(np.asarray(p), np.asarray(v), None if m is None else np.asarray(th.env[m]), et, op.loc)
+    mask = _with_active(th, p, None if m is None else th.env[m])
+    if _varying(v) and not _varying(p):
+        p = np.full(v.shape, p, dtype=np.int64)  # every thread stores its own value: the last one wins
+    it.gmem.store(np.asarray(p), np.asarray(v), None if mask is None else np.asarray(mask), et, op.loc)
+
+
+def _with_active(th, p, mask):
+    """Inside a divergent branch, a per-thread access is masked to the threads that take it."""
+    if th.active is None or not _varying(p):
+        return mask
+    return th.active if mask is None else (np.asarray(mask) & th.active)
 
 
 def _rmw(kind: str, old: np.ndarray, val: np.ndarray, e: T.ScalarType) -> np.ndarray:
@@ -751,7 +790,7 @@ def _atomic_rmw(it, th, op):
     e = _elem(op.arg("value"))
     kind = op.attrs["op"]
     m = op.arg("mask")
-    mask = None if m is None else np.asarray(th.env[m])
+    mask = _with_active(th, th.env[op.arg("ptr")], None if m is None else np.asarray(th.env[m]))
     val = np.asarray(th.env[op.arg("value")])
     old = _atomic(it, th, op, lambda o, v: _rmw(kind, o, v.astype(o.dtype), e), [val], mask)
     _set(th, op, _scalar_or(old, op.result.type))
@@ -760,7 +799,8 @@ def _atomic_rmw(it, th, op):
 @handler("tt.atomic_cas")
 def _atomic_cas(it, th, op):
     cmp, val = np.asarray(th.env[op.operands[1]]), np.asarray(th.env[op.operands[2]])
-    old = _atomic(it, th, op, lambda o, c, v: np.where(o == c, v, o), [cmp, val], None)
+    old = _atomic(it, th, op, lambda o, c, v: np.where(o == c, v, o), [cmp, val],
+                  _with_active(th, th.env[op.operands[0]], None))
     _set(th, op, _scalar_or(old, op.result.type))
 
 
@@ -895,6 +935,11 @@ def _local_load(it, th, op):
 
 @handler("tlx.fence_async_shared")
 def _fence_async(it, th, op):
+    if th.active is not None and not th.active.all():
+        # executed by only some threads: it orders only their accesses, and a partition's
+        # block-level accesses belong to all of its threads — so it orders none of them
+        th.agent.partial_fences.append((op, int(th.active.sum()), th.active.size))
+        return
     th.agent.fence()
 
 
@@ -1203,16 +1248,18 @@ def _cta_rank(it, th, op):
 
 @handler("tlx.thread_id")
 def _thread_id(it, th, op):
-    raise InterpreterError("tlx.thread_id gives a different value in every thread; the block-level interpreter "
-                           "runs a partition as one thread of control and cannot model that", op.loc,
-                           hint="express per-thread work with tensors (tl.arange) instead of thread ids")
+    if op.attrs.get("axis", 0) != 0:
+        _set(th, op, np.int32(0))  # blocks are 1-D
+        return
+    n = th.agent.num_threads
+    _set(th, op, np.arange(th.first_thread, th.first_thread + n, dtype=np.int32))
 
 
 # -- control flow ----------------------------------------------------------------------------------------
 
 @handler("scf.for", gen=True)
 def _for(it, th, op):
-    lb, ub, step = (th.env[v] for v in (op.arg("lb"), op.arg("ub"), op.arg("step")))
+    lb, ub, step = (_uniform(th, op, v, "loop bound") for v in (op.arg("lb"), op.arg("ub"), op.arg("step")))
     et = _elem(op.arg("lb"))
     lo, hi, st = int(lb), int(ub), int(step)
     if et.is_int and not et.is_signed:
@@ -1243,9 +1290,41 @@ def _for(it, th, op):
 @handler("scf.if", gen=True)
 def _if(it, th, op):
     c = th.env[op.arg("cond")]
+    if _varying(c):
+        act = c if th.active is None else (c & th.active)
+        rest = ~c if th.active is None else (~c & th.active)
+        if act.all() or rest.all() or (th.active is not None and (np.array_equal(act, th.active) or np.array_equal(rest, th.active))):
+            c = bool(act.any())  # every active thread goes the same way
+        else:
+            yield from _divergent_if(it, th, op, act, rest)
+            return
     vals = yield from it.run_block(th, op.regions[0 if bool(c) else 1].block)
     for r, v in zip(op.results, vals):
         th.env[r] = v
+
+
+def _divergent_if(it, th, op, act, rest):
+    """Both branches run, each for the threads that take it; results merge per thread."""
+    saved = th.active
+    outs = []
+    for region, mask in ((op.regions[0], act), (op.regions[1], rest)):
+        if not mask.any():
+            outs.append(None)
+            continue
+        th.active = mask
+        try:
+            outs.append((yield from it.run_block(th, region.block)))
+        finally:
+            th.active = saved
+    for i, r in enumerate(op.results):
+        tv = outs[0][i] if outs[0] is not None else None
+        fv = outs[1][i] if outs[1] is not None else None
+        if tv is None or fv is None:
+            th.env[r] = tv if fv is None else fv
+        elif isinstance(r.type, T.TensorType):
+            raise InterpreterError("scf.if: a tensor result of a branch that only some threads take", op.loc)
+        else:
+            th.env[r] = _scalar_or(np.where(act, tv, fv), r.type)
 
 
 @handler("scf.while", gen=True)
@@ -1283,6 +1362,7 @@ def _warp_specialize(it, th, op):
     for k, region in enumerate(op.regions[1:]):
         agent = prog.new_agent(f"{k + 1} ({nw[k]} warps, ws at {describe_loc(op.loc)})", nw[k] * 32, th.agent.clock)
         wt = Thread(prog, agent)
+        wt.first_thread = th.first_thread + th.agent.num_threads + sum(x * 32 for x in nw[:k])
         blk = region.block
         for a, v in zip(blk.args, caps):
             wt.env[a] = v

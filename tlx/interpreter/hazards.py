@@ -58,6 +58,7 @@ class Agent:
         self.clock[key] = self.clock.get(key, 0)
         self.fence_epochs: List[int] = []
         self.last_fence_clock: Optional[Dict[int, int]] = None
+        self.partial_fences: List[Tuple[Operation, int, int]] = []  # fences only some threads ran
 
     def tick(self) -> int:
         """Advance this agent's own clock component; returns the new epoch."""
@@ -308,7 +309,8 @@ class Checker:
                             "make the reader wait on an mbarrier that the writer arrives on after writing (and fence)")
             elif not w.fenced_for(r.agent):
                 self.report(ProxyHazard, "raw", f"{w.what} then {r.what} of the same shared memory "
-                            "with no fence.proxy.async between them", view, w, r, _PROXY_HINT["raw"])
+                            "with no fence.proxy.async between them", view, w, r, _PROXY_HINT["raw"],
+                            _partial_note(w.agent, r.agent))
         view.shadow_view(f"ar{r.agent.key}")[...] = r.rid
 
     def async_write(self, view, r: Access) -> None:
@@ -330,6 +332,15 @@ class Checker:
             gr[...] = 0
         gw[...] = 0
         view.shadow_view("aw")[...] = r.rid
+
+
+def _partial_note(*agents: Agent) -> str:
+    notes = []
+    for a in dict.fromkeys(agents):
+        for op, k, n in a.partial_fences[-1:]:
+            notes.append(f"the fence at {describe_loc(op.loc)} ran in only {k} of the {n} threads of partition "
+                         f"{a.name} (a thread-divergent branch): it does not order the other threads' accesses")
+    return "; ".join(notes)
 
 
 def _buffer_name(view) -> str:
