@@ -11,6 +11,8 @@ from . import language
 from .barrier import (alloc_barriers, alloc_warp_barrier, barrier_arrive, barrier_expect_bytes, barrier_wait,
                       cluster_barrier, fence_mbarrier_init_cluster, named_barrier_arrive, named_barrier_wait)
 from .compile import CompiledKernel, compile
+from .display import show
+from .interpret import interpret
 from .jit import JITFunction, jit
 from .language.core import (async_token, buffered_tensor, constexpr, dtype, mbarrier, tensor,
                             tensor_descriptor)
@@ -23,6 +25,7 @@ from .mma_ops import async_dot, async_dot_wait
 from .utility import (async_task_replica_id, clock64, cluster_cta_rank, dtype_of, get_fp8_format_name, size_of,
                       thread_id)
 from .warp_spec import async_task, async_tasks
+from tlx.runtime import TensorDescriptor, TLXRuntimeError, host_copy
 
 __version__ = "0.1.0"
 
@@ -44,5 +47,6 @@ __all__ = [
     "local_store", "local_trans", "local_view", "make_tensor_descriptor", "storage_kind", "async_dot",
     "async_dot_wait", "async_task_replica_id", "clock64", "cluster_cta_rank", "dtype_of", "get_fp8_format_name",
     "size_of", "thread_id", "async_task", "async_tasks", "buffered_tensor", "mbarrier", "tensor",
-    "tensor_descriptor", "async_token", "constexpr", "dtype",
+    "tensor_descriptor", "async_token", "constexpr", "dtype", "interpret", "show", "TensorDescriptor",
+    "TLXRuntimeError", "host_copy",
 ]
