@@ -291,6 +291,7 @@ class Interpreter:
         self._compiled: Dict[int, Tuple[List[Tuple[Callable, Operation, bool]], Operation]] = {}
         self._pending_checks: Dict[int, List[Value]] = {}
         self.has_async_dot = any(op.name == "tlx.async_dot" for op in module.ops())
+        self.max_while_iterations = 1_000_000
 
     # -- reporting helpers --------------------------------------------------------------------------
     def _report_barrier(self, bar: MBarrier, kind: str, summary: str, hint: str, pid, rec: Optional[Access] = None) -> None:
@@ -1340,12 +1341,19 @@ def _while(it, th, op):
                 th.env[a] = v
             cv = yield from it.run_block(th, before)
             cond, vals = cv[0], cv[1:]
+            if _varying(cond):
+                raise InterpreterError("scf.while: the loop condition differs between threads", op.loc)
             if not bool(cond):
                 break
             for a, v in zip(after.args, vals):
                 th.env[a] = v
             vals = yield from it.run_block(th, after)
             k += 1
+            if k >= it.max_while_iterations:
+                raise InterpreterError(
+                    f"scf.while ran {k} iterations in program {th.prog.pid} without finishing", op.loc,
+                    hint="a spin-wait on a flag another program sets never ends here: the interpreter runs the "
+                         "programs one after another (raise max_while_iterations if the loop is just long)")
     finally:
         th.loops.pop()
     for r, v in zip(op.results, vals):
