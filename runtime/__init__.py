@@ -1,1 +1,33 @@
-"""tlx.runtime: load and launch PTX through numba.cuda's driver API; TMA descriptors; the compile cache."""
+"""tlx.runtime: load and launch compiled kernels through numba.cuda's driver layer, with TMA
+descriptors, array interop and the compile cache.
+
+Importing it never touches the CUDA driver (numba.cuda and cuda.bindings are imported at the
+first load), so it works on machines without a GPU; launching there raises a
+`NoCUDADeviceError` (a `TLXRuntimeError`) that says so.
+
+The API the frontend uses (each module's docstring has the details):
+
+* `Launcher(abi, ptx=None, cubin=None, name=None)` (``launcher``) with
+  ``.launch(grid, args, stream=None)`` and ``.load()`` — one per kernel specialization;
+* `signature_of(arg) -> ArgSignature(type, divisibility)` (``arrays``) — the per-argument part
+  of the specialization key, Triton spellings (``*fp16``, ``i32``, ``tensordesc<fp16[64, 64]>``);
+* `signature_key(args)` (``arrays``) — the tuple of `signature_of` over the runtime arguments;
+* `TensorDescriptor` (``tma``) — the host TMA descriptor, re-exported as ``tlx.TensorDescriptor``;
+* `host_copy(array, write_back=True)` (``arrays``) — the explicit opt-in for host numpy arrays;
+* `stream_handle(stream)` (``streams``) — torch/CuPy/numba/cuda.core streams or raw handles;
+* `Cache`, `CacheEntry`, `default_cache()` (``cache``) — the specialization store;
+* `TLXRuntimeError`, `NoCUDADeviceError`, `TMARuleError` — what goes wrong, said plainly.
+"""
+
+from .arrays import ArgSignature, HostCopy, describe, host_copy, signature_key, signature_of
+from .cache import Cache, CacheEntry, CacheInfo, default_cache
+from .errors import NoCUDADeviceError, TLXRuntimeError
+from .launcher import Launcher
+from .streams import stream_handle
+from .tma import TensorDescriptor, TMARuleError
+
+__all__ = [
+    "ArgSignature", "Cache", "CacheEntry", "CacheInfo", "HostCopy", "Launcher",
+    "NoCUDADeviceError", "TLXRuntimeError", "TMARuleError", "TensorDescriptor", "default_cache",
+    "describe", "host_copy", "signature_key", "signature_of", "stream_handle",
+]

@@ -73,3 +73,19 @@ module {
 def test_parse_error_names_line():
     with pytest.raises(IRParseError, match="IR line 4"):
         parse_module("module {\n  tt.func @k() {\n    %a = arith.constant {value = 1} : i32\n    %b = arith.addi %a, %zz : i32\n    tt.return\n  }\n}\n")
+
+
+def test_memdesc_index_of_an_mbarrier_array():
+    text = '''
+module {
+  tt.func @k(%i: i32) {
+    %bars = tlx.alloc_barriers {num = 2, arrive_count = 1} : !mbarriers<2>
+    %b = tlx.memdesc_index %bars, %i : !mbarrier
+    tlx.barrier_arrive %b {count = 1}
+    tt.return
+  }
+}
+'''
+    verify_module(parse_module(text))
+    with pytest.raises(IRVerifyError, match="gives !mbarrier"):
+        verify_module(parse_module(text.replace("%i : !mbarrier", "%i : !mbarriers<1>")))

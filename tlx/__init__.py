@@ -1,1 +1,52 @@
-"""tlx: write NVIDIA Hopper kernels in Python, TLX-style."""
+"""tlx: write NVIDIA Hopper (sm_90a) kernels in Python, TLX-style.
+
+`import tlx.language as tl` is the Triton core language; `import tlx` holds the TLX extensions
+(shared memory, TMA, mbarriers, wgmma, fences, warp specialization), `tlx.jit`, `tlx.compile` and
+the host `tlx.TensorDescriptor`.
+"""
+
+from tlx.compiler.errors import TLXCompileError, TLXError
+
+from . import language
+from .barrier import (alloc_barriers, alloc_warp_barrier, barrier_arrive, barrier_expect_bytes, barrier_wait,
+                      cluster_barrier, fence_mbarrier_init_cluster, named_barrier_arrive, named_barrier_wait)
+from .compile import CompiledKernel, compile
+from .display import show
+from .interpret import interpret
+from .jit import JITFunction, jit
+from .language.core import (async_token, buffered_tensor, constexpr, dtype, mbarrier, tensor,
+                            tensor_descriptor)
+from .mem_ops import (async_descriptor_load, async_descriptor_prefetch_tensor, async_descriptor_store,
+                      async_descriptor_store_wait, async_load, async_load_commit_group, async_load_wait_group,
+                      async_store, fence, fence_async_shared, local_alloc, local_load, local_reinterpret,
+                      local_reshape, local_slice, local_store, local_trans, local_view, make_tensor_descriptor,
+                      storage_kind)
+from .mma_ops import async_dot, async_dot_wait
+from .utility import (async_task_replica_id, clock64, cluster_cta_rank, dtype_of, get_fp8_format_name, size_of,
+                      thread_id)
+from .warp_spec import async_task, async_tasks
+from tlx.runtime import TensorDescriptor, TLXRuntimeError, host_copy
+
+__version__ = "0.1.0"
+
+
+def cdiv(x: int, y: int) -> int:
+    """Ceiling division on the host (also usable inside kernels)."""
+    return (x + y - 1) // y
+
+
+cdiv.__tlx_builtin__ = True  # type: ignore[attr-defined]
+
+__all__ = [
+    "TLXError", "TLXCompileError", "jit", "JITFunction", "compile", "CompiledKernel", "cdiv", "language",
+    "alloc_barriers", "alloc_warp_barrier", "barrier_arrive", "barrier_expect_bytes", "barrier_wait",
+    "named_barrier_arrive", "named_barrier_wait", "cluster_barrier", "fence_mbarrier_init_cluster",
+    "async_descriptor_load", "async_descriptor_prefetch_tensor", "async_descriptor_store",
+    "async_descriptor_store_wait", "async_load", "async_load_commit_group", "async_load_wait_group", "async_store",
+    "fence", "fence_async_shared", "local_alloc", "local_load", "local_reinterpret", "local_reshape", "local_slice",
+    "local_store", "local_trans", "local_view", "make_tensor_descriptor", "storage_kind", "async_dot",
+    "async_dot_wait", "async_task_replica_id", "clock64", "cluster_cta_rank", "dtype_of", "get_fp8_format_name",
+    "size_of", "thread_id", "async_task", "async_tasks", "buffered_tensor", "mbarrier", "tensor",
+    "tensor_descriptor", "async_token", "constexpr", "dtype", "interpret", "show", "TensorDescriptor",
+    "TLXRuntimeError", "host_copy",
+]

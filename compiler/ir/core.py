@@ -100,7 +100,8 @@ class Operation:
     """One IR operation. Operands are stored flat; `segments` gives the size of each operand
     group the op's definition declares (one / optional / variadic)."""
 
-    __slots__ = ("name", "_operands", "segments", "results", "attrs", "regions", "loc", "parent", "__weakref__")
+    __slots__ = ("name", "_operands", "segments", "results", "attrs", "regions", "loc", "parent", "opdef",
+                 "__weakref__")
 
     def __init__(self, name: str, operands: Sequence[OperandSpec], result_types: Sequence[Type],
                  attrs: Optional[Dict[str, Any]] = None, num_regions: int = 0,
@@ -109,6 +110,7 @@ class Operation:
 
         opdef = get_opdef(name)
         self.name = name
+        self.opdef = opdef  # what the op name means (ops.py); fixed for the op's lifetime
         self._operands: List[Value] = []
         self.segments: Tuple[int, ...] = opdef.segment_sizes(name, operands)
         self.attrs: Dict[str, Any] = dict(attrs or {})
@@ -146,9 +148,7 @@ class Operation:
 
     def set_operands(self, operands: Sequence[OperandSpec]) -> None:
         """Replace every operand (and the group sizes)."""
-        from .ops import get_opdef
-
-        opdef = get_opdef(self.name)
+        opdef = self.opdef
         self.drop_operands()
         self.segments = opdef.segment_sizes(self.name, operands)
         for v in opdef.flatten(operands):
@@ -178,12 +178,6 @@ class Operation:
         if len(self.results) != 1:
             raise ValueError(f"{self.name} has {len(self.results)} results, not one")
         return self.results[0]
-
-    @property
-    def opdef(self):
-        from .ops import get_opdef
-
-        return get_opdef(self.name)
 
     def has_trait(self, trait: str) -> bool:
         return trait in self.opdef.traits

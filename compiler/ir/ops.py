@@ -430,9 +430,13 @@ def _v_local_alloc(op: Operation) -> None:
 
 
 def _v_memdesc_index(op: Operation) -> None:
-    st = _memdesc(op, op.arg("src"), "source")
     idx = op.arg("index")
     need(op, isinstance(idx.type, T.ScalarType) and idx.type.is_int, f"index must be an integer scalar, got {idx.type}")
+    if isinstance(op.arg("src").type, T.BarrierType):  # bars[i]: one mbarrier of an array
+        need(op, op.arg("src").type.array, "index an mbarrier array, not a single mbarrier")
+        need(op, op.result.type == T.BarrierType(1, False), f"indexing an mbarrier array gives !mbarrier, got {op.result.type}")
+        return
+    st = _memdesc(op, op.arg("src"), "source")
     rt = op.result.type
     need(op, isinstance(rt, T.MemDescType), "result must be a view")
     exp_shape = st.shape[1:] if len(st.shape) > 1 else (1,)

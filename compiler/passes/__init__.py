@@ -1,1 +1,1 @@
-"""The pass pipeline: one module per pass, each with its rule in its docstring."""
+"""The compiler's passes, one module per pass (rule in each docstring); `compiler.pipeline` runs them."""

@@ -1,0 +1,321 @@
+"""CTA barriers: a `tlx.cta_barrier` (bar.sync) wherever threads must wait for each other's
+shared-memory accesses. Runs after ProxyFenceInsertion, on allocated IR.
+
+A proxy fence orders one thread's accesses across proxies; it does not make one thread wait for
+another. When several threads write a tile that one elected thread then hands to the TMA unit,
+the order must be: every thread writes, every thread fences, all threads meet at a barrier,
+then the TMA op is issued (st.shared -> fence.proxy.async -> bar.sync -> TMA store). This pass
+supplies the barriers, like Triton's Membar analysis (lib/Analysis/Membar.cpp), with what
+orders what made explicit:
+
+* Two generic accesses of different threads to overlapping bytes, at least one a write
+  (`local_store` then `local_load` with another layout, scratch reuse, ...): a barrier between
+  them. cp.async writes count once they have landed (`async_wait_group`), since each thread
+  waits only for its own copies.
+* A generic access followed by an async op on overlapping bytes — TMA / bulk store or wgmma
+  reading what other threads wrote, TMA / bulk load overwriting what they read or wrote: a
+  barrier right before the async op, and it must come *after* the proxy fence — a barrier that
+  precedes the fence does not count (every thread's fence must be done before the issue).
+* An async read followed by a generic write of the same bytes (overwriting a TMA-store source
+  or a wgmma operand): the issuing thread's wait (`tma_store_wait`, `async_dot_wait`) orders
+  only that thread, so a barrier goes before the write. A wgmma of a partition of at most one
+  warpgroup is complete for every thread after `async_dot_wait {pendings = 0}` (the wait is
+  warpgroup-collective): no barrier.
+* Async writes need none afterwards: an mbarrier wait orders TMA / bulk-load data for every
+  thread that waits.
+* mbarrier initialization (`alloc_barriers`, one thread) before any other mbarrier op on those
+  barriers: a barrier. An `barrier_arrive` / `barrier_expect_bytes` (issued by the partition's
+  leader thread) publishes every thread's earlier accesses: a barrier before it when any are
+  pending (the code generator lowers these ops without a sync of their own).
+
+Placement: right before the op that conflicts, hoisted out of enclosing loops whose every
+conflicting access happened (and was fenced, for async ops) before the loop, so a K loop does not
+pay a bar.sync per iteration for writes made before it. Barriers never leave a warp-specialize
+partition; inside one the code generator lowers `tlx.cta_barrier` to the partition's named
+barrier. Entering a warp-specialize op synchronizes the CTA. Existing `tlx.cta_barrier` ops
+count. Below sm_90 the same rules hold for the generic accesses.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, FrozenSet, List, Optional, Tuple
+
+from ..ir import types as T
+from ..ir.core import Block, Module, Operation
+from .manager import PassContext
+from .memory import (ASYNC, BARRIER, FENCE, FUNC_ARG, GENERIC, READ, WRITE, RegionAnalysis, accesses_of, const_int)
+from .proxy_fence_insertion import FLIGHT_CAP, trip_count
+
+# item: (lo, hi, write, op, cls, state, flight)
+#   cls: 'g' generic, 'a' async read (wgmma / TMA store source), 'b' mbarrier initialization
+#   state: 'U' unsynced+unfenced, 'F' fenced, 'S' synced (not fenced since), 'SF' synced then fenced;
+#          for async reads: 'P' not yet complete (its wait has not run), 'U' complete
+#   flight: for cp.async: None landed, -1 uncommitted, k committed with k newer groups
+LO, HI, W, OP, CLS, STATE, FLIGHT = range(7)
+
+SYNC = {"U": "S", "F": None, "S": "S", "SF": None, "P": "P"}  # what a barrier makes of an item (None: gone)
+FENCED = {"U": "F", "S": "SF", "F": "F", "SF": "SF"}
+
+K_BAR, K_FENCE, K_ACC, K_COMMIT, K_WAIT, K_DOTWAIT, K_FOR, K_IF, K_WHILE, K_WS, K_REGION, K_STOREWAIT = range(12)
+
+
+class _Walker:
+    def __init__(self, module: Module, ctx: PassContext):
+        self.module = module
+        self.ctx = ctx
+        self.ra = RegionAnalysis()
+        self.kind: Dict[int, int] = {}
+        self.acc: Dict[int, Tuple] = {}  # op id -> (generic, async reads, async writes, barrier init, barrier use)
+        self.warps: Dict[int, int] = {}  # op id -> warps of its partition
+        self.pre_states: List[Tuple[Operation, FrozenSet]] = []  # enclosing loops and their entry states
+        self.inserted = 0
+        self.restarting: Optional[Operation] = None  # a loop that will be re-walked from a new barrier
+        self._classify(module.func.regions[0].block, int(module.attrs.get("num_warps", ctx.options.num_warps)))
+
+    def _intervals(self, v, op) -> List[Tuple[int, int]]:
+        if v is None:
+            off = op.attrs.get("scratch_offset")
+            return [(off, off + op.attrs.get("scratch_bytes", 0))] if isinstance(off, int) else []
+        out = []
+        for rg in self.ra.regions_of(v):
+            if rg.root is FUNC_ARG:
+                continue
+            off = rg.root.attrs.get("offset")
+            if isinstance(off, int):
+                out.append((off + rg.lo, off + rg.hi))
+        return out
+
+    def _classify(self, blk: Block, warps: int) -> None:
+        for op in blk.ops:
+            n = op.name
+            k = id(op)
+            if n == "tlx.cta_barrier":
+                self.kind[k] = K_BAR
+                continue
+            if n == FENCE:
+                self.kind[k] = K_FENCE
+                continue
+            if n == "tlx.warp_specialize":
+                self.kind[k] = K_WS
+                nw = op.attrs.get("partition_num_warps", [])
+                for i, r in enumerate(op.regions):
+                    self._classify(r.block, warps if i == 0 else int(nw[i - 1]))
+                continue
+            if op.regions:
+                self.kind[k] = {"scf.for": K_FOR, "scf.if": K_IF, "scf.while": K_WHILE}.get(n, K_REGION)
+                for r in op.regions:
+                    self._classify(r.block, warps)
+                continue
+            if n == "tlx.async_commit_group":
+                self.kind[k] = K_COMMIT
+                continue
+            if n == "tlx.async_wait_group":
+                self.kind[k] = K_WAIT
+                continue
+            if n == "tlx.tma_store_wait":
+                self.kind[k] = K_STOREWAIT
+                continue
+            if n == "tlx.async_dot_wait":
+                self.kind[k] = K_DOTWAIT
+                self.warps[k] = warps
+                continue
+            gen, ards, awrs, binit, buse = [], [], [], [], []
+            for a in accesses_of(op):
+                ivs = self._intervals(a.value, op)
+                if a.proxy == GENERIC:
+                    gen.extend((lo, hi, a.kind == WRITE) for lo, hi in ivs)
+                elif a.proxy == ASYNC:
+                    (awrs if a.kind == WRITE else ards).extend(ivs)
+                elif a.proxy == BARRIER:
+                    (binit if n == "tlx.alloc_barriers" else buse).extend(ivs)
+            publishes = n in ("tlx.barrier_arrive", "tlx.barrier_expect_bytes")
+            if gen or ards or awrs or binit or buse or publishes:
+                self.kind[k] = K_ACC
+                self.acc[k] = (tuple(gen), tuple(ards), tuple(awrs), tuple(binit), tuple(buse), publishes)
+
+    # -- the walk -----------------------------------------------------------------------------
+    def run(self) -> None:
+        self.block(self.module.func.regions[0].block, frozenset())
+
+    def block(self, blk: Block, st: FrozenSet) -> FrozenSet:
+        ops = blk.ops
+        i = 0
+        while i < len(ops):
+            op = ops[i]
+            k = self.kind.get(id(op))
+            if k is None:
+                i += 1
+                continue
+            n0 = len(ops)
+            st = self.op(op, k, st)
+            i += 1 + (len(ops) - n0)
+        return st
+
+    @staticmethod
+    def sync(st: FrozenSet) -> FrozenSet:
+        out = []
+        for it in st:
+            s = None if it[CLS] == "a" and it[STATE] == "U" else SYNC[it[STATE]]
+            if s is not None:
+                out.append(it[:STATE] + (s,) + it[STATE + 1:])
+        return frozenset(out)
+
+    def op(self, op: Operation, k: int, st: FrozenSet) -> FrozenSet:
+        if k == K_BAR:
+            return self.sync(st)
+        if k == K_FENCE:
+            return frozenset(it[:STATE] + (FENCED[it[STATE]],) + it[STATE + 1:] if it[CLS] == "g" else it for it in st)
+        if k == K_ACC:
+            return self.access(op, st)
+        if k == K_COMMIT:
+            return frozenset(it if it[FLIGHT] is None else it[:FLIGHT] + (min(it[FLIGHT] + 1, FLIGHT_CAP),)
+                             for it in st)
+        if k == K_WAIT:
+            n = min(op.attrs.get("pendings", 0), FLIGHT_CAP)
+            return frozenset(it[:FLIGHT] + (None,) if it[FLIGHT] is not None and it[FLIGHT] >= n else it for it in st)
+        if k == K_DOTWAIT:
+            if op.attrs.get("pendings") != 0:
+                return st
+            if self.warps.get(id(op), 4) <= 4:  # one warpgroup: the wait is collective
+                return frozenset(it for it in st if not (it[CLS] == "a" and it[OP].name == "tlx.async_dot"))
+            return self._complete(st, ("tlx.async_dot",))
+        if k == K_STOREWAIT:
+            if op.attrs.get("pendings") != 0:
+                return st
+            return self._complete(st, ("tlx.tma_store", "tlx.async_store"))
+        if k == K_FOR:
+            return self.loop(op, st)
+        if k == K_IF:
+            c = const_int(op.arg("cond"))
+            if c is not None:
+                return self.block(op.regions[0 if c else 1].block, st)
+            return self.block(op.regions[0].block, st) | self.block(op.regions[1].block, st)
+        if k == K_WHILE:
+            return self.while_loop(op, st)
+        if k == K_WS:
+            out: FrozenSet = frozenset()
+            saved = self.pre_states
+            self.pre_states = []  # barriers never leave a partition
+            for r in op.regions:
+                out = out | self.block(r.block, frozenset())  # entering the op synchronizes the CTA
+            self.pre_states = saved
+            return out
+        out2: FrozenSet = frozenset()
+        for r in op.regions:
+            out2 = out2 | self.block(r.block, st)
+        return out2
+
+    @staticmethod
+    def _complete(st: FrozenSet, names) -> FrozenSet:
+        return frozenset(it[:STATE] + ("U",) + it[STATE + 1:] if it[CLS] == "a" and it[OP].name in names else it
+                         for it in st)
+
+    def loop(self, op: Operation, st: FrozenSet) -> FrozenSet:
+        while True:
+            blk = op.parent
+            idx = blk.index(op)
+            n = trip_count(op)
+            body = op.regions[0].block
+            self.pre_states.append((op, st))
+            try:
+                if n == 0:
+                    res = st
+                elif n == 1:
+                    res = self.block(body, st)
+                else:
+                    inn, out = st, st
+                    for _ in range(50):
+                        out = self.block(body, inn)
+                        nxt = st | out
+                        if nxt == inn:
+                            break
+                        inn = nxt
+                    res = out if n is not None else (st | out)
+            finally:
+                self.pre_states.pop()
+            if blk.index(op) != idx:  # a barrier was hoisted before this loop: redo from there
+                self.restarting = None
+                st = self.sync(st)
+                continue
+            return res
+
+    def while_loop(self, op: Operation, st: FrozenSet) -> FrozenSet:
+        while True:
+            blk = op.parent
+            idx = blk.index(op)
+            self.pre_states.append((op, st))
+            try:
+                inn, ob = st, st
+                for _ in range(50):
+                    ob = self.block(op.regions[0].block, inn)
+                    oa = self.block(op.regions[1].block, ob)
+                    nxt = st | oa
+                    if nxt == inn:
+                        break
+                    inn = nxt
+            finally:
+                self.pre_states.pop()
+            if blk.index(op) != idx:
+                self.restarting = None
+                st = self.sync(st)
+                continue
+            return ob
+
+    # -- accesses -------------------------------------------------------------------------------
+    def access(self, op: Operation, st: FrozenSet) -> FrozenSet:
+        gen, ards, awrs, binit, buse, publishes = self.acc[id(op)]
+        hits = []
+        for it in st:
+            if it[FLIGHT] is not None:
+                continue  # an in-flight cp.async: only its own thread's wait orders it
+            lo, hi, w, cls, s = it[LO], it[HI], it[W], it[CLS], it[STATE]
+            if cls == "b":
+                if s in ("U", "F") and any(a < hi and lo < b for a, b in binit + buse):
+                    hits.append(it)
+                continue
+            if publishes and s in ("U", "F", "SF") and cls == "g":
+                hits.append(it)
+                continue
+            if cls == "g":
+                if s in ("U", "F") and any(a < hi and lo < b and (w or gw) for a, b, gw in gen):
+                    hits.append(it)
+                    continue
+                if s in ("U", "F", "SF") and (any(a < hi and lo < b and w for a, b in ards)
+                                              or any(a < hi and lo < b for a, b in awrs)):
+                    hits.append(it)
+                    continue
+            elif cls == "a":  # a pending async read: later generic writes must wait for it
+                if any(a < hi and lo < b and gw for a, b, gw in gen):
+                    hits.append(it)
+        if hits and self.restarting is None:
+            st = self.insert_barrier(op, hits, st)
+        new = [(lo, hi, w, op, "g", "U", -1 if op.name == "tlx.async_load" else None) for lo, hi, w in gen]
+        new += [(lo, hi, False, op, "a", "P", None) for lo, hi in ards]
+        new += [(lo, hi, True, op, "b", "U", None) for lo, hi in binit]
+        return st | frozenset(new)
+
+    def insert_barrier(self, op: Operation, hits, st: FrozenSet) -> FrozenSet:
+        """Insert a barrier before `op` (or before the outermost loop it may leave) and return
+        the state after it (at `op`)."""
+        anchor = op
+        hoistable = all(it[CLS] == "g" and it[OP].name != "tlx.async_load" for it in hits)
+        if hoistable:
+            for loop, pre in reversed(self.pre_states):
+                if not all(it in pre and not loop.is_ancestor_of(it[OP]) for it in hits):
+                    break
+                anchor = loop
+        bar = Operation("tlx.cta_barrier", [], [], loc=op.loc)
+        anchor.parent.insert_before(anchor, bar)
+        self.kind[id(bar)] = K_BAR
+        self.inserted += 1
+        if anchor is op:
+            return self.sync(st)
+        self.restarting = anchor  # the loop restarts from the barrier (see `loop`)
+        return st
+
+
+def run(module: Module, ctx: PassContext) -> None:
+    """Insert the CTA barriers (see the module docstring)."""
+    w = _Walker(module, ctx)
+    w.run()
+    ctx.stats["cta_barriers.inserted"] = w.inserted

@@ -1,0 +1,285 @@
+"""What shared memory an op touches, through which proxy, and which buffer bytes a value names.
+
+Shared by every pass that reasons about shared memory (fence insertion, allocation, proxy fence
+insertion, CTA barriers), so that the proxy of an access is decided in exactly one place
+(triton#11126 is the bug this avoids: each pass re-deriving it differently).
+
+**Proxies** (see `compiler/ir/ops.py` effects): *generic* — `local_alloc` with a source,
+`local_store`, `local_load`, cp.async (`async_load`: per-thread, generic proxy, peers.md §3.D),
+scratch use of ops with a ``scratch_bytes`` attribute; *async* — TMA loads and bulk loads write
+their destination, TMA stores, bulk stores and wgmma operands read their source; *barrier* —
+mbarrier traffic, which never needs a proxy fence.
+
+**Regions.** `regions_of(value)` returns every (root allocation, byte interval inside it,
+logical box) a shared-memory value may name: views are followed to their source, a constant
+`memdesc_index` narrows to its slab, a `memdesc_subslice` with static offsets of a full slab
+keeps a logical box (two boxes on the same slab are disjoint when some dimension's ranges are),
+loop-carried values, `scf.if` / `scf.while` results and warp-specialize captures join all the
+values that can flow into them. A function argument names no allocation (`FUNC_ARG`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from ..ir import types as T
+from ..ir.core import BlockArgument, Module, OpResult, Operation, Value
+from ..ir.ops import effects_of
+
+GENERIC, ASYNC, BARRIER = "generic", "async", "barrier"
+READ, WRITE = "read", "write"
+
+# ops that issue an async-proxy access to shared memory
+ASYNC_WRITERS = frozenset({"tlx.tma_load", "tlx.async_bulk_load"})
+ASYNC_READERS = frozenset({"tlx.tma_store", "tlx.async_store", "tlx.async_dot"})
+ASYNC_OPS = ASYNC_WRITERS | ASYNC_READERS
+GENERIC_WRITERS = frozenset({"tlx.local_alloc", "tlx.local_store", "tlx.async_load"})
+REGION_OPS = frozenset({"scf.for", "scf.if", "scf.while", "tlx.warp_specialize"})
+FENCE = "tlx.fence_async_shared"
+# ops after which another partition may observe this partition's earlier accesses
+HANDOFF_RELEASE = frozenset({"tlx.barrier_arrive", "tlx.barrier_expect_bytes", "tlx.named_barrier_arrive",
+                             "tlx.named_barrier_wait"})
+HANDOFF_ACQUIRE = frozenset({"tlx.barrier_wait", "tlx.named_barrier_wait"})
+
+
+class _FuncArg:
+    """Stands for an allocation the function cannot see (a memdesc function argument)."""
+
+    name = "<function argument>"
+    loc = None
+
+    def __repr__(self) -> str:
+        return "FUNC_ARG"
+
+
+FUNC_ARG = _FuncArg()
+
+
+@dataclass(frozen=True)
+class Region:
+    """Bytes [lo, hi) of allocation `root` (relative to its start). `plain` says the value is the
+    slab itself (an allocation or a `memdesc_index` of one, no reinterpreting view in between);
+    `box` = (space, offsets, shape) narrows it to a logical sub-rectangle of a plain slab whose
+    shape is `space` (from `memdesc_subslice` with static offsets)."""
+
+    root: object  # an allocating Operation (local_alloc / alloc_barriers) or FUNC_ARG
+    lo: int
+    hi: int
+    plain: bool = True
+    box: Optional[Tuple[Tuple[int, ...], Tuple[int, ...], Tuple[int, ...]]] = None
+
+    def overlaps_rel(self, other: "Region") -> bool:
+        """Overlap within the same allocation (before offsets are known)."""
+        if self.root is not other.root:
+            return False
+        return overlap_detail(self.lo, self.hi, self.box, other.lo, other.hi, other.box)
+
+
+def overlap_detail(alo: int, ahi: int, abox, blo: int, bhi: int, bbox) -> bool:
+    """Byte intervals overlap and, when both carry a box in the same coordinate space of the same
+    slab, the boxes overlap."""
+    if not (alo < bhi and blo < ahi):
+        return False
+    if abox is not None and bbox is not None and alo == blo and ahi == bhi and abox[0] == bbox[0]:
+        for x, xs, y, ys in zip(abox[1], abox[2], bbox[1], bbox[2]):
+            if x + xs <= y or y + ys <= x:
+                return False
+    return True
+
+
+def alloc_bytes(op: Operation) -> int:
+    """The size in bytes of what an allocating op allocates."""
+    t = op.result.type
+    if isinstance(t, T.BarrierType):
+        return t.nbytes
+    assert isinstance(t, T.MemDescType)
+    return t.nbytes
+
+
+def is_allocation(op: Operation) -> bool:
+    return op.name in ("tlx.local_alloc", "tlx.alloc_barriers")
+
+
+def const_int(v: Value) -> Optional[int]:
+    """The value of an integer `arith.constant`, else None."""
+    d = v.defining_op
+    if d is not None and d.name == "arith.constant":
+        x = d.attrs.get("value")
+        if isinstance(x, bool):
+            return int(x)
+        if isinstance(x, int):
+            return x
+    return None
+
+
+class RegionAnalysis:
+    """Memoized `regions_of` for one module."""
+
+    def __init__(self) -> None:
+        self._memo: Dict[int, Tuple[Region, ...]] = {}
+        self._busy: set = set()
+        self._keep: List[Value] = []  # keep memo keys alive
+
+    def regions_of(self, v: Value) -> Tuple[Region, ...]:
+        k = id(v)
+        r = self._memo.get(k)
+        if r is not None:
+            return r
+        if k in self._busy:  # a cycle through loop-carried values contributes nothing new
+            return ()
+        self._busy.add(k)
+        try:
+            r = self._compute(v)
+        finally:
+            self._busy.discard(k)
+        # dedupe, keep order
+        seen, out = set(), []
+        for x in r:
+            if x not in seen:
+                seen.add(x)
+                out.append(x)
+        res = tuple(out)
+        self._memo[k] = res
+        self._keep.append(v)
+        return res
+
+    def _union(self, vals) -> List[Region]:
+        out: List[Region] = []
+        for x in vals:
+            out.extend(self.regions_of(x))
+        return out
+
+    def _compute(self, v: Value) -> List[Region]:
+        if not isinstance(v.type, (T.MemDescType, T.BarrierType)):
+            return []
+        if isinstance(v, OpResult):
+            op = v.owner
+            n = op.name
+            if n in ("tlx.local_alloc", "tlx.alloc_barriers"):
+                return [Region(op, 0, alloc_bytes(op))]
+            if n == "tlx.memdesc_index":
+                src = op.arg("src")
+                c = const_int(op.arg("index"))
+                st = src.type
+                d = st.count if isinstance(st, T.BarrierType) else (st.shape[0] if st.shape else 1)
+                out = []
+                for r in self.regions_of(src):
+                    size = r.hi - r.lo
+                    if c is not None and r.plain and d > 0 and size % d == 0 and 0 <= c < d:
+                        s = size // d
+                        out.append(Region(r.root, r.lo + c * s, r.lo + (c + 1) * s))
+                    else:  # a dynamic index may name any slab
+                        out.append(Region(r.root, r.lo, r.hi, r.plain))
+                return out
+            if n == "tlx.memdesc_subslice":
+                src = op.arg("src")
+                offs = tuple(op.attrs.get("static_offsets", []))
+                static = all(o >= 0 for o in offs)
+                shape = tuple(op.result.type.shape)
+                out = []
+                for r in self.regions_of(src):
+                    box = None
+                    if static and r.box is None and r.plain:
+                        box = (tuple(src.type.shape), offs, shape)
+                    elif static and r.box is not None:
+                        box = (r.box[0], tuple(a + b for a, b in zip(r.box[1], offs)), shape)
+                    out.append(Region(r.root, r.lo, r.hi, False, box))
+                return out
+            if op.has_trait("view"):  # trans / reinterpret: same bytes, logical coordinates unknown
+                return [Region(r.root, r.lo, r.hi, False) for r in self.regions_of(op.arg("src"))]
+            if n == "arith.select":
+                return self._union([op.arg("true"), op.arg("false")])
+            if n == "scf.for":
+                i = v.index
+                body = op.regions[0].block
+                return self._union([op.group("inits")[i], body.terminator.operands[i]])
+            if n == "scf.if":
+                i = v.index
+                return self._union([r.block.terminator.operands[i] for r in op.regions])
+            if n == "scf.while":
+                cond = op.regions[0].block.terminator
+                return self._union([cond.operands[1 + v.index]])
+            return []  # an op that makes a memdesc we do not know: names nothing we can see
+        assert isinstance(v, BlockArgument)
+        owner = v.owner.parent_op
+        if owner is None or owner.name == "tt.func":
+            return [Region(FUNC_ARG, 0, 1 << 30)]
+        i = v.index
+        if owner.name == "scf.for":
+            if i == 0:
+                return []
+            return self._union([owner.group("inits")[i - 1], v.owner.terminator.operands[i - 1]])
+        if owner.name == "scf.while":
+            if v.owner is owner.regions[0].block:
+                return self._union([owner.group("inits")[i], owner.regions[1].block.terminator.operands[i]])
+            cond = owner.regions[0].block.terminator
+            return self._union([cond.operands[1 + i]])
+        if owner.name == "tlx.warp_specialize":
+            return self._union([owner.group("captures")[i]])
+        return []
+
+
+@dataclass
+class Access:
+    """One shared-memory access of an op: `value` (None for scratch) read or written through a proxy."""
+
+    op: Operation
+    value: Optional[Value]
+    kind: str  # READ | WRITE
+    proxy: str  # GENERIC | ASYNC | BARRIER
+
+
+def accesses_of(op: Operation) -> List[Access]:
+    """Every shared-memory access `op` makes (scratch included; regions' contents excluded)."""
+    out = [Access(op, v, e.access, e.proxy) for v, e in effects_of(op)]
+    if "scratch_bytes" in op.attrs and op.attrs.get("scratch_bytes"):
+        out.append(Access(op, None, WRITE, GENERIC))
+        out.append(Access(op, None, READ, GENERIC))
+    return out
+
+
+def is_cluster_op(op: Operation) -> bool:
+    """True when `op` reaches another CTA's shared memory (a multicast TMA load)."""
+    return op.name == "tlx.tma_load" and bool(op.attrs.get("multicast"))
+
+
+def describe_alloc(root) -> str:
+    """How records name a buffer: `tlx.local_alloc at kernel.py:12 (2x64x64xf16)`."""
+    from ..fences import loc_text
+
+    if root is FUNC_ARG:
+        return "a function argument"
+    t = root.result.type
+    shape = "x".join(str(d) for d in t.shape) + f"x{t.element}" if isinstance(t, T.MemDescType) else str(t)
+    return f"{root.name} at {loc_text(root.loc)} ({shape})"
+
+
+def enclosing_partition(op: Operation) -> Optional[Tuple[Operation, int]]:
+    """(warp_specialize op, region index) of the innermost partition region holding `op`."""
+    blk = op.parent
+    while blk is not None:
+        owner = blk.parent_op
+        if owner is None:
+            return None
+        if owner.name == "tlx.warp_specialize":
+            for i, r in enumerate(owner.regions):
+                if r.block is blk:
+                    return owner, i
+        blk = owner.parent
+    return None
+
+
+def number_ops(module: Module) -> Dict[int, int]:
+    """Pre-order position of every op (id(op) -> index), for program-order comparisons."""
+    pos: Dict[int, int] = {}
+    k = 0
+    stack = [module.func]
+    # iterative pre-order walk
+    while stack:
+        op = stack.pop()
+        pos[id(op)] = k
+        k += 1
+        for r in reversed(op.regions):
+            stack.extend(reversed(r.block.ops))
+    return pos

@@ -1,0 +1,630 @@
+"""ProxyFenceInsertion (pass C): the post-allocation safety net over real byte intervals, and the
+pass that makes sure no fence is needless and every fence knows what it separates.
+
+Runs after shared-memory allocation and reads the real ``offset`` of every buffer (Triton
+recomputes a layout here, which can disagree with the real one: fence-passes.md §5.7).
+
+**Hazard.** A generic access G and a later async access A to overlapping bytes, at least one of
+them a write, with no proxy fence between them on some path: RAW (generic write -> TMA store /
+bulk store / wgmma read), WAR (generic read -> TMA / bulk load write), WAW (generic write ->
+TMA / bulk load write). async->async and async->generic need no proxy fence (mbarrier
+completion and the store / wgmma waits order those).
+
+**Analysis.** A forward may-dataflow over the structured IR. The state holds the generic
+accesses still pending (not yet followed by a fence), by absolute byte interval. A fence clears
+them; a CTA-scope fence does not clear them for async ops that reach another CTA's shared
+memory (multicast TMA: ``multicast`` attribute), which need a cluster-scope fence. cp.async
+writes are pending only once they have landed: an `async_commit_group` puts them in a group and
+`async_wait_group {pendings = N}` lands the groups with at least N newer ones (a fence before
+the wait does not order them). Control flow: `scf.if` joins both branches; loops iterate to a
+fixpoint over the back edge, and a loop that may run zero times also passes its entry state
+through (a fence in the body does not cover the path that skips it: FlashKDA#24); a loop with a
+constant trip count of one has no back edge. Warp specialization: the state before the op flows
+into every partition, every partition's end flows to after the op, and an mbarrier hand-off —
+an arrive / expect-bytes (or named barrier) in one partition and a wait on the same barrier in
+another — carries the arriving partition's pending accesses to the waiter.
+
+**Insertion** (fence passes on, sm_90+): a fence immediately before every async op that
+conflicts with a pending access (CTA scope, cluster scope for multicast).
+
+**Guards and pruning.** After insertion, a forward and a backward pass give, for every fence F,
+the pending generic accesses that reach F without another fence and the async accesses F
+reaches without another fence; the conflicting pairs are what F *guards* (removing F would
+leave exactly those hazards). A compiler fence that guards nothing is removed (others placed by
+earlier passes made it needless), ProxyFenceInsertion's own fences first, then TMALowering's,
+then FenceInsertion's, never two fences that can see each other in one round (removing one can
+make the other necessary). A user fence is never removed; one that guards nothing is reported
+as redundant.
+
+**Below sm_90** every proxy fence is removed (there is no async proxy, and `fence.proxy.async`
+does not exist there).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+
+from ..fences import FenceRecord, Guard, loc_text, make_fence, op_text
+from ..ir import types as T
+from ..ir.core import Block, Module, Operation, Value
+from ..ir.layouts import default_shared_layout
+from .manager import PassContext
+from .memory import (ASYNC, FENCE, FUNC_ARG, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE, READ, WRITE, RegionAnalysis,
+                     accesses_of, const_int, describe_alloc, enclosing_partition, is_cluster_op, overlap_detail)
+
+FLIGHT_CAP = 8  # commit-group counts saturate here (waits with pendings >= 8 are treated as 8)
+
+# op classification codes
+K_FENCE, K_GENERIC, K_ASYNC, K_COMMIT, K_WAIT, K_RELEASE, K_ACQUIRE, K_FOR, K_IF, K_WHILE, K_WS = range(11)
+
+# an item: (lo, hi, box, write, op, flight, cta_fenced)
+#   flight: None landed, -1 not committed, k >= 0 committed with k newer groups
+# an async access: (lo, hi, box, write, op, cluster)
+
+
+def trip_count(op: Operation) -> Optional[int]:
+    """The constant trip count of an `scf.for`, or None when a bound is not a constant."""
+    lb, ub, st = (const_int(op.arg(n)) for n in ("lb", "ub", "step"))
+    if lb is None or ub is None or st is None or st <= 0:
+        return None
+    return max(0, -(-(ub - lb) // st))
+
+
+def _union(a, b):
+    if a is b or not b[0] and not b[1]:
+        return a
+    if not a[0] and not a[1]:
+        return b
+    return (a[0] | b[0], a[1] | b[1])
+
+
+EMPTY = (frozenset(), frozenset())
+
+
+class _Model:
+    """Per-module facts: the accesses of every op in absolute bytes, and op kinds."""
+
+    def __init__(self, module: Module):
+        self.module = module
+        self.ra = RegionAnalysis()
+        self.kind: Dict[int, int] = {}
+        self.generic: Dict[int, Tuple] = {}  # op id -> tuple of (lo, hi, box, write)
+        self.asyncs: Dict[int, Tuple] = {}  # op id -> tuple of (lo, hi, box, write, op, cluster)
+        self.keys: Dict[int, Tuple] = {}  # release / acquire op id -> hand-off keys
+        self.part: Dict[int, Optional[Tuple[int, int]]] = {}
+        self.roots: Dict[int, object] = {}  # (lo, hi) describing -> root, for records
+        self.fences: List[Operation] = []
+        self.has_cluster = False
+        self._classify(module.func.regions[0].block, None)
+
+    # -- regions in absolute bytes -----------------------------------------------------------
+    def abs_regions(self, v: Optional[Value], op: Operation) -> List[Tuple[int, int, object, object]]:
+        """(lo, hi, box key, root) for every allocation bytes `v` may name (scratch when None)."""
+        if v is None:
+            off = op.attrs.get("scratch_offset")
+            sb = op.attrs.get("scratch_bytes", 0)
+            if not isinstance(off, int):
+                return []
+            return [(off, off + sb, None, op)]
+        out = []
+        for rg in self.ra.regions_of(v):
+            if rg.root is FUNC_ARG:
+                continue
+            off = rg.root.attrs.get("offset")
+            if not isinstance(off, int):
+                continue  # not allocated (allocation disabled): nothing to compare
+            box = None
+            if rg.box is not None:
+                t = rg.root.result.type
+                lay = t.layout if t.layout is not None else default_shared_layout(tuple(t.buffer_shape), t.element.bits)
+                box = ((rg.box[0], str(lay)), rg.box[1], rg.box[2])
+            out.append((off + rg.lo, off + rg.hi, box, rg.root))
+        return out
+
+    def _classify(self, blk: Block, part) -> None:
+        for op in blk.ops:
+            n = op.name
+            k = id(op)
+            if n == FENCE:
+                self.kind[k] = K_FENCE
+                self.fences.append(op)
+                continue
+            if n == "scf.for":
+                self.kind[k] = K_FOR
+            elif n == "scf.if":
+                self.kind[k] = K_IF
+            elif n == "scf.while":
+                self.kind[k] = K_WHILE
+            elif n == "tlx.warp_specialize":
+                self.kind[k] = K_WS
+                for i, r in enumerate(op.regions):
+                    self._classify(r.block, (k, i))
+                continue
+            if op.regions:
+                for r in op.regions:
+                    self._classify(r.block, part)
+                continue
+            if n == "tlx.async_commit_group":
+                self.kind[k] = K_COMMIT
+                continue
+            if n == "tlx.async_wait_group":
+                self.kind[k] = K_WAIT
+                continue
+            acc = accesses_of(op)
+            gen, asy = [], []
+            for a in acc:
+                if a.proxy == GENERIC:
+                    for lo, hi, box, root in self.abs_regions(a.value, op):
+                        gen.append((lo, hi, box, a.kind == WRITE))
+                        self.roots[(lo, hi)] = root
+                elif a.proxy == ASYNC:
+                    cl = is_cluster_op(op)
+                    self.has_cluster |= cl
+                    for lo, hi, box, root in self.abs_regions(a.value, op):
+                        asy.append((lo, hi, box, a.kind == WRITE, op, cl))
+                        self.roots[(lo, hi)] = root
+            if asy:
+                self.kind[k] = K_ASYNC
+                self.asyncs[k] = tuple(asy)
+            elif gen:
+                self.kind[k] = K_GENERIC
+                self.generic[k] = tuple(gen)
+            if n in HANDOFF_RELEASE or n in HANDOFF_ACQUIRE:
+                self.keys[k] = self._handoff_keys(op)
+                self.part[k] = part
+                if k not in self.kind:
+                    self.kind[k] = K_RELEASE if n in HANDOFF_RELEASE else K_ACQUIRE
+                # named_barrier_wait both releases and acquires
+
+    def _handoff_keys(self, op: Operation) -> Tuple:
+        if op.name.startswith("tlx.named_barrier"):
+            return (("named", op.attrs.get("id")),)
+        keys = []
+        for rg in self.ra.regions_of(op.arg("bar")):
+            keys.append((id(rg.root), rg.lo if rg.plain and rg.hi - rg.lo == 8 else None))
+        return tuple(keys)
+
+
+def _keys_match(a, b) -> bool:
+    if a[0] != b[0]:
+        return False
+    return a[1] is None or b[1] is None or a[1] == b[1]
+
+
+def conflict(item, acc, fence_scope: Optional[str] = None) -> bool:
+    """Whether pending generic `item` and async access `acc` form a hazard that a fence of
+    `fence_scope` (None: any fence that would be inserted) separates."""
+    lo, hi, box, w, _op, flight, ctaf = item
+    alo, ahi, abox, aw, _aop, cl = acc
+    if flight is not None or not (w or aw):
+        return False
+    if not cl and ctaf:
+        return False
+    if fence_scope == "cta" and cl:
+        return False
+    return overlap_detail(lo, hi, box, alo, ahi, abox)
+
+
+class _Forward:
+    """The forward walk: inserts fences (when `insert`), records the state reaching each fence."""
+
+    def __init__(self, model: _Model, ctx: PassContext, insert: bool):
+        self.m = model
+        self.ctx = ctx
+        self.insert = insert
+        self.pending_at: Dict[int, Tuple] = {}  # fence id -> state before it
+        self.handoff: Dict[Tuple, Tuple] = {}  # (key, part) -> state published
+        self.changed = False
+        self.unfenced: List[Tuple] = []  # conflicts seen while not inserting
+        self.inserted: List[Operation] = []
+
+    def run(self) -> None:
+        for _ in range(10):
+            self.changed = False
+            self.unfenced = []
+            self.block(self.m.module.func.regions[0].block, EMPTY)
+            if not self.changed:
+                break
+
+    def block(self, blk: Block, st):
+        ops = blk.ops
+        i = 0
+        kind = self.m.kind
+        while i < len(ops):
+            op = ops[i]
+            k = kind.get(id(op))
+            if k is None:
+                i += 1
+                continue
+            n0 = len(ops)
+            st = self.op(op, k, st)
+            i += 1 + (len(ops) - n0)
+        return st
+
+    def op(self, op: Operation, k: int, st):
+        m = self.m
+        if k == K_FENCE:
+            self.pending_at[id(op)] = st
+            if op.attrs.get("cluster") or not m.has_cluster:
+                keep = frozenset(it for it in st[0] if it[5] is not None)  # in-flight cp.async stays
+            else:  # a CTA fence: still pending for async ops that reach other CTAs
+                keep = frozenset(it if it[5] is not None else it[:6] + (True,) for it in st[0])
+            marks = frozenset((op,)) | (st[1] if m.has_cluster else frozenset())
+            return (keep, marks)
+        if k == K_GENERIC:
+            new = [(lo, hi, box, w, op, -1 if op.name == "tlx.async_load" else None, False)
+                   for lo, hi, box, w in m.generic[id(op)]]
+            return (st[0] | frozenset(new), st[1])
+        if k == K_ASYNC:
+            accs = m.asyncs[id(op)]
+            hits = [(it, a) for a in accs for it in st[0] if conflict(it, a)]
+            if hits:
+                if self.insert:
+                    cluster = any(a[5] for _, a in hits)
+                    self._insert_before(op, hits, cluster)
+                    return self.op(op.parent.ops[op.parent.index(op) - 1], K_FENCE, st)
+                self.unfenced.extend(hits)
+            return st
+        if k == K_COMMIT:
+            return (frozenset(it if it[5] is None else it[:5] + (min(it[5] + 1, FLIGHT_CAP),) + it[6:]
+                              for it in st[0]), st[1])
+        if k == K_WAIT:
+            n = min(op.attrs.get("pendings", 0), FLIGHT_CAP)
+            return (frozenset(it[:5] + (None,) + it[6:] if it[5] is not None and it[5] >= n else it
+                              for it in st[0]), st[1])
+        if k in (K_RELEASE, K_ACQUIRE) or id(op) in m.keys:
+            return self.handoff_op(op, st)
+        if k == K_FOR:
+            return self.loop(op, st)
+        if k == K_IF:
+            c = const_int(op.arg("cond"))
+            if c is not None:
+                return self.block(op.regions[0 if c else 1].block, st)
+            a = self.block(op.regions[0].block, st)
+            b = self.block(op.regions[1].block, st)
+            return _union(a, b)
+        if k == K_WHILE:
+            inn = st
+            for _ in range(50):
+                ob = self.block(op.regions[0].block, inn)
+                oa = self.block(op.regions[1].block, ob)
+                nxt = _union(st, oa)
+                if nxt == inn:
+                    break
+                inn = nxt
+            return ob
+        if k == K_WS:
+            out = EMPTY
+            for r in op.regions:
+                out = _union(out, self.block(r.block, st))
+            return out
+        return st
+
+    def handoff_op(self, op: Operation, st):
+        m = self.m
+        part = m.part.get(id(op))
+        n = op.name
+        if part is None:
+            return st
+        if n in HANDOFF_RELEASE:
+            for key in m.keys[id(op)]:
+                hk = (key, part)
+                old = self.handoff.get(hk, EMPTY)
+                new = _union(old, st)
+                if new != old:
+                    self.handoff[hk] = new
+                    self.changed = True
+        if n in HANDOFF_ACQUIRE:
+            for key in m.keys[id(op)]:
+                for (k2, p2), s2 in list(self.handoff.items()):
+                    if p2 != part and p2[0] == part[0] and _keys_match(key, k2):
+                        st = _union(st, s2)
+        return st
+
+    def loop(self, op: Operation, st):
+        n = trip_count(op)
+        body = op.regions[0].block
+        if n == 0:
+            return st
+        if n == 1:
+            return self.block(body, st)
+        inn = st
+        out = st
+        for _ in range(50):
+            out = self.block(body, inn)
+            nxt = _union(st, out)
+            if nxt == inn:
+                break
+            inn = nxt
+        return out if n is not None else _union(st, out)
+
+    def _insert_before(self, op: Operation, hits, cluster: bool) -> None:
+        fence, rec = make_fence("proxy_fence_insertion", self.ctx.fences, op.loc, cluster)
+        op.parent.insert_before(op, fence)
+        self.m.kind[id(fence)] = K_FENCE
+        self.m.fences.append(fence)
+        self.inserted.append(fence)
+        kinds = set()
+        for it, a in hits:
+            rec.add_writer(it[4])
+            kinds.add(_hazard_kind(it, a))
+        rec.add_reader(op)
+        rec.hazard = "/".join(sorted(kinds))
+        lo = min(max(it[0], a[0]) for it, a in hits)
+        hi = max(min(it[1], a[1]) for it, a in hits)
+        rec.byte_range = (lo, hi)
+        rec.buffer = self.m_describe(hits)
+        rec.reason = (f"{rec.hazard}: on some path {', '.join(rec.writers)} reach(es) {op_text(op)} over overlapping "
+                      f"shared-memory bytes with no proxy fence in between")
+        rec.placement = ["right before the async op (ProxyFenceInsertion, after allocation)"]
+        if cluster:
+            rec.notes.append("cluster scope: the async op reaches another CTA's shared memory (multicast)")
+        self.changed = True
+
+    def m_describe(self, hits) -> str:
+        roots = []
+        for it, a in hits:
+            r = self.m.roots.get((a[0], a[1]))
+            if r is not None and not isinstance(r, Operation) or r is None:
+                continue
+            d = describe_alloc(r) if r.name in ("tlx.local_alloc", "tlx.alloc_barriers") else f"scratch of {op_text(r)}"
+            if d not in roots:
+                roots.append(d)
+        return ", ".join(roots)
+
+
+def _hazard_kind(item, acc) -> str:
+    if acc[3]:
+        return "WAW" if item[3] else "WAR"
+    return "RAW"
+
+
+class _Backward:
+    """The backward walk: the async accesses each fence reaches before the next fence."""
+
+    def __init__(self, model: _Model):
+        self.m = model
+        self.reach_at: Dict[int, FrozenSet] = {}  # fence id -> async accesses after it
+        self.handoff: Dict[Tuple, FrozenSet] = {}
+        self.changed = False
+
+    def run(self) -> None:
+        for _ in range(10):
+            self.changed = False
+            self.block(self.m.module.func.regions[0].block, frozenset())
+            if not self.changed:
+                break
+
+    def block(self, blk: Block, st: FrozenSet) -> FrozenSet:
+        kind = self.m.kind
+        for op in reversed(blk.ops):
+            k = kind.get(id(op))
+            if k is None:
+                continue
+            st = self.op(op, k, st)
+        return st
+
+    def op(self, op: Operation, k: int, st: FrozenSet) -> FrozenSet:
+        m = self.m
+        if k == K_FENCE:
+            self.reach_at[id(op)] = st
+            if op.attrs.get("cluster"):
+                return frozenset()
+            return frozenset(a for a in st if a[5])
+        if k == K_ASYNC:
+            return st | frozenset(m.asyncs[id(op)])
+        if id(op) in m.keys:
+            return self.handoff_op(op, st)
+        if k == K_FOR:
+            n = trip_count(op)
+            body = op.regions[0].block
+            if n == 0:
+                return st
+            if n == 1:
+                return self.block(body, st)
+            end = st
+            entry = st
+            for _ in range(50):
+                entry = self.block(body, end)
+                nxt = st | entry
+                if nxt == end:
+                    break
+                end = nxt
+            return entry if n is not None else (entry | st)
+        if k == K_IF:
+            c = const_int(op.arg("cond"))
+            if c is not None:
+                return self.block(op.regions[0 if c else 1].block, st)
+            return self.block(op.regions[0].block, st) | self.block(op.regions[1].block, st)
+        if k == K_WHILE:
+            # before -> (exit | after -> before)
+            before_entry = frozenset()
+            for _ in range(50):
+                a_entry = self.block(op.regions[1].block, before_entry)
+                b_entry = self.block(op.regions[0].block, st | a_entry)
+                if b_entry == before_entry:
+                    break
+                before_entry = b_entry
+            return before_entry
+        if k == K_WS:
+            out: FrozenSet = frozenset()
+            for r in op.regions:
+                out = out | self.block(r.block, st)
+            return out
+        return st
+
+    def handoff_op(self, op: Operation, st: FrozenSet) -> FrozenSet:
+        m = self.m
+        part = m.part.get(id(op))
+        if part is None:
+            return st
+        n = op.name
+        # walking backward: the acquire side publishes what it reaches, the release side merges
+        if n in HANDOFF_ACQUIRE:
+            for key in m.keys[id(op)]:
+                hk = (key, part)
+                old = self.handoff.get(hk, frozenset())
+                new = old | st
+                if new != old:
+                    self.handoff[hk] = new
+                    self.changed = True
+        if n in HANDOFF_RELEASE:
+            for key in m.keys[id(op)]:
+                for (k2, p2), s2 in list(self.handoff.items()):
+                    if p2 != part and p2[0] == part[0] and _keys_match(key, k2):
+                        st = st | s2
+        return st
+
+
+def _guards(fence: Operation, pending, reach: FrozenSet) -> List[Tuple]:
+    scope = "cluster" if fence.attrs.get("cluster") else "cta"
+    out = []
+    for it in pending[0]:
+        for a in reach:
+            if conflict(it, a, scope):
+                out.append((it, a))
+    return out
+
+
+PRIORITY = {"proxy_fence_insertion": 0, "tma_lowering": 1, "fence_insertion": 2}
+
+
+def _analyse(model: _Model, ctx: PassContext, insert: bool):
+    fwd = _Forward(model, ctx, insert)
+    fwd.run()
+    bwd = _Backward(model)
+    bwd.run()
+    return fwd, bwd
+
+
+def _live_fences(module: Module) -> List[Operation]:
+    return [op for op in module.ops() if op.name == FENCE]
+
+
+def run(module: Module, ctx: PassContext) -> None:
+    """Insert missing fences, remove needless compiler fences, fill every fence's record."""
+    if ctx.capability < 90:
+        for f in _live_fences(module):
+            rec = ctx.fences.of(f)
+            rec.removed = True
+            rec.removed_reason = (f"target {ctx.options.target} has no async proxy (fence.proxy.async needs sm_90); "
+                                  "no proxy fence is emitted below sm_90")
+            f.erase()
+        return
+    insert = ctx.proxy_fences_enabled
+    model = _Model(module)
+    fwd, bwd = _analyse(model, ctx, insert)
+    ctx.stats["proxy_fence_insertion.inserted"] = len(fwd.inserted)
+    removed_total = 0
+    for _round in range(1000):
+        fences = _live_fences(module)
+        guards = {id(f): _guards(f, fwd.pending_at.get(id(f), EMPTY), bwd.reach_at.get(id(f), frozenset()))
+                  for f in fences}
+        if not insert:
+            break
+        cands = [f for f in fences if not guards[id(f)] and f.attrs.get("origin", "user") != "user"]
+        if not cands:
+            break
+        pos = {id(f): i for i, f in enumerate(fences)}
+        cands.sort(key=lambda f: (PRIORITY.get(f.attrs.get("origin"), 9), -pos[id(f)]))
+        neighbours: Dict[int, Set[int]] = {id(f): set() for f in fences}
+        for f in fences:
+            for g in fwd.pending_at.get(id(f), EMPTY)[1]:
+                if id(g) in neighbours:
+                    neighbours[id(f)].add(id(g))
+                    neighbours[id(g)].add(id(f))
+        blocked: Set[int] = set()
+        for f in cands:
+            if id(f) in blocked:  # next round: this removal may have made it necessary
+                continue
+            rec = ctx.fences.of(f)
+            rec.removed = True
+            rec.removed_reason = ("needless: on no path does it separate a generic access from an async one "
+                                  "that no other fence separates")
+            f.erase()
+            removed_total += 1
+            blocked |= neighbours[id(f)]
+        model = _Model(module)
+        fwd, bwd = _analyse(model, ctx, False)
+    ctx.stats["proxy_fence_insertion.removed"] = removed_total
+    # fill the records
+    fences = _live_fences(module)
+    for f in fences:
+        rec = ctx.fences.of(f)
+        gs = _guards(f, fwd.pending_at.get(id(f), EMPTY), bwd.reach_at.get(id(f), frozenset()))
+        rec.guards = _guard_records(gs, model)
+        if gs:
+            lo = min(max(it[0], a[0]) for it, a in gs)
+            hi = max(min(it[1], a[1]) for it, a in gs)
+            rec.byte_range = (lo, hi)
+            if not rec.writers:
+                for it, _ in gs:
+                    rec.add_writer(it[4])
+            if not rec.readers:
+                for _, a in gs:
+                    rec.add_reader(a[4])
+            if not rec.buffer:
+                rec.buffer = ", ".join(sorted({g.buffer for g in rec.guards}))
+            rec.redundant = False
+        elif rec.origin == "user":
+            # no hazard has this fence as its only guard; it still counts when it is the first
+            # fence after a pending generic access on the way to a conflicting async access
+            gs = _first_fence_guards(f, fwd.pending_at.get(id(f), EMPTY), model)
+            rec.guards = _guard_records(gs, model)
+            rec.redundant = not gs
+            rec.reason = rec.reason or "written by the user"
+            if gs:
+                rec.notes.append("later fences on the same paths also separate these accesses")
+    ctx.stats["proxy_fence_insertion.unfenced"] = [
+        f"{_hazard_kind(it, a)}: {op_text(it[4])} -> {op_text(a[4])}" for it, a in fwd.unfenced]
+
+
+def _reachable_after(op: Operation):
+    """Ops that may run after `op` (over-approximated: the rest of every enclosing block, every
+    enclosing loop and warp-specialize op whole)."""
+    cur = op
+    while cur.parent is not None:
+        blk = cur.parent
+        for o in blk.ops[blk.index(cur) + 1:]:
+            yield o
+            yield from o.iter_nested()
+        owner = blk.parent_op
+        if owner is None or owner.name == "tt.func":
+            return
+        if owner.name in ("scf.for", "scf.while", "tlx.warp_specialize"):
+            yield from owner.iter_nested()
+        cur = owner
+
+
+def _first_fence_guards(fence: Operation, pending, model: _Model) -> List[Tuple]:
+    scope = "cluster" if fence.attrs.get("cluster") else "cta"
+    items = [it for it in pending[0] if it[5] is None]
+    if not items:
+        return []
+    out = []
+    for o in _reachable_after(fence):
+        for a in model.asyncs.get(id(o), ()):
+            for it in items:
+                if conflict(it, a, scope):
+                    out.append((it, a))
+    return out
+
+
+def _guard_records(gs, model: _Model) -> List[Guard]:
+    out: List[Guard] = []
+    seen = set()
+    for it, a in gs:
+        key = (id(it[4]), id(a[4]), _hazard_kind(it, a))
+        if key in seen:
+            continue
+        seen.add(key)
+        root = model.roots.get((a[0], a[1])) or model.roots.get((it[0], it[1]))
+        if isinstance(root, Operation) and root.name in ("tlx.local_alloc", "tlx.alloc_barriers"):
+            buf = describe_alloc(root)
+        elif isinstance(root, Operation):
+            buf = f"scratch of {op_text(root)}"
+        else:
+            buf = "?"
+        out.append(Guard(_hazard_kind(it, a), op_text(it[4]), it[4].loc, op_text(a[4]), a[4].loc, buf,
+                         (max(it[0], a[0]), min(it[1], a[1]))))
+    return out

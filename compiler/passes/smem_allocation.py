@@ -1,0 +1,292 @@
+"""Shared-memory allocation: a byte offset for every shared buffer, mbarrier and scratch area.
+
+Rule. Every `tlx.local_alloc` and `tlx.alloc_barriers` gets an ``offset`` attribute, every op
+with a ``scratch_bytes`` attribute gets a ``scratch_offset``, and the module gets
+``shared_bytes`` (the dynamic shared memory to request at launch). Two buffers share bytes only
+when their lifetimes are disjoint:
+
+* a buffer lives from its allocation to its last use, through every view, loop-carried value,
+  `if`/`while` result and warp-specialize capture that may name it;
+* a use inside a loop that does not contain the allocation keeps the buffer alive for the whole
+  loop (the next iteration uses it again); a buffer touched inside a warp-specialize op lives for
+  the whole op (partitions run concurrently);
+* an async access keeps its buffer alive until the op that completes it: a TMA / bulk store
+  until the next ``tma_store_wait {pendings = 0}``, a wgmma operand until the next
+  ``async_dot_wait {pendings = 0}``, a TMA / bulk load destination until the next
+  ``barrier_wait`` on its mbarrier (or the end of the kernel when no such op follows);
+* a scratch area lives only at its op.
+
+Alignment: 1024 B for NVMMA tiles with a 128-byte swizzle, 512 B for 64-byte, 256 B for
+32-byte, 128 B for unswizzled NVMMA tiles (TMA), 16 B for other buffers and scratch, 8 B for
+mbarriers. Placement: buffers in decreasing size, each at the lowest aligned offset that no
+lifetime-overlapping buffer uses. More than the target's per-CTA limit (227 KB on sm_90) is a
+`TLXCompileError` that lists the buffers live at the peak and their sizes.
+
+A buffer allocated inside a loop and carried into the next iteration cannot have one static
+offset for two live instances: that is a `TLXCompileError` too.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from ..errors import TLXCompileError
+from ..fences import loc_text
+from ..ir import types as T
+from ..ir.core import BlockArgument, Module, Operation, Value
+from ..ir.layouts import NVMMASharedLayout, default_shared_layout
+from .manager import PassContext
+from .memory import FUNC_ARG, RegionAnalysis, alloc_bytes, describe_alloc
+
+SMEM_LIMITS = {90: 232448, 80: 166912, 86: 101376, 87: 166912, 89: 101376}
+
+
+def smem_limit(capability: int) -> int:
+    """Bytes of shared memory one CTA may use on this compute capability."""
+    if capability >= 90:
+        return SMEM_LIMITS[90]
+    return SMEM_LIMITS.get(capability, 49152)
+
+
+def alignment_of(op: Operation) -> int:
+    """The byte alignment an allocating op's buffer needs (see the module docstring)."""
+    t = op.result.type
+    if isinstance(t, T.BarrierType):
+        return 8
+    assert isinstance(t, T.MemDescType)
+    lay = t.layout if t.layout is not None else default_shared_layout(tuple(t.buffer_shape), t.element.bits)
+    if isinstance(lay, NVMMASharedLayout):
+        return {128: 1024, 64: 512, 32: 256}.get(lay.swizzle, 128)
+    return 16
+
+
+@dataclass
+class Buffer:
+    """One thing to place: an allocation or an op's scratch area."""
+
+    op: Operation
+    size: int
+    align: int
+    start: int
+    end: int
+    scratch: bool = False
+    offset: int = -1
+    conflicts: List["Buffer"] = field(default_factory=list)
+
+    def describe(self) -> str:
+        if self.scratch:
+            return f"scratch of {self.op.name} at {loc_text(self.op.loc)}"
+        return describe_alloc(self.op)
+
+
+class _Liveness:
+    """Program positions (pre-order numbers) and the span of every region op."""
+
+    def __init__(self, module: Module):
+        self.pos: Dict[int, int] = {}
+        self.span_end: Dict[int, int] = {}
+        self.ops: List[Operation] = []
+        self._number(module.func)
+
+    def _number(self, root: Operation) -> None:
+        # iterative pre-order numbering; span_end[op] = last position inside op
+        stack: List[Tuple[Operation, bool]] = [(root, False)]
+        pos, ops, span_end = self.pos, self.ops, self.span_end
+        while stack:
+            op, done = stack.pop()
+            if done:
+                span_end[id(op)] = len(ops) - 1
+                continue
+            pos[id(op)] = len(ops)
+            ops.append(op)
+            if op.regions:
+                stack.append((op, True))
+                for r in reversed(op.regions):
+                    for o in reversed(r.block.ops):
+                        stack.append((o, False))
+            else:
+                span_end[id(op)] = pos[id(op)]
+
+    def span(self, op: Operation) -> Tuple[int, int]:
+        return self.pos[id(op)], self.span_end[id(op)]
+
+
+def _next_completion(op: Operation, live: _Liveness, matches) -> int:
+    """Position of the first op after `op` (in program order, around enclosing loops' back
+    edges) for which `matches(o)` holds; the end of the kernel when there is none. Enclosing
+    loops passed on the way out are covered whole (the completing op may be in the next
+    iteration)."""
+    end = live.pos[id(op)]
+    cur = op
+    while cur.parent is not None and cur.parent.parent_op is not None:
+        blk = cur.parent
+        i = blk.index(cur)
+        for o in blk.ops[i + 1:]:
+            if matches(o):
+                return max(end, live.pos[id(o)])
+            for n in o.iter_nested():
+                if matches(n):
+                    return max(end, live.pos[id(n)])
+        owner = blk.parent_op
+        if owner.name in ("scf.for", "scf.while", "tlx.warp_specialize"):
+            end = max(end, live.span_end[id(owner)])
+        if owner.name == "tt.func":
+            break
+        cur = owner
+    return len(live.ops)
+
+
+def _bar_roots(ra: RegionAnalysis, v: Value):
+    return {r.root for r in ra.regions_of(v)}
+
+
+def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List[Buffer]:
+    """Every allocation and scratch area with its lifetime [start, end] in program positions."""
+    ra = ra or RegionAnalysis()
+    live = _Liveness(module)
+    bufs: Dict[int, Buffer] = {}
+    order: List[Buffer] = []
+    scratch: List[Buffer] = []
+    for op in live.ops:
+        if op.name in ("tlx.local_alloc", "tlx.alloc_barriers"):
+            p = live.pos[id(op)]
+            b = Buffer(op, alloc_bytes(op), alignment_of(op), p, p)
+            bufs[id(op)] = b
+            order.append(b)
+        sb = op.attrs.get("scratch_bytes")
+        if isinstance(sb, int) and sb > 0:
+            p = live.pos[id(op)]
+            scratch.append(Buffer(op, sb, 16, p, p, scratch=True))
+
+    def extend(b: Buffer, user: Operation) -> None:
+        lo, hi = live.span(user)
+        # enclosing loops / warp-specialize ops that do not contain the allocation
+        a = user.parent_op
+        while a is not None and a.name != "tt.func":
+            if a.name in ("scf.for", "scf.while", "tlx.warp_specialize") and not a.is_ancestor_of(b.op):
+                s, e = live.span(a)
+                lo, hi = min(lo, s), max(hi, e)
+            a = a.parent_op
+        b.start, b.end = min(b.start, lo), max(b.end, hi)
+
+    for op in live.ops:
+        if op.name == "tt.func":
+            continue
+        for v in op.operands:
+            if not isinstance(v.type, (T.MemDescType, T.BarrierType)):
+                continue
+            for r in ra.regions_of(v):
+                if r.root is FUNC_ARG:
+                    continue
+                b = bufs.get(id(r.root))
+                if b is None:
+                    continue
+                extend(b, op)
+                if op.name == "scf.yield":
+                    loop = op.parent_op
+                    if loop is not None and loop.name in ("scf.for", "scf.while") and loop.is_ancestor_of(b.op):
+                        raise TLXCompileError(
+                            f"the buffer allocated at {loc_text(b.op.loc)} is carried into the next iteration of "
+                            f"the loop at {loc_text(loop.loc)}, so two of its instances would be live at once",
+                            b.op.loc, hint="allocate the buffer before the loop (with num buffers for a ring)")
+        # async accesses: alive until the op that completes them
+        n = op.name
+        if n in ("tlx.tma_store", "tlx.async_store", "tlx.async_dot", "tlx.tma_load", "tlx.async_bulk_load"):
+            if n in ("tlx.tma_store", "tlx.async_store"):
+                targets = [op.arg("src")]
+                match = lambda o: o.name == "tlx.tma_store_wait" and o.attrs.get("pendings") == 0  # noqa: E731
+            elif n == "tlx.async_dot":
+                targets = [x for x in (op.arg("a"), op.arg("b")) if isinstance(x.type, T.MemDescType)]
+                match = lambda o: o.name == "tlx.async_dot_wait" and o.attrs.get("pendings") == 0  # noqa: E731
+            else:
+                targets = [op.arg("dst")]
+                roots = _bar_roots(ra, op.arg("bar"))
+                match = lambda o, roots=roots: (o.name == "tlx.barrier_wait"  # noqa: E731
+                                                and bool(_bar_roots(ra, o.arg("bar")) & roots))
+            end = _next_completion(op, live, match)
+            for v in targets:
+                for r in ra.regions_of(v):
+                    b = bufs.get(id(r.root))
+                    if b is not None:
+                        b.end = max(b.end, end)
+    # a buffer allocated inside a warp-specialize op lives for all of it (partitions are concurrent)
+    for b in order:
+        a = b.op.parent_op
+        while a is not None and a.name != "tt.func":
+            if a.name == "tlx.warp_specialize":
+                s, e = live.span(a)
+                b.start, b.end = min(b.start, s), max(b.end, e)
+            a = a.parent_op
+    return order + scratch
+
+
+def _interference(bufs: List[Buffer]) -> None:
+    """Fill each buffer's `conflicts` with the buffers whose lifetimes overlap its own."""
+    srt = sorted(bufs, key=lambda b: (b.start, b.end))
+    active: List[Tuple[int, int, Buffer]] = []  # (end, seq, buffer), kept sorted by end
+    for seq, b in enumerate(srt):
+        k = bisect.bisect_left(active, (b.start, -1))
+        del active[:k]  # ended before b starts
+        for _, _, o in active:
+            o.conflicts.append(b)
+            b.conflicts.append(o)
+        bisect.insort(active, (b.end, seq, b))
+
+
+def _place(bufs: List[Buffer]) -> int:
+    """First fit in decreasing size; returns the total bytes used."""
+    total = 0
+    for b in sorted(bufs, key=lambda b: (-b.size, b.start)):
+        taken = sorted((o.offset, o.offset + o.size) for o in b.conflicts if o.offset >= 0)
+        off = 0
+        for lo, hi in taken:
+            if off + b.size <= lo:
+                break
+            if hi > off:
+                off = -(-hi // b.align) * b.align
+        b.offset = off
+        total = max(total, off + b.size)
+    return total
+
+
+def _peak_report(bufs: List[Buffer]) -> Tuple[int, List[Buffer]]:
+    """The program position where the most bytes are live, and the buffers live there."""
+    events = []
+    for b in bufs:
+        events.append((b.start, 0, b.size))
+        events.append((b.end, 1, -b.size))
+    cur = best = 0
+    best_pos = 0
+    for p, kind, d in sorted(events):
+        cur += d
+        if cur > best:
+            best, best_pos = cur, p
+    return best, [b for b in bufs if b.start <= best_pos <= b.end]
+
+
+def run(module: Module, ctx: PassContext) -> None:
+    """Assign offsets (see the module docstring)."""
+    bufs = collect_buffers(module)
+    _interference(bufs)
+    total = _place(bufs)
+    limit = smem_limit(ctx.capability)
+    if total > limit:
+        _, peak = _peak_report(bufs)
+        peak.sort(key=lambda b: -b.size)
+        lines = "\n".join(f"    {b.describe()}: {b.size} bytes" for b in peak)
+        biggest = peak[0] if peak else max(bufs, key=lambda b: b.size)
+        raise TLXCompileError(
+            f"the kernel needs {total} bytes of shared memory, more than the {limit} bytes "
+            f"({limit // 1024} KB) one CTA can use on {ctx.options.target}; live at the peak:\n{lines}",
+            biggest.op.loc,
+            hint="use fewer buffers (pipeline stages) or smaller tiles, or end a buffer's use before the next one starts")
+    for b in bufs:
+        if b.scratch:
+            b.op.attrs["scratch_offset"] = b.offset
+        else:
+            b.op.attrs["offset"] = b.offset
+    module.attrs["shared_bytes"] = total
+    ctx.resources["shared_bytes"] = total
+    ctx.stats["smem_allocation.buffers"] = len(bufs)

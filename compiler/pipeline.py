@@ -1,0 +1,84 @@
+"""The compile pipeline: `compile_module(module, options) -> CompileResult`.
+
+`PIPELINE` is the ordered list of passes; each pass is one module of `compiler/passes` (or of
+`compiler/codegen`) with its rule in the docstring. To add a pass, insert a `Pass(name, run)`
+at its place in the list; `run(module, ctx)` gets the module and the shared `PassContext`
+(options, fence log, `asm`, `abi`, `resources`). A pass that produces no IR (PTX emission)
+sets ``changes_ir=False``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from .fences import FenceLog, FenceRecord, explain_fences
+from .ir.core import Module
+from .ir.printer import print_module
+from .options import CompileOptions
+from .passes import cta_barriers, fence_insertion, lower_dot, proxy_fence_insertion, smem_allocation, tma_lowering
+from .passes.manager import Pass, PassContext, run_passes
+from .passes.memory import FENCE
+
+PIPELINE: List[Pass] = [
+    Pass("lower_dot", lower_dot.run),
+    Pass("tma_lowering", tma_lowering.run),
+    Pass("fence_insertion", fence_insertion.run, fence_mechanism=True),
+    # (layouts: distributed and shared layouts for every tensor / memdesc — codegen issue)
+    Pass("smem_allocation", smem_allocation.run),
+    Pass("proxy_fence_insertion", proxy_fence_insertion.run),
+    Pass("cta_barriers", cta_barriers.run),
+    # (PTX generation and ptxas — codegen issue)
+]
+
+
+@dataclass
+class CompileResult:
+    """What compiling one kernel gives: the final module, `asm` ("ir" = the input IR,
+    "ir.<pass>" = the IR after each pass, later "ptx" / "cubin"), the launch ABI, the fence
+    records of the fences in the output (`fences`, in program order), per-pass wall times in
+    seconds, and resource usage (``shared_bytes``, registers, ...)."""
+
+    module: Module
+    asm: Dict[str, Any]
+    abi: Any
+    fences: List[FenceRecord]
+    pass_times: Dict[str, float]
+    resources: Dict[str, Any]
+    fence_log: FenceLog = field(repr=False, default_factory=FenceLog)
+
+    @property
+    def removed_fences(self) -> List[FenceRecord]:
+        """Records of fences a pass placed and a later pass removed (with the reason)."""
+        return [r for r in self.fence_log.records.values() if r.removed]
+
+    @property
+    def redundant_fences(self) -> List[FenceRecord]:
+        """User fences that guard nothing (kept in the output)."""
+        return [r for r in self.fences if r.redundant]
+
+    def explain_fences(self, include_removed: bool = True) -> str:
+        """A readable report of every fence (see `compiler.fences.explain_fences`)."""
+        recs = list(self.fences) + (self.removed_fences if include_removed else [])
+        return explain_fences(recs, include_removed)
+
+
+def fence_records_in_order(module: Module, log: FenceLog) -> List[FenceRecord]:
+    """The records of the fence ops in `module`, in program order."""
+    return [log.of(op) for op in module.ops() if op.name == FENCE]
+
+
+def compile_module(module: Module, options: Optional[CompileOptions] = None, passes: Optional[List[Pass]] = None,
+                   snapshots: bool = True) -> CompileResult:
+    """Run the pipeline on `module` (modified in place). `snapshots=False` skips keeping the IR
+    text after every pass (benchmarks); `passes` replaces the pipeline (tests)."""
+    options = options or CompileOptions()
+    ctx = PassContext(options)
+    if snapshots:
+        ctx.asm["ir"] = print_module(module)
+    for op in module.ops():  # every user fence gets its record before any pass runs
+        if op.name == FENCE:
+            ctx.fences.of(op)
+    run_passes(module, PIPELINE if passes is None else passes, ctx, snapshots)
+    return CompileResult(module, ctx.asm, ctx.abi, fence_records_in_order(module, ctx.fences), ctx.pass_times,
+                         ctx.resources, ctx.fences)

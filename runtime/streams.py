@@ -1,0 +1,96 @@
+"""Which CUDA stream a launch goes on: `stream_handle(stream)` turns whatever the user passed as
+``stream=`` into the raw ``CUstream`` handle (an int).
+
+Accepted, checked in this order:
+
+* ``None`` — handle 0, the legacy default stream (what torch's and CuPy's default streams are);
+* an ``int`` — a raw handle (0 default, 1 ``CU_STREAM_LEGACY``, 2 ``CU_STREAM_PER_THREAD``);
+* a torch ``torch.cuda.Stream`` / ``ExternalStream`` — its ``.cuda_stream``;
+* a CuPy ``cupy.cuda.Stream`` — its ``.ptr``;
+* anything with ``__cuda_stream__()`` (the CUDA stream protocol: numba ``Stream``,
+  ``cuda.core.Stream``, recent torch/CuPy) — the second element of the pair it returns;
+* a numba ``Stream`` or a cuda.bindings ``CUstream`` — ``int()`` of its handle.
+
+The resolver for each stream *type* is found once and cached, so the per-launch cost is one
+dict lookup and one attribute read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict
+
+from .errors import TLXRuntimeError
+
+_RESOLVERS: Dict[type, Callable[[Any], int]] = {}
+
+
+def _from_int(s: Any) -> int:
+    return int(s)
+
+
+def _from_torch(s: Any) -> int:
+    return int(s.cuda_stream)
+
+
+def _from_cupy(s: Any) -> int:
+    return int(s.ptr)
+
+
+def _from_protocol(s: Any) -> int:
+    version_and_handle = s.__cuda_stream__()
+    if not (isinstance(version_and_handle, tuple) and len(version_and_handle) == 2):
+        raise TLXRuntimeError(f"{type(s).__name__}.__cuda_stream__() returned "
+                              f"{version_and_handle!r}, not a (version, handle) pair")
+    return int(version_and_handle[1])
+
+
+def _from_handle_attr(s: Any) -> int:
+    return int(s.handle)
+
+
+def _resolver_for(tp: type, s: Any) -> Callable[[Any], int]:
+    """Pick how to read a handle out of a stream of type `tp` (called once per type)."""
+    if issubclass(tp, bool):
+        raise TLXRuntimeError(f"stream={s!r} is a bool, not a stream")
+    if issubclass(tp, int):
+        return _from_int
+    module = tp.__module__ or ""
+    if module.startswith("torch") and hasattr(s, "cuda_stream"):
+        return _from_torch
+    if module.startswith("cupy") and hasattr(s, "ptr"):
+        return _from_cupy
+    if hasattr(s, "__cuda_stream__"):
+        return _from_protocol
+    if hasattr(s, "handle"):
+        return _from_handle_attr
+    if module.startswith("cuda.bindings") or hasattr(s, "__int__"):
+        return _from_int
+    raise TLXRuntimeError(f"stream={s!r} is not a CUDA stream",
+                          hint="pass a torch.cuda.Stream, cupy.cuda.Stream, numba.cuda stream, "
+                               "an object with __cuda_stream__, or a raw int handle")
+
+
+def stream_handle(stream: Any) -> int:
+    """The raw CUstream handle (int) for `stream` (see the module docstring for what is
+    accepted). A negative or non-integer handle is a `TLXRuntimeError`."""
+    if stream is None:
+        return 0
+    tp = type(stream)
+    if tp is int:
+        handle = stream
+    else:
+        resolver = _RESOLVERS.get(tp)
+        if resolver is None:
+            resolver = _resolver_for(tp, stream)
+            _RESOLVERS[tp] = resolver
+        try:
+            handle = resolver(stream)
+        except TLXRuntimeError:
+            raise
+        except Exception as exc:
+            raise TLXRuntimeError(f"could not read a CUDA stream handle from {stream!r}: {exc}") from exc
+    if handle < 0:
+        raise TLXRuntimeError(f"stream handle {handle} is negative")
+    if handle >= 2 ** 64:
+        raise TLXRuntimeError(f"stream handle {handle} does not fit in 64 bits")
+    return handle

@@ -1,0 +1,94 @@
+"""Stand-ins for device arrays and streams, so the runtime's CPU tests need no GPU: objects
+that export __cuda_array_interface__ like numba/CuPy do, a class that looks like torch.Tensor
+to the runtime's type check, and stream objects of each protocol."""
+
+from typing import Optional, Tuple
+
+
+class CAIArray:
+    """A device array as numba/CuPy export it (CAI v3): pointer, shape, typestr, byte strides."""
+
+    def __init__(self, ptr: int, shape: Tuple[int, ...], typestr: str = "<f4",
+                 strides: Optional[Tuple[int, ...]] = None, stream: Optional[int] = None):
+        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": tuple(shape),
+                                         "typestr": typestr, "strides": strides, "version": 3}
+        if stream is not None:
+            self.__cuda_array_interface__["stream"] = stream
+
+
+class Tensor:
+    """Looks like a torch.Tensor to the runtime (module 'torch', class name 'Tensor')."""
+
+    __module__ = "torch"
+
+    class _Dtype:
+        def __init__(self, name):
+            self.name = name
+
+        def __repr__(self):
+            return "torch." + self.name
+
+        __str__ = __repr__
+
+    DTYPES = {}
+
+    def __init__(self, ptr, shape, dtype="float32", strides=None, cuda=True, requires_grad=False,
+                 pinned=False):
+        self._ptr = ptr
+        self._pinned = pinned
+        self.shape = tuple(shape)
+        self.dtype = Tensor.DTYPES.setdefault(dtype, Tensor._Dtype(dtype))
+        self.is_cuda = cuda
+        self.device = "cuda:0" if cuda else "cpu"
+        self.requires_grad = requires_grad
+        if strides is None:
+            strides, step = [], 1
+            for d in reversed(self.shape):
+                strides.append(step)
+                step *= d
+            strides = tuple(reversed(strides))
+        self._strides = tuple(strides)
+
+    def data_ptr(self):
+        return self._ptr
+
+    def is_pinned(self):
+        return self._pinned
+
+    def stride(self):
+        return self._strides
+
+    @property
+    def __cuda_array_interface__(self):
+        if self.requires_grad:  # what torch does
+            raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad.")
+        return {"data": (self._ptr, False), "shape": self.shape, "typestr": "<f4", "version": 2}
+
+
+class TorchStream:
+    __module__ = "torch.cuda.streams"
+
+    def __init__(self, handle):
+        self.cuda_stream = handle
+
+
+class CupyStream:
+    __module__ = "cupy.cuda.stream"
+
+    def __init__(self, handle):
+        self.ptr = handle
+
+
+class ProtocolStream:
+    def __init__(self, handle):
+        self._h = handle
+
+    def __cuda_stream__(self):
+        return (0, self._h)
+
+
+class HandleStream:
+    """numba.cuda Stream-like: an int()-able .handle."""
+
+    def __init__(self, handle):
+        self.handle = handle

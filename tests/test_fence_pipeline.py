@@ -1,0 +1,306 @@
+"""The three fence mechanisms together (and TMALowering alone): fence-passes.md §3.3 extra cases,
+"never a needless fence", fences that explain themselves, switches and targets."""
+
+from fence_ir import ACC, ALL, FENCES, S, S64, S64M, SM, T16, check, count_fences, module, run
+
+DESC = "!tensordesc<128x128xf16>"
+
+
+def test_tma_lowering_descriptor_store_alone():
+    ir = module("tt.descriptor_store %d, %t offsets(%c, %c) loc(#f0:12:4)", f"%d: {DESC}, %t: {T16}, %c: i32")
+    res = check(ir, """
+    CHECK: %0 = tlx.local_alloc src(%t) : !smem<128x128xf16, #nvmma<swizzle=128, bits=16, transposed=false>>
+    CHECK-NEXT: tlx.fence_async_shared {cluster = false, origin = "tma_lowering", fence_id = 1}
+    CHECK-NEXT: tlx.tma_store %d, %0 offsets(%c, %c)
+    CHECK-NEXT: tlx.tma_store_wait {pendings = 0}
+    CHECK-NEXT: tt.return
+    """, ("tma_lowering",))
+    (rec,) = res.fences
+    assert rec.origin == "tma_lowering" and str(rec.loc) == "kernel.py:12" and str(rec.reader_loc) == "kernel.py:12"
+
+
+def test_tma_lowering_descriptor_load_has_no_fence():
+    ir = module("""
+    %t = tt.descriptor_load %d offsets(%c, %c) : tensor<128x128xf16>
+    tt.store %p, %t""", f"%d: {DESC}, %c: i32, %p: tensor<128x128x!ptr<f16>>")
+    text, _ = run(ir, ALL)
+    assert count_fences(text) == 0
+    check(ir, """
+    CHECK: %[[BUF:[0-9]+]] = tlx.local_alloc {offset = 0} : !smem<128x128xf16, {{.*}}, mutable>
+    CHECK-NEXT: %[[BARS:[0-9]+]] = tlx.alloc_barriers {num = 1, arrive_count = 1, offset = 32768}
+    CHECK: %[[BAR:[0-9]+]] = tlx.memdesc_index %[[BARS]]
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.barrier_expect_bytes %[[BAR]] {bytes = 32768}
+    CHECK-NEXT: tlx.tma_load %d, %[[BUF]], %[[BAR]]
+    CHECK-NEXT: tlx.barrier_wait %[[BAR]]
+    CHECK-NEXT: tlx.local_load %[[BUF]]
+    CHECK-NOT: tlx.cta_barrier
+    """, ALL)
+
+
+def test_descriptor_store_full_pipeline_canonical_order():
+    # st.shared -> fence.proxy.async -> bar.sync -> TMA store (fence-passes.md §1, §4)
+    ir = module("tt.descriptor_store %d, %t offsets(%c, %c)", f"%d: {DESC}, %t: {T16}, %c: i32")
+    text, res = run(ir, ALL)
+    check(ir, """
+    CHECK: tlx.local_alloc src(%t)
+    CHECK-NEXT: tlx.fence_async_shared {cluster = false, origin = "tma_lowering"
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.tma_store
+    CHECK-NOT: tlx.fence_async_shared
+    """, ALL)
+    assert count_fences(text) == 1
+
+
+def test_tma_lowering_fence_made_needless_is_removed():
+    # the stored tile is read in place from a buffer only TMA wrote: TMALowering's unconditional
+    # fence separates nothing and ProxyFenceInsertion removes it (recording why)
+    ir = module("""
+    %t = tt.descriptor_load %d offsets(%c, %c) : tensor<128x128xf16>
+    tt.descriptor_store %d, %t offsets(%c, %c)""", f"%d: {DESC}, %c: i32")
+    text, res = run(ir, ALL)
+    assert count_fences(text) == 0
+    (rec,) = res.removed_fences
+    assert rec.origin == "tma_lowering" and rec.removed_reason.startswith("needless")
+
+
+def test_user_fence_plus_tma_lowering_gives_one_fence():
+    ir = module(f"""
+    %buf = tlx.local_alloc : {SM}
+    tlx.local_store %buf, %t
+    tlx.fence_async_shared {{cluster = false, origin = "user"}} loc(#f0:20:4)
+    %v = tlx.local_load %buf : {T16}
+    tt.descriptor_store %d, %v offsets(%c, %c) loc(#f0:21:4)""",
+                f"%d: {DESC}, %c: i32, %t: {T16}")
+    text, res = run(ir, ALL)
+    assert count_fences(text) == 1
+    (rec,) = res.fences
+    assert rec.origin == "user" and not rec.redundant and "tlx.tma_store at kernel.py:21" in rec.readers
+
+
+PIPELINED_EPILOGUE = f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %c1 = arith.constant {{value = 1}} : i32
+    %buf = tlx.local_alloc : {SM}
+    scf.for %c0, %n, %c1 {{
+    ^body(%i: i32):
+      tlx.tma_store_wait {{pendings = 0}}
+      tlx.local_store %buf, %t
+      @FENCE@
+      tlx.tma_store %d, %buf offsets(%i, %c0)
+      scf.yield
+    }}"""
+
+
+def test_pipelined_tma_store_with_user_fence_keeps_exactly_that_fence():
+    ir = module(PIPELINED_EPILOGUE.replace("@FENCE@", 'tlx.fence_async_shared {cluster = false, origin = "user"}'),
+                f"%d: {DESC}, %t: {T16}, %n: i32")
+    res = check(ir, """
+    CHECK: tlx.tma_store_wait {pendings = 0}
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.local_store %buf, %t
+    CHECK-NEXT: tlx.fence_async_shared {cluster = false, origin = "user"
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.tma_store
+    CHECK-NOT: tlx.fence_async_shared
+    """, ALL)
+    assert [r.origin for r in res.fences] == ["user"] and not res.fences[0].redundant
+
+
+def test_pipelined_tma_store_without_fence_gets_one_in_the_loop():
+    ir = module(PIPELINED_EPILOGUE.replace("@FENCE@", ""), f"%d: {DESC}, %t: {T16}, %n: i32")
+    res = check(ir, """
+    CHECK: scf.for
+    CHECK: tlx.local_store %buf, %t
+    CHECK-NEXT: tlx.fence_async_shared {cluster = false, origin = "fence_insertion"
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.tma_store
+    CHECK-NOT: tlx.fence_async_shared
+    """, ALL)
+    assert len(res.fences) == 1
+
+
+def test_descriptor_store_inside_a_partition_is_fenced_inside_it():
+    ir = module(f"""
+    tlx.warp_specialize %d, %t {{partition_num_warps = [4]}} {{
+    ^default:
+      tlx.ws_yield
+    }} {{
+    ^partition0(%pd: {DESC}, %pt: {T16}):
+      %z = arith.constant {{value = 0}} : i32
+      tt.descriptor_store %pd, %pt offsets(%z, %z)
+      tlx.ws_return
+    }}""", f"%d: {DESC}, %t: {T16}")
+    check(ir, """
+    CHECK: ^partition0
+    CHECK: tlx.local_alloc src(%pt)
+    CHECK-NEXT: tlx.fence_async_shared {cluster = false, origin = "tma_lowering"
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.tma_store
+    CHECK: tlx.ws_return
+    """, ALL)
+
+
+AREF = f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %c1 = arith.constant {{value = 1}} : i32
+    %slot = tlx.local_alloc : {S64M}
+    %fulls = tlx.alloc_barriers {{num = 1, arrive_count = 1}} : !mbarriers<1>
+    %empties = tlx.alloc_barriers {{num = 1, arrive_count = 1}} : !mbarriers<1>
+    tlx.warp_specialize %slot, %fulls, %empties, %desc, %n {{partition_num_warps = [4]}} {{
+    ^default:
+      %full = tlx.memdesc_index %fulls, %c0 : !mbarrier
+      %empty = tlx.memdesc_index %empties, %c0 : !mbarrier
+      scf.for %c0, %n, %c1 {{
+      ^body(%i: i32):
+        tlx.barrier_wait %full, %c0
+        %v = tlx.local_load %slot : tensor<64x64xf16> loc(#f0:80:8)
+        tlx.barrier_arrive %empty loc(#f0:81:8)
+        scf.yield
+      }}
+      tlx.ws_yield
+    }} {{
+    ^partition0(%s: {S64M}, %fb: !mbarriers<1>, %eb: !mbarriers<1>, %pd: !tensordesc<64x64xf16>, %m: i32):
+      %z = arith.constant {{value = 0}} : i32
+      %o = arith.constant {{value = 1}} : i32
+      %f = tlx.memdesc_index %fb, %z : !mbarrier
+      %e = tlx.memdesc_index %eb, %z : !mbarrier
+      scf.for %z, %m, %o {{
+      ^body(%j: i32):
+        tlx.barrier_wait %e, %o
+        tlx.barrier_expect_bytes %f {{bytes = 8192}}
+        tlx.tma_load %pd, %s, %f offsets(%j, %z) loc(#f0:90:8)
+        scf.yield
+      }}
+      tlx.ws_return
+    }}"""
+
+
+def test_aref_consumer_release_war_is_fenced_on_the_path_through_the_hand_off():
+    # the consumer (default) reads the slot and arrives on "empty"; the producer waits on it and
+    # TMA-loads into the slot: WAR across partitions. LowerAref fences in the consumer before the
+    # arrive; ProxyFenceInsertion fences on the same path, in the producer after its wait and
+    # right before the TMA load (the placement DeepEP#642 uses). Exactly one fence. No bar.sync
+    # between it and the load: the consumer's threads met before their arrive, and the thread
+    # that issues the load has waited and fenced itself.
+    ir = module(AREF, "%desc: !tensordesc<64x64xf16>, %n: i32")
+    res = check(ir, """
+    CHECK: ^default
+    CHECK: tlx.local_load %slot
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.barrier_arrive
+    CHECK: ^partition0
+    CHECK: tlx.barrier_expect_bytes
+    CHECK-NEXT: tlx.fence_async_shared {cluster = false, origin = "proxy_fence_insertion"
+    CHECK-NEXT: tlx.tma_load
+    """, ALL)
+    (rec,) = res.fences
+    assert [str(g) for g in rec.guards][0].startswith("WAR: tlx.local_load at kernel.py:80 -> tlx.tma_load at kernel.py:90")
+
+
+def test_aref_producer_side_raw_fence_before_the_full_arrive_no_second_fence():
+    from test_fence_insertion import PRODUCER_CONSUMER
+
+    ir = module(PRODUCER_CONSUMER, "%t0: tensor<64x64xf16>, %n: i32")
+    res = check(ir, """
+    CHECK: ^default:
+    CHECK: tlx.local_store %buf, %t0
+    CHECK-NEXT: tlx.fence_async_shared {cluster = false, origin = "fence_insertion"
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.barrier_arrive
+    CHECK: ^partition0
+    CHECK-NOT: tlx.fence_async_shared
+    """, ALL)
+    (rec,) = res.fences
+    assert [g.kind for g in rec.guards] == ["RAW"] and "kernel.py:70" in str(rec.guards[0])
+
+
+def test_gap_5_12_user_fence_then_effectful_op_then_tma_store_gives_one_fence():
+    # Triton's dedupe is local, so pass A adds a second fence after the intervening load (§5.12);
+    # ours removes it: the user's fence already separates the store from the TMA store
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %x = tlx.local_alloc : {SM}
+    %y = tlx.local_alloc : {SM}
+    tlx.local_store %x, %t
+    tlx.fence_async_shared {{cluster = false, origin = "user"}}
+    %v = tlx.local_load %y : {T16}
+    tlx.tma_store %d, %x offsets(%c0, %c0)""", f"%d: {DESC}, %t: {T16}")
+    text, res = run(ir, ALL)
+    assert count_fences(text) == 1 and res.fences[0].origin == "user" and not res.fences[0].redundant
+    (rem,) = res.removed_fences
+    assert rem.origin == "fence_insertion"
+
+
+def test_redundant_user_fence_is_kept_and_reported():
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %x = tlx.local_alloc : {SM}
+    tlx.local_store %x, %t
+    tlx.fence_async_shared {{cluster = false, origin = "user"}} loc(#f0:30:4)
+    tlx.fence_async_shared {{cluster = false, origin = "user"}} loc(#f0:31:4)
+    tlx.tma_store %d, %x offsets(%c0, %c0)""", f"%d: {DESC}, %t: {T16}")
+    text, res = run(ir, ALL)
+    assert count_fences(text) == 2
+    first, second = res.fences
+    # the first fence after the store does the job; the second separates nothing
+    assert not first.redundant and second.redundant
+    assert res.redundant_fences == [second]
+    report = res.explain_fences()
+    assert "fence #2 [user, cta] at kernel.py:31 -- REDUNDANT" in report
+
+
+def test_falls_short_4_gpu_and_sys_fences_stay():
+    ir = module("""
+    tlx.fence {scope = "gpu"}
+    tlx.fence {scope = "sys"}""")
+    text, _ = run(ir, ALL)
+    assert 'tlx.fence {scope = "gpu"}' in text and 'tlx.fence {scope = "sys"}' in text
+
+
+def test_fence_passes_off_runs_no_mechanism_and_keeps_user_fences():
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %a = tlx.local_alloc src(%t) : {S}
+    %dd = tlx.async_dot %a, %a : {ACC}
+    tlx.fence_async_shared {{cluster = false, origin = "user"}}
+    tt.descriptor_store %d, %t offsets(%c0, %c0)""", f"%d: {DESC}, %t: {T16}")
+    text, res = run(ir, ALL, fence_passes=False)
+    assert [r.origin for r in res.fences] == ["user"]
+    assert "tlx.tma_store" in text and "fence_insertion" not in res.pass_times
+    assert res.removed_fences == []
+
+
+def test_pre_sm90_target_gets_no_proxy_fences():
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %x = tlx.local_alloc : {SM}
+    tlx.local_store %x, %t
+    tlx.fence_async_shared {{cluster = false, origin = "user"}}
+    tlx.tma_store %d, %x offsets(%c0, %c0)""", f"%d: {DESC}, %t: {T16}", attrs='num_warps = 4, target = "sm_80"')
+    text, res = run(ir, ALL, target="sm_80")
+    assert count_fences(text) == 0 and res.fences == []
+
+
+def test_records_survive_later_passes_and_the_printer_shows_the_origin():
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %c1 = arith.constant {{value = 1}} : i32
+    %a = tlx.local_alloc src(%t) : {S} loc(#f0:40:4)
+    scf.for %c0, %n, %c1 {{
+    ^body(%i: i32):
+      %dd = tlx.async_dot %a, %a : {ACC} loc(#f0:42:8)
+      scf.yield
+    }} loc(#f0:41:4)""", f"%t: {T16}, %n: i32")
+    text, res = run(ir, ALL)
+    fence_lines = [l.strip() for l in text.splitlines() if "tlx.fence_async_shared" in l]
+    assert fence_lines == ['tlx.fence_async_shared {cluster = false, origin = "fence_insertion", fence_id = 1}']
+    (rec,) = res.fences
+    assert rec.id == 1 and rec.scope == "cta" and str(rec.loc) == "kernel.py:41"
+    assert [str(l) for l in rec.writer_locs] == ["kernel.py:40"] and str(rec.reader_loc) == "kernel.py:42"
+    assert "hoisted out of the loop at kernel.py:41 because that loop writes no operand" in rec.placement_text
+    assert rec.byte_range == (0, 32768) and rec.buffer.startswith("tlx.local_alloc at kernel.py:40")
+    assert rec.reason
+    report = res.explain_fences()
+    assert "fence #1 [fence_insertion, cta] at kernel.py:41" in report
+    assert "RAW: tlx.local_alloc at kernel.py:40 -> tlx.async_dot at kernel.py:42" in report

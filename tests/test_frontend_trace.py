@@ -1,0 +1,245 @@
+"""Tracing: every catalogue kernel traces to verified IR that round-trips through the printer and
+parser; the IR has the structure the source asks for (one loop per runtime loop, carried values,
+branches with results, warp-specialize partitions with captures)."""
+
+import difflib
+import os
+
+import pytest
+
+import catalog
+import tlx
+import tlx.language as tl
+from tlx.compiler.ir import parse_module, print_module, types as T, verify_module
+from tlx.signature import signature_to_types
+
+
+def ops_named(m, name):
+    return [op for op in m.ops() if op.name == name]
+
+
+def top_level(m, name):
+    return [op for op in m.body.ops if op.name == name]
+
+
+@pytest.mark.parametrize("case", catalog.CASES, ids=lambda c: c.name)
+def test_kernel_traces_verifies_and_round_trips(case):
+    m = case.trace()
+    verify_module(m)
+    text = print_module(m)
+    again = parse_module(text)
+    verify_module(again)
+    assert print_module(again) == text
+    assert print_module(parse_module(print_module(m, locs=False)), locs=False) == print_module(m, locs=False)
+
+
+def test_catalogue_has_a_dozen_kernels_including_the_tutorial_rewrites():
+    names = {c.name for c in catalog.CASES}
+    assert len(names) >= 12
+    assert {"tlx_gemm_pipelined", "tlx_gemm_ws", "tlx_fa_fwd"} <= names
+
+
+def test_pipelined_gemm_k_loop_is_one_loop_carrying_the_accumulator():
+    m = catalog.CASES_BY_NAME["tlx_gemm_pipelined"].trace()
+    loops = top_level(m, "scf.for")
+    assert len(loops) == 2  # the prologue and the K loop, neither unrolled
+    prologue, kloop = loops
+    assert prologue.attrs["loop_unroll_factor"] == 2
+    assert kloop.attrs["num_stages"] == 1
+    acc_t = T.TensorType((128, 256), T.f32)
+    assert [r.type for r in kloop.results].count(acc_t) == 1
+    body = kloop.regions[0].block
+    dots = [op for op in body.ops if op.name == "tlx.async_dot"]
+    waits = [op for op in body.ops if op.name == "tlx.async_dot_wait"]
+    assert len(dots) == 1 and len(waits) == 1 and waits[0].attrs["pendings"] == 1
+    acc_arg = [a for a in body.args if a.type == acc_t][0]
+    assert dots[0].arg("acc") is acc_arg  # the carried accumulator feeds the dot
+    assert body.terminator.operands[[r.type for r in kloop.results].index(acc_t)] is waits[0].results[0]
+    # the pointer tensors are carried too
+    assert sum(isinstance(r.type, T.TensorType) and isinstance(r.type.element, T.PointerType) for r in kloop.results) == 2
+    assert len(ops_named(m, "tlx.async_load")) == 4
+
+
+def test_ws_gemm_has_partitions_with_captures():
+    m = catalog.CASES_BY_NAME["tlx_gemm_ws"].trace()
+    (ws,) = ops_named(m, "tlx.warp_specialize")
+    assert len(ws.regions) == 3  # default producer + two consumer replicas
+    assert ws.attrs["partition_num_warps"] == [4, 4]
+    assert ws.attrs["partition_registers"] == [232, 232]
+    caps = ws.group("captures")
+    assert caps, "the consumers use buffers and barriers allocated outside the partitions"
+    for r in ws.regions[1:]:
+        assert [a.type for a in r.block.args] == [c.type for c in caps]
+        for op in r.block.ops:  # isolated: nothing from outside but the captures
+            for v in op.operands:
+                assert not any(v is c for c in caps)
+    producer_loops = [op for op in ws.regions[0].block.ops if op.name == "scf.for"]
+    assert len(producer_loops) == 1
+    # tl.static_range(GROUPS) unrolled: one B and two A loads per iteration
+    assert sum(op.name == "tlx.tma_load" for op in producer_loops[0].regions[0].block.ops) == 3
+    # each replica stores its own half: offsets differ by the constexpr replica id
+    stores = [op for r in ws.regions[1:] for op in r.block.ops if op.name == "tt.descriptor_store"]
+    assert len(stores) == 2
+
+
+def test_fa_forward_uses_register_a_and_transposed_k():
+    m = catalog.CASES_BY_NAME["tlx_fa_fwd"].trace()
+    dots = ops_named(m, "tlx.async_dot")
+    assert len(dots) == 4  # QK^T and PV in each of two consumer replicas
+    assert sum(isinstance(d.arg("a").type, T.TensorType) for d in dots) == 2
+    trans_b = [d for d in dots if d.arg("b").defining_op is not None and d.arg("b").defining_op.name == "tlx.memdesc_trans"]
+    assert len(trans_b) == 2
+    assert trans_b[0].arg("b").type.layout.transposed is True
+    reduces = {op.attrs["kind"] for op in ops_named(m, "tt.reduce")}
+    assert reduces == {"max", "sum"}
+
+
+def test_early_return_puts_the_rest_in_the_else_branch():
+    m = catalog.CASES_BY_NAME["early_exit"].trace()
+    (ifop,) = top_level(m, "scf.if")
+    then_b, else_b = (r.block for r in ifop.regions)
+    assert [op.name for op in then_b.ops] == ["scf.yield"]
+    assert any(op.name == "tt.store" for op in else_b.ops)
+    assert not any(op.name == "tt.store" for op in m.body.ops)
+
+
+def test_while_if_results_and_inlined_tuple_helper():
+    m = catalog.CASES_BY_NAME["ring_counter"].trace()
+    (w,) = top_level(m, "scf.while")
+    assert [r.type for r in w.results] == [T.i32, T.i32]
+    after = w.regions[1].block
+    (ifop,) = [op for op in after.ops if op.name == "scf.if"]
+    assert [r.type for r in ifop.results] == [T.i32]
+    assert any(op.name == "arith.remsi" for op in after.ops)  # the helper's body, inlined
+
+
+def _trace(fn, sig, consts=None, **kw):
+    return fn.trace(signature_to_types(sig), consts or {}, **kw)
+
+
+@tlx.jit
+def _promotions(xh, xi, xl, xb, xu, out):
+    h = tl.load(xh)            # fp16
+    i = tl.load(xi)            # i32
+    l = tl.load(xl)            # i64
+    b = tl.load(xb)            # bf16
+    u = tl.load(xu)            # u32
+    tl.store(out, (h * 2.0).to(tl.float32))      # weak float keeps fp16
+    tl.store(out, (h + b).to(tl.float32))         # fp16 + bf16 -> fp16 (Triton rule 3 before rule 4)
+    tl.store(out, (i + l).to(tl.float32))         # i32 + i64 -> i64
+    tl.store(out, i / 3)                          # int / int -> fp32
+    tl.store(out, (i // 3).to(tl.float32))        # signed floor-div -> divsi
+    tl.store(out, (u < 5).to(tl.float32))         # unsigned compare -> ult
+    tl.store(out, (h / 2.0))                      # fp16 / -> fp32
+
+
+def test_type_promotion_follows_triton():
+    m = _trace(_promotions, {"xh": "*fp16", "xi": "*i32", "xl": "*i64", "xb": "*bf16", "xu": "*u32", "out": "*fp32"})
+    names = [op.name for op in m.ops()]
+    mulf = [op for op in m.ops() if op.name == "arith.mulf"]
+    assert mulf[0].result.type == T.f16
+    addf = [op for op in m.ops() if op.name == "arith.addf"]
+    assert addf[0].result.type == T.f16
+    addi = [op for op in m.ops() if op.name == "arith.addi"]
+    assert addi[0].result.type == T.i64
+    divf = [op for op in m.ops() if op.name == "arith.divf"]
+    assert [d.result.type for d in divf] == [T.f32, T.f32]
+    assert "arith.divsi" in names
+    assert [op.attrs["predicate"] for op in m.ops() if op.name == "arith.cmpi"] == ["ult"]
+
+
+@tlx.jit
+def _static_and_constexpr(x_ptr, n, FLAG: tl.constexpr, REPS: tl.constexpr):
+    acc = tl.zeros((64,), dtype=tl.float32)
+    for i in tl.static_range(REPS):
+        acc += i
+    if FLAG:
+        acc += 100.0
+    else:
+        acc -= 100.0
+    for j in range(n, 0, -2):
+        acc += j
+    v = 1.0 if FLAG else 2.0
+    w = acc if n > 3 else acc * 2.0
+    tl.store(x_ptr + tl.arange(0, 64), w + v)
+
+
+def test_static_range_unrolls_constexpr_if_is_decided_and_negative_steps_flip():
+    m = _trace(_static_and_constexpr, {"x_ptr": "*fp32", "n": "i32"}, {"FLAG": True, "REPS": 3})
+    assert len(top_level(m, "scf.for")) == 1  # only the runtime loop
+    assert not any(op.name == "arith.subf" for op in m.body.ops)  # the else branch was not traced
+    loop = top_level(m, "scf.for")[0]
+    # range(n, 0, -2): bounds swapped (0 .. n step 2) and the iv mirrored as n - iv + 0
+    assert loop.arg("lb").defining_op.attrs["value"] == 0
+    assert loop.arg("ub") is m.body.args[1]
+    assert loop.arg("step").defining_op.attrs["value"] == 2
+    body = loop.regions[0].block
+    assert body.ops[0].name == "arith.subi" and body.ops[0].operands[1] is body.args[0]
+    assert len(top_level(m, "scf.if")) == 1  # the runtime conditional expression
+
+
+def test_local_alloc_picks_the_largest_swizzle_the_row_allows():
+    @tlx.jit
+    def k(x_ptr):
+        a = tlx.local_alloc((64, 64), tl.float16, 2)    # 128-byte rows
+        b = tlx.local_alloc((64, 32), tl.float16, 1)    # 64-byte rows
+        c = tlx.local_alloc((16, 16), tl.float16, 1)    # 32-byte rows
+        d = tlx.local_alloc((256,), tl.float32, 1)      # 1-D: unswizzled
+        tlx.local_store(a[0], tl.zeros((64, 64), dtype=tl.float16))
+        tlx.local_store(b[0], tl.zeros((64, 32), dtype=tl.float16))
+        tlx.local_store(c[0], tl.zeros((16, 16), dtype=tl.float16))
+        tlx.local_store(d[0], tl.zeros((256,), dtype=tl.float32))
+
+    m = _trace(k, {"x_ptr": "*fp32"})
+    lays = [op.result.type.layout for op in ops_named(m, "tlx.local_alloc")]
+    assert [getattr(l, "swizzle", None) for l in lays] == [128, 64, 32, None]
+    assert ops_named(m, "tlx.local_alloc")[0].result.type.shape == (2, 64, 64)
+
+
+def test_equal_to_one_specializes_to_a_constant():
+    m = catalog.CASES_BY_NAME["vector_add"].fn.trace(
+        signature_to_types({"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}), {"BLOCK": 64},
+        equal_to_one=("n",))
+    assert not m.body.args[3].uses  # n is the constant 1 in the body
+    assert m.func.attrs["equal_to_one"] == ["n"]
+
+
+def test_user_fence_is_a_fence_op_with_origin_user():
+    m = catalog.CASES_BY_NAME["tma_store_fenced"].trace()
+    (f,) = ops_named(m, "tlx.fence_async_shared")
+    assert f.attrs == {"cluster": False, "origin": "user"}
+    assert 'origin = "user"' in print_module(m)
+    m2 = catalog.CASES_BY_NAME["fence_gpu_last_block_sum"].trace()
+    assert [op.attrs["scope"] for op in ops_named(m2, "tlx.fence")] == ["gpu", "gpu"]
+
+
+def test_deprecated_fence_alias_warns_once():
+    @tlx.jit
+    def k(x_ptr):
+        tlx.fence_async_shared()
+        tlx.fence_async_shared()
+
+    import tlx.mem_ops as mo
+
+    mo._warned_fence_alias[0] = False
+    with pytest.warns(DeprecationWarning) as rec:
+        m = _trace(k, {"x_ptr": "*fp32"})
+    assert len([w for w in rec if issubclass(w.category, DeprecationWarning)]) == 1
+    assert len(ops_named(m, "tlx.fence_async_shared")) == 2
+
+
+SOURCES = ["gemm_pipelined_tlx.py", "gemm_ws_tlx.py", "fa_fwd_tlx.py", "tma_store_tlx.py"]
+
+
+@pytest.mark.parametrize("name", SOURCES)
+def test_real_tlx_kernel_needs_only_its_imports_changed(name):
+    with open(os.path.join(catalog.HERE, "tlx_sources", name)) as f:
+        original = f.read()
+    swapped = catalog.swap_imports(original)
+    changed = [l for l in difflib.ndiff(original.splitlines(), swapped.splitlines()) if l[:1] in "+-"]
+    for line in changed:
+        body = line[2:].strip()
+        assert body.startswith(("import ", "@")), f"not an import or decorator line: {line}"
+    mod = catalog.load_tlx_source(name)
+    kernels = [v for v in vars(mod).values() if isinstance(v, tlx.JITFunction)]
+    assert len(kernels) == 1

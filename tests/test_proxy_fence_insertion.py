@@ -1,0 +1,410 @@
+"""Pass C (ProxyFenceInsertion) conformance: every case of fence-passes.md §3.2, the derived C
+cases of §3.3, and the §5 gaps where we do better. IR text in, IR text out; C runs after our
+real shared-memory allocation (Triton recomputes one inside the pass; §5.7)."""
+
+import pytest
+
+from fence_ir import ACC, PASS_C, S, SM, T16, check, count_fences, module, run
+
+FENCE_C = 'tlx.fence_async_shared {cluster = false, origin = "proxy_fence_insertion"'
+D64 = "!tensordesc<64x64xf32>"
+ARGS = f"%desc: {D64}, %bar: !mbarrier"
+
+
+def test_C1_fence_write_after_read_on_reused_bytes():
+    # X and Y have disjoint lifetimes, so the allocation gives Y the bytes of X: the TMA load's
+    # async write after the generic read of X is a WAR hazard on the same bytes.
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %x = tlx.local_alloc : !smem<32x64xf32, mutable> loc(#f0:3:4)
+    %v = tlx.local_load %x : tensor<32x64xf32> loc(#f0:4:4)
+    %y = tlx.local_alloc : !smem<64x64xf32, mutable> loc(#f0:5:4)
+    tlx.tma_load %desc, %y, %bar offsets(%c0, %c0) loc(#f0:6:4)""", ARGS)
+    res = check(ir, f"""
+    CHECK: %x = tlx.local_alloc {{offset = 0}}
+    CHECK: tlx.local_load %x
+    CHECK: %y = tlx.local_alloc {{offset = 0}}
+    CHECK-NEXT: {FENCE_C}
+    CHECK-NEXT: tlx.tma_load %desc, %y
+    """, PASS_C)
+    (rec,) = res.fences
+    assert rec.hazard == "WAR" and rec.byte_range == (0, 8192)
+    assert [str(g) for g in rec.guards] == [
+        "WAR: tlx.local_load at kernel.py:4 -> tlx.tma_load at kernel.py:6 on tlx.local_alloc at kernel.py:5 "
+        "(64x64xf32), bytes [0, 8192)"]
+
+
+def test_C2_memdesc_index_alias_single_user_fence_kept_new_fence_before_the_tma_load():
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %b = tlx.local_alloc : !smem<1x64x64xf32, buffers=1, mutable>
+    %v = tlx.memdesc_index %b, %c0 : !smem<64x64xf32, alloc=1x64x64, mutable>
+    tlx.fence_async_shared {{cluster = false, origin = "user"}} loc(#f0:9:4)
+    %r = tlx.local_load %v : tensor<64x64xf32>
+    tlx.tma_load %desc, %v, %bar offsets(%c0, %c0)""", ARGS)
+    res = check(ir, f"""
+    CHECK: tlx.fence_async_shared {{cluster = false, origin = "user"
+    CHECK-NEXT: tlx.local_load %v
+    CHECK-NEXT: {FENCE_C}
+    CHECK-NEXT: tlx.tma_load %desc, %v
+    """, PASS_C)
+    user, new = res.fences
+    assert user.origin == "user" and user.redundant and not user.guards
+    assert new.hazard == "WAR" and not new.redundant
+
+
+def test_C3_async_proxy_after_async_proxy_needs_no_fence():
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %x = tlx.local_alloc : !smem<64x64xf32, mutable>
+    tlx.tma_load %desc, %x, %bar offsets(%c0, %c0)
+    tlx.tma_store_wait {{pendings = 0}}
+    %y = tlx.local_alloc : !smem<64x64xf32, mutable>
+    tlx.tma_load %desc, %y, %bar offsets(%c0, %c0)""", ARGS)
+    text, _ = run(ir, PASS_C)
+    assert count_fences(text) == 0
+
+
+@pytest.mark.parametrize("case", ["C4", "C6"])  # C6 is an exact duplicate of C4 in Triton's lit file
+def test_C4_C6_local_store_before_tma_store(case):
+    ir = module("""
+    %c0 = arith.constant {value = 0} : i32
+    %x = tlx.local_alloc : !smem<128x256xf32, mutable>
+    tlx.tma_store_wait {pendings = 1}
+    tlx.local_store %x, %t
+    tlx.tma_store %d, %x offsets(%c0, %c0)""", "%d: !tensordesc<128x256xf32>, %t: tensor<128x256xf32>")
+    check(ir, f"""
+    CHECK: tlx.tma_store_wait {{pendings = 1}}
+    CHECK-NEXT: tlx.local_store %x, %t
+    CHECK-NEXT: {FENCE_C}
+    CHECK-NEXT: tlx.tma_store %d, %x
+    """, PASS_C)
+
+
+@pytest.mark.parametrize("case", ["C5", "C7"])  # C7 duplicates C5
+def test_C5_C7_local_store_before_bulk_async_store(case):
+    # tcgen5's tmem_copy (the SMEM reader of C5) is Blackwell-only; sm_90's other non-TMA async
+    # reader of a generically written buffer is the bulk copy tlx.async_store (cp.async.bulk).
+    ir = module("""
+    %x = tlx.local_alloc : !smem<128x4xi8, mutable>
+    tlx.local_store %x, %t
+    tlx.async_store %dst, %x, %size""", "%t: tensor<128x4xi8>, %dst: !ptr<i8>, %size: i32")
+    check(ir, f"""
+    CHECK: tlx.local_store %x, %t
+    CHECK-NEXT: {FENCE_C}
+    CHECK-NEXT: tlx.async_store %dst, %x
+    """, PASS_C)
+
+
+def test_C8_cp_async_before_mma_fence_after_the_wait():
+    ir = module(f"""
+    %a = tlx.local_alloc : {SM}
+    %b = tlx.local_alloc : {SM}
+    %ta = tlx.async_load %pa, %a : !token
+    %tb = tlx.async_load %pb, %b : !token
+    %g = tlx.async_commit_group %ta, %tb : !token
+    %w = tlx.async_wait_group %g {{pendings = 0}} : !token
+    %d = tlx.async_dot %a, %b : {ACC}""", "%pa: tensor<128x128x!ptr<f16>>, %pb: tensor<128x128x!ptr<f16>>")
+    check(ir, f"""
+    CHECK: tlx.async_load %pa, %a
+    CHECK-NEXT: tlx.async_load %pb, %b
+    CHECK-NEXT: tlx.async_commit_group
+    CHECK-NEXT: tlx.async_wait_group
+    CHECK-NEXT: {FENCE_C}
+    CHECK-NEXT: tlx.async_dot %a, %b
+    """, PASS_C)
+
+
+def test_cp_async_in_flight_is_not_ordered_by_a_fence_before_its_wait():
+    # a user fence between the copy and its wait orders nothing: the data has not landed
+    ir = module(f"""
+    %a = tlx.local_alloc : {SM}
+    %ta = tlx.async_load %pa, %a : !token
+    %g = tlx.async_commit_group %ta : !token
+    tlx.fence_async_shared {{cluster = false, origin = "user"}}
+    %w = tlx.async_wait_group %g {{pendings = 0}} : !token
+    %d = tlx.async_dot %a, %a : {ACC}""", "%pa: tensor<128x128x!ptr<f16>>")
+    text, res = run(ir, PASS_C)
+    assert count_fences(text) == 2
+    user, new = res.fences
+    assert user.redundant and new.origin == "proxy_fence_insertion"
+
+
+def test_cp_async_wait_with_pendings_lands_only_older_groups():
+    ir = module(f"""
+    %a = tlx.local_alloc : {SM}
+    %b = tlx.local_alloc : {SM}
+    %ta = tlx.async_load %pa, %a : !token
+    %ga = tlx.async_commit_group %ta : !token
+    %tb = tlx.async_load %pa, %b : !token
+    %gb = tlx.async_commit_group %tb : !token
+    %w = tlx.async_wait_group %gb {{pendings = 1}} : !token
+    tlx.fence_async_shared {{cluster = false, origin = "user"}}
+    %d = tlx.async_dot %a, %a : {ACC}
+    %w2 = tlx.async_wait_group %gb {{pendings = 0}} : !token
+    %e = tlx.async_dot %b, %b : {ACC}""", "%pa: tensor<128x128x!ptr<f16>>")
+    res = check(ir, f"""
+    CHECK: tlx.async_wait_group %gb {{pendings = 1}}
+    CHECK-NEXT: tlx.fence_async_shared {{cluster = false, origin = "user"
+    CHECK-NEXT: tlx.async_dot %a, %a
+    CHECK-NEXT: tlx.async_wait_group %gb {{pendings = 0}}
+    CHECK-NEXT: {FENCE_C}
+    CHECK-NEXT: tlx.async_dot %b, %b
+    """, PASS_C)
+    user = res.fences[0]
+    assert not user.redundant and [g.kind for g in user.guards] == ["RAW"]
+
+
+# ------------------------------------------------------------------------------------------------
+# §3.3 derived C cases
+# ------------------------------------------------------------------------------------------------
+
+RING = """
+    %c0 = arith.constant {value = 0} : i32
+    %c1 = arith.constant {value = 1} : i32
+    %ring = tlx.local_alloc : !smem<2x128x128xf16, buffers=2, mutable>
+    %w = tlx.memdesc_index %ring, @WI@ : !smem<128x128xf16, alloc=2x128x128, mutable>
+    %r = tlx.memdesc_index %ring, @RI@ : !smem<128x128xf16, alloc=2x128x128, mutable>
+    tlx.local_store %w, %t
+    tlx.tma_store %d, %r offsets(%c0, %c0)"""
+RARGS = f"%d: !tensordesc<128x128xf16>, %t: {T16}, %i: i32"
+
+
+def test_derived_constant_indices_0_and_1_do_not_alias():
+    text, _ = run(module(RING.replace("@WI@", "%c0").replace("@RI@", "%c1"), RARGS), PASS_C)
+    assert count_fences(text) == 0
+
+
+def test_derived_dynamic_memdesc_index_aliases_the_whole_buffer():
+    check(module(RING.replace("@WI@", "%i").replace("@RI@", "%c1"), RARGS), f"""
+    CHECK: tlx.local_store %w, %t
+    CHECK-NEXT: {FENCE_C}
+    CHECK-NEXT: tlx.tma_store %d, %r
+    """, PASS_C)
+
+
+def test_derived_constant_index_slabs_same_slot_aliases():
+    check(module(RING.replace("@WI@", "%c1").replace("@RI@", "%c1"), RARGS), f"""
+    CHECK: {FENCE_C}
+    CHECK-NEXT: tlx.tma_store
+    """, PASS_C)
+
+
+def test_subslices_of_one_slab_with_disjoint_boxes_do_not_alias():
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %buf = tlx.local_alloc : {SM}
+    %top = tlx.memdesc_subslice %buf {{static_offsets = [0, 0]}} : !smem<64x128xf16, alloc=128x128, mutable>
+    %bot = tlx.memdesc_subslice %buf {{static_offsets = [64, 0]}} : !smem<64x128xf16, alloc=128x128, mutable>
+    tlx.local_store %top, %t
+    tlx.tma_store %d, %bot offsets(%c0, %c0)""", "%d: !tensordesc<64x128xf16>, %t: tensor<64x128xf16>")
+    text, _ = run(ir, PASS_C)
+    assert count_fences(text) == 0
+    text, _ = run(ir.replace("tlx.tma_store %d, %bot", "tlx.tma_store %d, %top"), PASS_C)
+    assert count_fences(text) == 1
+
+
+def test_derived_two_readers_after_one_write_get_one_fence():
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %x = tlx.local_alloc : {SM}
+    tlx.local_store %x, %t
+    tlx.tma_store %d, %x offsets(%c0, %c0)
+    tlx.tma_store %d, %x offsets(%c0, %c0)""", f"%d: !tensordesc<128x128xf16>, %t: {T16}")
+    check(ir, f"""
+    CHECK: tlx.local_store
+    CHECK-NEXT: {FENCE_C}
+    CHECK-NEXT: tlx.tma_store
+    CHECK-NEXT: tlx.tma_store
+    CHECK-NOT: tlx.fence_async_shared
+    """, PASS_C)
+
+
+WS_NO_SYNC = """
+    %c0 = arith.constant {value = 0} : i32
+    %x = tlx.local_alloc : !smem<128x128xf16, mutable>
+    tlx.warp_specialize %x, %t, %d {partition_num_warps = [4]} {
+    ^default:
+      tlx.local_store %x, %t
+      @RELEASE@
+      tlx.ws_yield
+    } {
+    ^partition0(%px: !smem<128x128xf16, mutable>, %pt: tensor<128x128xf16>, %pd: !tensordesc<128x128xf16>):
+      %z = arith.constant {value = 0} : i32
+      @ACQUIRE@
+      tlx.tma_store %pd, %px offsets(%z, %z)
+      tlx.ws_return
+    }"""
+WARGS = f"%d: !tensordesc<128x128xf16>, %t: {T16}, %bars: !mbarriers<1>"
+
+
+def test_derived_generic_write_in_one_partition_async_read_in_another_without_sync_gets_no_fence():
+    ir = module("    %bar0 = arith.constant {value = 0} : i32\n" + WS_NO_SYNC.replace("@RELEASE@", "").replace("@ACQUIRE@", ""), WARGS)
+    text, _ = run(ir, PASS_C)
+    assert count_fences(text) == 0
+
+
+def test_gap_5_2_cross_partition_hazard_through_an_mbarrier_hand_off_is_fenced():
+    # Triton's C is blind across partitions (§5.2). With the hand-off, the write reaches the read.
+    body = WS_NO_SYNC.replace(
+        "@RELEASE@", "%b0 = tlx.memdesc_index %bars, %c0 : !mbarrier\n      tlx.barrier_arrive %b0").replace(
+        "@ACQUIRE@", "%b1 = tlx.memdesc_index %pbars, %z : !mbarrier\n      tlx.barrier_wait %b1, %z")
+    body = body.replace("tlx.warp_specialize %x, %t, %d", "tlx.warp_specialize %x, %t, %d, %bars").replace(
+        "%pd: !tensordesc<128x128xf16>)", "%pd: !tensordesc<128x128xf16>, %pbars: !mbarriers<1>)")
+    check(module(body, WARGS), f"""
+    CHECK: ^partition0
+    CHECK: tlx.barrier_wait
+    CHECK-NEXT: {FENCE_C}
+    CHECK-NEXT: tlx.tma_store
+    """, PASS_C)
+
+
+def test_gap_5_7_uses_the_real_offsets_it_is_given():
+    # hand-written offsets: overlapping bytes get a fence, disjoint ones none (Triton would
+    # recompute its own layout and ignore these)
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %x = tlx.local_alloc {{offset = 0}} : !smem<64x64xf32, mutable>
+    tlx.local_store %x, %t
+    %y = tlx.local_alloc {{offset = OFF}} : !smem<64x64xf32, mutable>
+    tlx.tma_load %desc, %y, %bar offsets(%c0, %c0)""", ARGS + ", %t: tensor<64x64xf32>")
+    text, _ = run(ir.replace("OFF", "16384"), ("proxy_fence_insertion",))
+    assert count_fences(text) == 0
+    text, res = run(ir.replace("OFF", "4096"), ("proxy_fence_insertion",))
+    assert count_fences(text) == 1 and res.fences[0].hazard == "WAW" and res.fences[0].byte_range == (4096, 16384)
+
+
+def test_zero_trip_loop_does_not_hide_a_hazard_flashkda_24():
+    # the fence lives in the loop body; a loop that runs zero times skips it, so the store
+    # written before the loop reaches the TMA store after it unfenced: a fence goes there
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %c1 = arith.constant {{value = 1}} : i32
+    %o = tlx.local_alloc : {SM}
+    tlx.local_store %o, %zero
+    scf.for %c0, %n, %c1 {{
+    ^body(%i: i32):
+      tlx.local_store %o, %t
+      tlx.fence_async_shared {{cluster = false, origin = "user"}}
+      scf.yield
+    }}
+    tlx.tma_store %d, %o offsets(%c0, %c0)""", f"%d: !tensordesc<128x128xf16>, %t: {T16}, %zero: {T16}, %n: i32")
+    res = check(ir, f"""
+    CHECK: scf.for
+    CHECK: tlx.fence_async_shared {{cluster = false, origin = "user"
+    CHECK: scf.yield
+    CHECK: {FENCE_C}
+    CHECK-NEXT: tlx.tma_store
+    """, PASS_C)
+    user, new = res.fences
+    # the new fence separates the store before the loop (zero-trip path); the user's fence is
+    # still the first fence after the store in the body
+    assert not user.redundant and [g.generic for g in new.guards] == ["tlx.local_store at ?"]
+
+
+def test_a_loop_with_a_constant_nonzero_trip_count_covers_the_path_after_it():
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %c1 = arith.constant {{value = 1}} : i32
+    %c4 = arith.constant {{value = 4}} : i32
+    %o = tlx.local_alloc : {SM}
+    tlx.local_store %o, %zero
+    scf.for %c0, %c4, %c1 {{
+    ^body(%i: i32):
+      tlx.local_store %o, %t
+      tlx.fence_async_shared {{cluster = false, origin = "user"}}
+      scf.yield
+    }}
+    tlx.tma_store %d, %o offsets(%c0, %c0)""", f"%d: !tensordesc<128x128xf16>, %t: {T16}, %zero: {T16}")
+    text, _ = run(ir, PASS_C)
+    assert count_fences(text) == 1
+
+
+def test_loop_carried_hazard_found_on_the_second_trip():
+    # the TMA store at the top of the body reads what the previous iteration stored
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %c1 = arith.constant {{value = 1}} : i32
+    %o = tlx.local_alloc : {SM}
+    scf.for %c0, %n, %c1 {{
+    ^body(%i: i32):
+      tlx.tma_store %d, %o offsets(%c0, %c0)
+      tlx.tma_store_wait {{pendings = 0}}
+      tlx.local_store %o, %t
+      scf.yield
+    }}""", f"%d: !tensordesc<128x128xf16>, %t: {T16}, %n: i32")
+    check(ir, f"""
+    CHECK: ^body
+    CHECK-NEXT: {FENCE_C}
+    CHECK-NEXT: tlx.tma_store
+    """, PASS_C)
+
+
+def test_branches_join_by_union():
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %o = tlx.local_alloc : {SM}
+    scf.if %p {{
+    ^then:
+      tlx.local_store %o, %t
+      scf.yield
+    }} {{
+    ^else:
+      scf.yield
+    }}
+    tlx.tma_store %d, %o offsets(%c0, %c0)""", f"%d: !tensordesc<128x128xf16>, %t: {T16}, %p: i1")
+    check(ir, f"""
+    CHECK: scf.if
+    CHECK: {FENCE_C}
+    CHECK-NEXT: tlx.tma_store
+    """, PASS_C)
+
+
+def test_scratch_of_an_op_is_a_generic_access_of_its_bytes():
+    # a convert_layout's scratch reuses the bytes a TMA load writes next: WAR/WAW
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %cv = tt.convert_layout %v {{scratch_bytes = 4096, scratch_offset = 0}} : tensor<64x64xf32>
+    %y = tlx.local_alloc {{offset = 0}} : !smem<64x64xf32, mutable>
+    tlx.tma_load %desc, %y, %bar offsets(%c0, %c0)""", ARGS + ", %v: tensor<64x64xf32>")
+    text, res = run(ir, ("proxy_fence_insertion",))
+    assert count_fences(text) == 1 and res.fences[0].hazard in ("WAR/WAW", "WAW/WAR")
+
+
+def test_multicast_tma_load_needs_a_cluster_fence_and_a_cta_fence_does_not_clear_it():
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %x = tlx.local_alloc : !smem<64x64xf32, mutable>
+    %r = tlx.local_load %x : tensor<64x64xf32>
+    tlx.fence_async_shared {{cluster = false, origin = "user"}}
+    tlx.tma_load %desc, %x, %bar offsets(%c0, %c0) {{multicast = true}}""", ARGS)
+    res = check(ir, """
+    CHECK: tlx.fence_async_shared {cluster = false, origin = "user"
+    CHECK-NEXT: tlx.fence_async_shared {cluster = true, origin = "proxy_fence_insertion"
+    CHECK-NEXT: tlx.tma_load
+    """, PASS_C)
+    user, new = res.fences
+    assert user.redundant and new.scope == "cluster"
+
+
+def test_no_proxy_fences_below_sm90():
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %x = tlx.local_alloc : {SM}
+    tlx.local_store %x, %t
+    tlx.fence_async_shared {{cluster = false, origin = "user"}}
+    tlx.tma_store %d, %x offsets(%c0, %c0)""", f"%d: !tensordesc<128x128xf16>, %t: {T16}")
+    text, res = run(ir, PASS_C, target="sm_80")
+    assert count_fences(text) == 0 and res.fences == []
+    (rec,) = res.removed_fences
+    assert rec.origin == "user" and "sm_80 has no async proxy" in rec.removed_reason
+
+
+def test_fence_passes_off_inserts_nothing_but_reports():
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %x = tlx.local_alloc : {SM}
+    tlx.local_store %x, %t
+    tlx.tma_store %d, %x offsets(%c0, %c0)""", f"%d: !tensordesc<128x128xf16>, %t: {T16}")
+    text, res = run(ir, PASS_C, fence_passes=False)
+    assert count_fences(text) == 0

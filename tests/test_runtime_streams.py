@@ -1,0 +1,48 @@
+"""stream= accepts every stream object a kernel author has at hand and yields its raw handle."""
+
+import pytest
+
+from runtime_fakes import CupyStream, HandleStream, ProtocolStream, TorchStream
+from tlx.runtime.errors import TLXRuntimeError
+from tlx.runtime.streams import stream_handle
+
+
+def test_none_is_the_legacy_default_stream():
+    assert stream_handle(None) == 0
+
+
+def test_raw_handles():
+    assert stream_handle(0) == 0
+    assert stream_handle(2) == 2
+    assert stream_handle(0x7F12_3456_7890) == 0x7F12_3456_7890
+
+
+def test_stream_objects():
+    assert stream_handle(TorchStream(0x1111)) == 0x1111
+    assert stream_handle(CupyStream(0x2222)) == 0x2222
+    assert stream_handle(ProtocolStream(0x3333)) == 0x3333
+    assert stream_handle(HandleStream(0x4444)) == 0x4444
+
+
+def test_cuda_bindings_stream_handle():
+    from cuda.bindings import driver as drv
+
+    assert stream_handle(drv.CUstream(0x5555)) == 0x5555
+
+
+def test_bad_streams_are_refused():
+    with pytest.raises(TLXRuntimeError, match="bool"):
+        stream_handle(True)
+    with pytest.raises(TLXRuntimeError, match="not a CUDA stream"):
+        stream_handle("stream")
+    with pytest.raises(TLXRuntimeError, match="negative"):
+        stream_handle(-3)
+    with pytest.raises(TLXRuntimeError, match="64 bits"):
+        stream_handle(2 ** 64)
+
+    class Broken:
+        def __cuda_stream__(self):
+            return 5
+
+    with pytest.raises(TLXRuntimeError, match="version, handle"):
+        stream_handle(Broken())

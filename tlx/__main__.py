@@ -1,0 +1,7 @@
+"""`python -m tlx ...`: see tlx/cli.py."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,1383 @@
+"""The op-by-op interpreter: runs every program of the grid, each partition of a program as a
+coroutine (a generator that yields a `Wait` when it blocks), with numpy values at block level.
+
+One thread of control per partition: a register tensor is one numpy array for the whole
+partition; a scalar is uniform across it. Async operations are modelled in time: TMA loads and
+bulk copies land when a waiter needs their mbarrier, cp.async copies at their `async_wait_group`,
+wgmma groups compute (reading shared memory then) at the `async_dot_wait` that retires them, TMA
+stores and bulk stores read their source at the store-wait that retires them (or at the end of
+the program). So a kernel that skips a wait reads stale data — and the checker says why.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import deque
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from tlx.compiler.ir import types as T
+from tlx.compiler.ir.core import Block, Module, Operation, Value
+
+from . import numerics as N
+from .hazards import (Access, Agent, Checker, DeadlockError, SyncHazard, describe_iters, describe_loc,
+                      join_clocks)
+from .memory import Descriptor, GlobalMemory, InterpreterError, SmemAlloc, SmemView
+from .sync import MBarrier, NamedBarrier, Transfer, Wait, wait_info
+
+
+class PendingDot:
+    """The register result of an `async_dot` whose wgmma group has not been retired yet; it
+    computes (reading its shared-memory operands then) when the group retires."""
+
+    __slots__ = ("a", "b", "acc", "a_elem", "rtype", "precision", "value", "op")
+
+    def __init__(self, op, a, a_elem: T.ScalarType, b, acc, rtype: T.TensorType, precision: str):
+        self.op, self.a, self.a_elem, self.b, self.acc = op, a, a_elem, b, acc
+        self.rtype, self.precision = rtype, precision
+        self.value: Optional[np.ndarray] = None
+
+    def resolve(self) -> np.ndarray:
+        if self.value is None:
+            acc = self.acc.resolve() if isinstance(self.acc, PendingDot) else self.acc
+            a = self.a.read() if isinstance(self.a, SmemView) else self.a
+            self.value = matmul(a, self.b.read(), acc, self.a_elem, self.b.element, self.rtype, self.precision)
+            self.a = self.b = self.acc = None  # the operands are consumed
+        return self.value
+
+
+class BarrierArray:
+    """The value of `tlx.alloc_barriers`: the program's mbarriers of that op."""
+
+    __slots__ = ("bars",)
+
+    def __init__(self, bars: List[MBarrier]):
+        self.bars = bars
+
+
+class Token:
+    """An async token (cp.async groups): carries no data."""
+
+    __slots__ = ()
+
+
+TOKEN = Token()
+
+
+def matmul(a: np.ndarray, b: np.ndarray, acc: Optional[np.ndarray], at: T.ScalarType, bt: T.ScalarType,
+           rtype: T.TensorType, precision: str = "tf32") -> np.ndarray:
+    """A tile matrix product with the tensor core's numerics: inputs rounded to their type (fp32
+    inputs to tf32 unless precision is 'ieee'), products summed in fp32 (fp64 for f64, int32 for
+    integers), plus the accumulator, rounded to the result type."""
+    re = rtype.element
+    if at.is_int:
+        r = np.matmul(a.astype(np.int64), b.astype(np.int64))
+        if acc is not None:
+            r = r + acc.astype(np.int64)
+        return r.astype(N.compute_dtype(re))
+    if at.name == "f64" or re.name == "f64":
+        r = np.matmul(a.astype(np.float64), b.astype(np.float64))
+        if acc is not None:
+            r = r + acc
+        return N.round_to(r, re)
+    af, bf = a.astype(np.float32), b.astype(np.float32)
+    if at.name == "f32" and precision != "ieee":
+        af = N.round_tf32(af)
+    if bt.name == "f32" and precision != "ieee":
+        bf = N.round_tf32(bf)
+    if precision == "ieee" and (at.name == "f32" or bt.name == "f32"):
+        r = np.matmul(af.astype(np.float64), bf.astype(np.float64)).astype(np.float32)
+    else:
+        r = np.matmul(af, bf)
+    if acc is not None:
+        r = r + acc.astype(np.float32)
+    return N.round_to(r, re)
+
+
+class Group:
+    """One async group of a partition (a wgmma commit group, a bulk-store group, a cp.async
+    group): the records it holds open and what completing it does."""
+
+    __slots__ = ("records", "finish")
+
+    def __init__(self, records: List[Access], finish: Optional[Callable[[], None]] = None):
+        self.records, self.finish = records, finish
+
+
+class Thread:
+    """The execution state of one partition of one program."""
+
+    def __init__(self, prog: "Program", agent: Agent, env: Optional[Dict[Value, Any]] = None):
+        self.prog = prog
+        self.agent = agent
+        self.env: Dict[Value, Any] = env if env is not None else {}
+        self.loops: List[List[Any]] = []
+        self.wgmma: List[Group] = []
+        self.bulk: List[Group] = []
+        self.cp_open: List[Tuple[Access, Callable[[], None]]] = []
+        self.cp_groups: List[Group] = []
+        self.active: Optional[np.ndarray] = None  # per-thread mask inside a divergent branch
+        self.first_thread = 0  # threadIdx.x of the partition's first thread
+
+    def iters(self) -> Tuple:
+        return tuple((l, i) for l, i in self.loops)
+
+    def record(self, op: Operation, what: str) -> Access:
+        return self.prog.interp.checker.new_record(op, what, self.agent, self.prog.pid, self.iters())
+
+
+class Coroutine:
+    __slots__ = ("thread", "gen", "done")
+
+    def __init__(self, thread: Thread, gen: Iterator):
+        self.thread, self.gen, self.done = thread, gen, False
+
+
+def _int(v) -> int:
+    return int(np.asarray(v).item()) if not isinstance(v, (int, np.integer)) else int(v)
+
+
+def _scalar_or(x, t: T.Type):
+    """Cast a numpy result to the compute dtype of IR type `t` (a numpy scalar for scalars)."""
+    dt = N.compute_dtype(T.element_of(t))
+    a = np.asarray(x).astype(dt, copy=False)
+    if isinstance(t, T.TensorType):
+        return np.broadcast_to(a, t.shape) if a.shape != t.shape else a
+    if a.ndim == 1 and a.size > 1:
+        return a  # a per-thread scalar (derived from tlx.thread_id): one value per thread
+    return a[()] if a.shape == () else a.reshape(())[()]
+
+
+def _varying(x) -> bool:
+    """Is `x` a per-thread scalar (one value per thread of the partition)?"""
+    return isinstance(x, np.ndarray) and x.ndim == 1
+
+
+def _uniform(th, op, v, what: str):
+    x = th.env[v]
+    if _varying(x):
+        raise InterpreterError(f"{op.name}: the {what} differs between threads (it comes from tlx.thread_id); "
+                               "the block-level interpreter needs it uniform", op.loc)
+    return x
+
+
+# ops allowed inside a branch that only some threads of a partition take (if tlx.thread_id() == 0)
+_DIVERGENT_OK_PREFIXES = ("arith.", "math.", "scf.")
+_DIVERGENT_OK = {"tt.get_program_id", "tt.get_num_programs", "tt.addptr", "tt.load", "tt.store", "tt.atomic_rmw",
+                 "tt.atomic_cas", "tt.int_to_ptr", "tt.ptr_to_int", "tt.hint", "tlx.fence", "tlx.fence_async_shared",
+                 "tlx.thread_id", "tlx.clock64", "tlx.cluster_cta_rank"}
+
+
+_NONBLOCKING_OK = {"tlx.async_dot", "tlx.async_dot_wait", "scf.yield", "scf.for", "scf.if", "scf.condition",
+                   "scf.while", "tlx.warp_specialize", "tlx.ws_yield", "tlx.ws_return"}
+
+
+class Program:
+    """One CTA: its shared memory, barriers, agents and coroutines."""
+
+    def __init__(self, interp: "Interpreter", pid: Tuple[int, int, int]):
+        self.interp = interp
+        self.pid = pid
+        self.allocs: Dict[Operation, SmemAlloc] = {}
+        self.roots: Dict[Operation, SmemView] = {}
+        self.barriers: Dict[Operation, BarrierArray] = {}
+        self.named: Dict[int, NamedBarrier] = {}
+        self.keys = itertools.count()
+        self.runnable: deque = deque()
+        self.blocked: List[Tuple[Coroutine, Wait]] = []
+        self.coroutines: List[Coroutine] = []
+        self.threads: List[Thread] = []
+        self.clock64 = 0
+
+    def new_agent(self, name: str, threads: int, clock: Optional[Dict[int, int]] = None) -> Agent:
+        return Agent(next(self.keys), name, threads, clock)
+
+    def spawn(self, thread: Thread, gen: Iterator) -> Coroutine:
+        co = Coroutine(thread, gen)
+        self.coroutines.append(co)
+        self.threads.append(thread)
+        self.runnable.append(co)
+        return co
+
+    def run(self, func: Operation, args: Sequence[Any]) -> None:
+        it = self.interp
+        agent = self.new_agent("default", it.num_warps * 32)
+        th = Thread(self, agent)
+        blk = func.regions[0].block
+        for a, v in zip(blk.args, args):
+            th.env[a] = v
+        self.spawn(th, it.run_block(th, blk))
+        while True:
+            if self.runnable:
+                co = self.runnable.popleft()
+                try:
+                    w = co.gen.send(None)
+                except StopIteration:
+                    co.done = True
+                    continue
+                self.blocked.append((co, w))
+                continue
+            if not self.blocked:
+                break
+            for i, (co, w) in enumerate(self.blocked):
+                if w.ready():
+                    del self.blocked[i]
+                    self.runnable.append(co)
+                    break
+            else:
+                self.deadlock()
+        self.finish()
+
+    def finish(self) -> None:
+        """Kernel exit: in-flight loads land, outstanding bulk stores complete."""
+        for arr in self.barriers.values():
+            for b in arr.bars:
+                while b.transfers:
+                    b.land_one()
+        for th in self.threads:
+            for g in th.cp_groups:
+                g.finish()
+            th.cp_groups.clear()
+            for _, land in th.cp_open:
+                land()
+            th.cp_open.clear()
+            for g in th.bulk:
+                g.finish()
+            th.bulk.clear()
+
+    def deadlock(self) -> None:
+        waits = [w.describe() for _, w in self.blocked]
+        lines = [f"deadlock in program {self.pid}: no partition can make progress"]
+        for d in waits:
+            lines.append("  " + d["text"])
+        done = [co.thread.agent.name for co in self.coroutines if co.done]
+        if done:
+            lines.append("  finished partitions: " + ", ".join(done))
+        notes = []
+        for _, w in self.blocked:
+            d = w.describe()
+            bar = d.get("barrier")
+            if isinstance(bar, MBarrier) and bar.pending == 0 and bar.tx != 0 and not bar.transfers:
+                notes.append(f"  {bar.name}: barrier_expect_bytes declared {bar.expected} bytes in this phase but "
+                             f"{bar.landed} bytes of loads arrived — the phase can never complete")
+                self.interp.checker.report_barrier(bar, "expect-bytes",
+                    f"barrier_expect_bytes declared {bar.expected} bytes but the loads on the barrier bring {bar.landed}",
+                    "make the expected byte count equal the bytes of the TMA loads that complete on this barrier",
+                    self.pid)
+        lines += notes
+        if not notes:
+            lines.append("  hint: check the phase each wait expects (a consumer waits on full[i] with phase p, the "
+                         "producer on empty[i] with p^1) and that every barrier gets arrive_count arrivals")
+        err = DeadlockError("\n".join(lines), self.pid, waits)
+        err.hazards = list(self.interp.checker.hazards)  # type: ignore[attr-defined]
+        raise err
+
+
+class Interpreter:
+    """Runs one module over a grid."""
+
+    def __init__(self, module: Module, grid: Tuple[int, int, int], args: Sequence[Any], raise_on_hazard: bool,
+                 gmem: GlobalMemory):
+        self.module = module
+        self.func = module.func
+        self.grid = grid
+        self.args = list(args)
+        self.gmem = gmem
+        self.checker = Checker(raise_on_hazard)
+        self.checker.report_barrier = self._report_barrier  # type: ignore[attr-defined]
+        self.num_warps = int(module.attrs.get("num_warps", 4))
+        self._compiled: Dict[int, Tuple[List[Tuple[Callable, Operation, bool]], Operation]] = {}
+        self._pending_checks: Dict[int, List[Value]] = {}
+        self.has_async_dot = any(op.name == "tlx.async_dot" for op in module.ops())
+
+    # -- reporting helpers --------------------------------------------------------------------------
+    def _report_barrier(self, bar: MBarrier, kind: str, summary: str, hint: str, pid, rec: Optional[Access] = None) -> None:
+        ck = self.checker
+        if rec is None:
+            first = bar.expect_ops[-1] if bar.expect_ops else None
+            if first is None:
+                return
+            rec = first
+        ck.report(SyncHazard, kind, summary, f"{bar.name} (allocated at {describe_loc(bar.op.loc)})", None, rec, hint,
+                  may_raise=False)  # the deadlock it causes is raised with it
+
+    # -- execution -----------------------------------------------------------------------------------
+    def run(self) -> None:
+        gx, gy, gz = self.grid
+        for z in range(gz):
+            for y in range(gy):
+                for x in range(gx):
+                    Program(self, (x, y, z)).run(self.func, self.args)
+
+    def compile_block(self, block: Block):
+        key = id(block)
+        c = self._compiled.get(key)
+        if c is None:
+            steps = []
+            for op in block.ops[:-1]:
+                fn = HANDLERS.get(op.name)
+                if fn is None:
+                    raise InterpreterError(f"the interpreter does not implement {op.name}", op.loc)
+                steps.append((fn, op, op.name in GENERATORS))
+                if self.has_async_dot and op.name not in _NONBLOCKING_OK:
+                    ts = [v for v in op.operands if isinstance(v.type, T.TensorType)]
+                    if ts:
+                        self._pending_checks[id(op)] = ts
+            c = (steps, block.ops[-1])
+            self._compiled[key] = c
+        return c
+
+    def run_block(self, th: Thread, block: Block):
+        """Execute a block; returns (as the generator's value) the terminator's operand values."""
+        steps, term = self.compile_block(block)
+        env = th.env
+        checks = self._pending_checks
+        for fn, op, gen in steps:
+            if th.active is not None and op.name not in _DIVERGENT_OK and not op.name.startswith(_DIVERGENT_OK_PREFIXES):
+                raise InterpreterError(f"{op.name} inside a branch that only some threads take (a condition on "
+                                       "tlx.thread_id) is not modelled by the block-level interpreter", op.loc,
+                                       hint="keep shared-memory, barrier and TMA ops outside thread-divergent branches")
+            if checks:
+                vs = checks.get(id(op))
+                if vs:
+                    self.resolve_early(th, op, vs)
+            if gen:
+                yield from fn(self, th, op)
+            else:
+                fn(self, th, op)
+        return [env[v] for v in term.operands]
+
+    def resolve_early(self, th: Thread, op: Operation, vs: List[Value]) -> None:
+        for v in vs:
+            x = th.env.get(v)
+            if isinstance(x, PendingDot):
+                r = th.record(op, f"use of the async_dot result in {op.name}")
+                src = th.record(x.op, "async_dot result")
+                self.checker.report(SyncHazard, "use-before-wait", "the register result of an async_dot is used "
+                                    "before tlx.async_dot_wait retired its wgmma group", None, src, r,
+                                    "pass the result through tlx.async_dot_wait(N, acc) and use the value it returns")
+                th.env[v] = x.resolve()
+
+
+# =================================================================================================
+# op handlers: fn(interp, thread, op); generator handlers (may block) are listed in GENERATORS
+# =================================================================================================
+
+HANDLERS: Dict[str, Callable] = {}
+GENERATORS = set()
+
+
+def handler(*names: str, gen: bool = False):
+    def deco(fn):
+        for n in names:
+            HANDLERS[n] = fn
+            if gen:
+                GENERATORS.add(n)
+        return fn
+    return deco
+
+
+def _set(th: Thread, op: Operation, value) -> None:
+    th.env[op.results[0]] = value
+
+
+def _elem(v: Value) -> T.ScalarType:
+    return T.element_of(v.type)  # type: ignore[return-value]
+
+
+# -- constants, program ids, shapes ---------------------------------------------------------------
+
+@handler("arith.constant")
+def _constant(it, th, op):
+    t = op.result.type
+    e = T.element_of(t)
+    v = op.attrs["value"]
+    if e.is_int:
+        s = N.int_constant(int(v), e)
+    else:
+        s = N.round_to(np.float64(v), e)[()]
+    _set(th, op, np.full(t.shape, s, dtype=N.compute_dtype(e)) if isinstance(t, T.TensorType) else s)
+
+
+@handler("tt.get_program_id")
+def _pid(it, th, op):
+    _set(th, op, np.int32(th.prog.pid[op.attrs["axis"]]))
+
+
+@handler("tt.get_num_programs")
+def _nprog(it, th, op):
+    _set(th, op, np.int32(it.grid[op.attrs["axis"]]))
+
+
+@handler("tt.make_range")
+def _range(it, th, op):
+    _set(th, op, np.arange(op.attrs["start"], op.attrs["end"], dtype=np.int32))
+
+
+@handler("tt.splat")
+def _splat(it, th, op):
+    t = op.result.type
+    _set(th, op, np.full(t.shape, _uniform(th, op, op.operands[0], "splatted value"), dtype=N.compute_dtype(t.element)))
+
+
+@handler("tt.broadcast")
+def _broadcast(it, th, op):
+    _set(th, op, np.broadcast_to(th.env[op.operands[0]], op.result.type.shape))
+
+
+@handler("tt.expand_dims")
+def _expand(it, th, op):
+    _set(th, op, np.expand_dims(th.env[op.operands[0]], op.attrs["axis"]))
+
+
+@handler("tt.reshape")
+def _reshape(it, th, op):
+    _set(th, op, np.reshape(th.env[op.operands[0]], op.result.type.shape))
+
+
+@handler("tt.trans")
+def _trans(it, th, op):
+    _set(th, op, np.transpose(th.env[op.operands[0]], op.attrs["order"]))
+
+
+@handler("tt.join")
+def _join(it, th, op):
+    a, b = (th.env[v] for v in op.operands)
+    _set(th, op, np.stack([a, b], axis=-1))
+
+
+@handler("tt.split")
+def _split(it, th, op):
+    a = th.env[op.operands[0]]
+    th.env[op.results[0]] = np.ascontiguousarray(a[..., 0])
+    th.env[op.results[1]] = np.ascontiguousarray(a[..., 1])
+
+
+@handler("tt.hint", "tt.convert_layout")
+def _identity(it, th, op):
+    _set(th, op, th.env[op.operands[0]])
+
+
+# -- integer arithmetic ------------------------------------------------------------------------------
+
+def _ibin(fn):
+    def h(it, th, op):
+        a, b = th.env[op.operands[0]], th.env[op.operands[1]]
+        e = _elem(op.operands[0])
+        _set(th, op, _scalar_or(fn(np.asarray(a), np.asarray(b), e), op.result.type))
+    return h
+
+
+def _wrap(f):
+    def g(a, b, e):
+        if e.bits == 1:
+            return N.back(f(a.astype(np.uint8), b.astype(np.uint8)), e)
+        return f(a, b)
+    return g
+
+
+for _n, _f in {
+    "addi": _wrap(lambda a, b: a + b), "subi": _wrap(lambda a, b: a - b), "muli": _wrap(lambda a, b: a * b),
+    "andi": lambda a, b, e: a & b, "ori": lambda a, b, e: a | b, "xori": lambda a, b, e: a ^ b,
+    "divsi": lambda a, b, e: N.back(N.div_trunc(N.as_signed(a, e), N.as_signed(b, e)), e),
+    "remsi": lambda a, b, e: N.back(N.rem_trunc(N.as_signed(a, e), N.as_signed(b, e)), e),
+    "divui": lambda a, b, e: N.back(N.div_unsigned(N.as_unsigned(a, e), N.as_unsigned(b, e)), e),
+    "remui": lambda a, b, e: N.back(N.rem_unsigned(N.as_unsigned(a, e), N.as_unsigned(b, e)), e),
+    "maxsi": lambda a, b, e: N.back(np.maximum(N.as_signed(a, e), N.as_signed(b, e)), e),
+    "minsi": lambda a, b, e: N.back(np.minimum(N.as_signed(a, e), N.as_signed(b, e)), e),
+    "maxui": lambda a, b, e: N.back(np.maximum(N.as_unsigned(a, e), N.as_unsigned(b, e)), e),
+    "minui": lambda a, b, e: N.back(np.minimum(N.as_unsigned(a, e), N.as_unsigned(b, e)), e),
+    "shli": lambda a, b, e: N.shift("shli", a, b, e), "shrsi": lambda a, b, e: N.shift("shrsi", a, b, e),
+    "shrui": lambda a, b, e: N.shift("shrui", a, b, e),
+}.items():
+    HANDLERS[f"arith.{_n}"] = _ibin(_f)
+
+
+@handler("math.absi")
+def _absi(it, th, op):
+    a = np.asarray(th.env[op.operands[0]])
+    _set(th, op, _scalar_or(np.abs(a), op.result.type))
+
+
+# -- float arithmetic -----------------------------------------------------------------------------------
+
+def _fres(x, t: T.Type):
+    """A float result rounded to the IR type (bf16 values are float32 rounded to bf16)."""
+    e = T.element_of(t)
+    if e.name == "bf16":
+        x = N.round_bf16_from_f32(np.asarray(x, dtype=np.float32))
+    return _scalar_or(x, t)
+
+
+def _fbin(fn):
+    def h(it, th, op):
+        a, b = np.asarray(th.env[op.operands[0]]), np.asarray(th.env[op.operands[1]])
+        _set(th, op, _fres(fn(a, b), op.result.type))
+    return h
+
+
+for _n, _f in {
+    "addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide, "remf": np.fmod,
+    "maximumf": np.maximum, "minimumf": np.minimum, "maxnumf": np.fmax, "minnumf": np.fmin,
+}.items():
+    HANDLERS[f"arith.{_n}"] = _fbin(_f)
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _funary(fn):
+    def h(it, th, op):
+        a = np.asarray(th.env[op.operands[0]])
+        e = _elem(op.operands[0])
+        x = a.astype(np.float32) if e.name in ("f16", "bf16") else a
+        _set(th, op, _fres(N.round_to(fn(x), e) if e.name == "f16" else fn(x), op.result.type))
+    return h
+
+
+for _n, _f in {
+    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1 / np.sqrt(x), "sin": np.sin, "cos": np.cos, "absf": np.abs, "floor": np.floor,
+    "ceil": np.ceil, "tanh": np.tanh, "erf": lambda x: _erf(x).astype(x.dtype),
+}.items():
+    HANDLERS[f"math.{_n}"] = _funary(_f)
+HANDLERS["arith.negf"] = _funary(np.negative)
+
+
+@handler("math.fma")
+def _fma(it, th, op):
+    a, b, c = (np.asarray(th.env[v]) for v in op.operands)
+    e = _elem(op.operands[0])
+    if e.name == "f64":
+        r = a * b + c  # float64 has no wider type here; one extra rounding at most
+    else:
+        r = N.round_to(a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64), e)
+    _set(th, op, _fres(r, op.result.type))
+
+
+# -- comparisons, select ------------------------------------------------------------------------------
+
+_CMPI = {"eq": np.equal, "ne": np.not_equal, "slt": np.less, "sle": np.less_equal, "sgt": np.greater,
+         "sge": np.greater_equal, "ult": np.less, "ule": np.less_equal, "ugt": np.greater, "uge": np.greater_equal}
+
+
+@handler("arith.cmpi")
+def _cmpi(it, th, op):
+    a, b = np.asarray(th.env[op.operands[0]]), np.asarray(th.env[op.operands[1]])
+    p = op.attrs["predicate"]
+    e = _elem(op.operands[0])
+    if isinstance(e, T.ScalarType) and e.bits > 1:
+        if p[0] == "u":
+            a, b = N.as_unsigned(a, e), N.as_unsigned(b, e)
+        elif p[0] == "s":
+            a, b = N.as_signed(a, e), N.as_signed(b, e)
+    _set(th, op, _scalar_or(_CMPI[p](a, b), op.result.type))
+
+
+@handler("arith.cmpf")
+def _cmpf(it, th, op):
+    a, b = np.asarray(th.env[op.operands[0]]), np.asarray(th.env[op.operands[1]])
+    p = op.attrs["predicate"]
+    nan = np.isnan(a) | np.isnan(b)
+    base = {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b}
+    if p == "ord":
+        r = ~nan
+    elif p == "uno":
+        r = nan
+    elif p[0] == "o":
+        r = base[p[1:]] & ~nan
+    else:
+        r = base[p[1:]] | nan
+    _set(th, op, _scalar_or(r, op.result.type))
+
+
+@handler("arith.select")
+def _select(it, th, op):
+    c, a, b = (th.env[v] for v in op.operands)
+    if not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray) and not isinstance(c, np.ndarray):
+        _set(th, op, a if bool(c) else b)
+        return
+    if isinstance(a, (SmemView, MBarrier)):
+        _set(th, op, a if bool(c) else b)
+        return
+    _set(th, op, _scalar_or(np.where(c, a, b), op.result.type))
+
+
+# -- casts ------------------------------------------------------------------------------------------------
+
+@handler("arith.extsi", "arith.extui", "arith.trunci")
+def _icast(it, th, op):
+    a = np.asarray(th.env[op.operands[0]])
+    se, de = _elem(op.operands[0]), _elem(op.result)
+    if op.name == "arith.trunci":
+        r = (a.astype(np.int64) & 1).astype(bool) if de.bits == 1 else a.astype(N.compute_dtype(de))
+    elif se.bits == 1:
+        r = (-(a.astype(np.int64)) if op.name == "arith.extsi" else a.astype(np.int64))
+        r = N.back(r.astype(N._SIGNED[de.bits]).view(N._UNSIGNED[de.bits]), de)
+    else:
+        src = N.as_signed(a, se) if op.name == "arith.extsi" else N.as_unsigned(a, se)
+        r = N.back(src.astype(N._SIGNED[de.bits] if op.name == "arith.extsi" else N._UNSIGNED[de.bits]), de)
+    _set(th, op, _scalar_or(r, op.result.type))
+
+
+@handler("arith.sitofp", "arith.uitofp")
+def _itof(it, th, op):
+    a = np.asarray(th.env[op.operands[0]])
+    se, de = _elem(op.operands[0]), _elem(op.result)
+    src = N.as_signed(a, se) if op.name == "arith.sitofp" and se.bits > 1 else N.as_unsigned(a, se)
+    if de.name == "f32":
+        r = src.astype(np.float32)
+    else:
+        r = N.round_to(src.astype(np.float64), de)
+    _set(th, op, _scalar_or(r, op.result.type))
+
+
+@handler("arith.fptosi", "arith.fptoui")
+def _ftoi(it, th, op):
+    a = np.asarray(th.env[op.operands[0]])
+    _set(th, op, _scalar_or(N.float_to_int(a, _elem(op.result), op.name == "arith.fptosi"), op.result.type))
+
+
+@handler("arith.extf", "arith.truncf", "tt.fp_to_fp")
+def _fcast(it, th, op):
+    a = np.asarray(th.env[op.operands[0]])
+    de = _elem(op.result)
+    mode = op.attrs.get("rounding", "rtne")
+    src = a.astype(np.float64) if a.dtype != np.float32 or de.name not in ("bf16", "f16", "f32") else a
+    _set(th, op, _scalar_or(N.round_to(src, de, mode), op.result.type))
+
+
+@handler("arith.bitcast", "tt.int_to_ptr", "tt.ptr_to_int")
+def _bitcast(it, th, op):
+    a = np.asarray(th.env[op.operands[0]])
+    se, de = _elem(op.operands[0]), _elem(op.result)
+    raw = N.encode(a, se)
+    _set(th, op, _scalar_or(N.decode(raw.view(N.storage_dtype(de)), de), op.result.type))
+
+
+# -- reductions, dot -----------------------------------------------------------------------------------
+
+@handler("tt.reduce")
+def _reduce(it, th, op):
+    a = np.asarray(th.env[op.operands[0]])
+    ax, kind = op.attrs["axis"], op.attrs["kind"]
+    e = _elem(op.operands[0])
+    if kind == "sum":
+        if e.is_float:
+            r = N.round_to(np.sum(a.astype(np.float64 if e.name == "f64" else np.float32), axis=ax), e)
+        else:
+            r = np.sum(a, axis=ax, dtype=a.dtype)
+    elif kind == "prod":
+        r = np.prod(a, axis=ax, dtype=a.dtype)
+    elif kind in ("max", "min"):
+        if e.is_int and e.bits > 1:
+            s = N.as_unsigned(a, e) if not e.is_signed else a
+            r = (np.max if kind == "max" else np.min)(s, axis=ax).astype(a.dtype)
+        else:
+            r = (np.max if kind == "max" else np.min)(a, axis=ax)
+    elif kind in ("argmax", "argmin"):
+        r = (np.argmax if kind == "argmax" else np.argmin)(a, axis=ax).astype(np.int32)
+    elif kind == "xor_sum":
+        r = np.bitwise_xor.reduce(a, axis=ax)
+    elif kind == "and":
+        r = np.bitwise_and.reduce(a, axis=ax)
+    else:
+        r = np.bitwise_or.reduce(a, axis=ax)
+    t = op.result.type
+    _set(th, op, _fres(r, t) if T.element_of(t).is_float else _scalar_or(r, t))
+
+
+@handler("tt.dot")
+def _dot(it, th, op):
+    a, b, c = (np.asarray(th.env[v]) for v in op.operands)
+    prec = op.attrs.get("input_precision", "tf32")
+    _set(th, op, matmul(a, b, c, _elem(op.operands[0]), _elem(op.operands[1]), op.result.type, prec))
+
+
+# -- global memory --------------------------------------------------------------------------------------
+
+@handler("tt.addptr")
+def _addptr(it, th, op):
+    p, off = th.env[op.operands[0]], np.asarray(th.env[op.operands[1]])
+    pe = _elem(op.operands[0]).pointee
+    oe = _elem(op.operands[1])
+    o = N.as_signed(off, oe).astype(np.int64) if oe.bits > 1 else off.astype(np.int64)
+    _set(th, op, _scalar_or(np.asarray(p, dtype=np.int64) + o * pe.bytes, op.result.type))
+
+
+@handler("tt.load")
+def _load(it, th, op):
+    p = th.env[op.arg("ptr")]
+    m = op.arg("mask")
+    o = op.arg("other")
+    mask = th.env[m] if m is not None else None
+    other = th.env[o] if o is not None else None
+    et = _elem(op.arg("ptr")).pointee
+    mask = _with_active(th, p, mask)
+    v = it.gmem.load(np.asarray(p), None if mask is None else np.asarray(mask), et, other, op.loc)
+    _set(th, op, _scalar_or(v, op.result.type))
+
+
+@handler("tt.store")
+def _store(it, th, op):
+    p, v = th.env[op.arg("ptr")], th.env[op.arg("value")]
+    m = op.arg("mask")
+    et = _elem(op.arg("ptr")).pointee
+    mask = _with_active(th, p, None if m is None else th.env[m])
+    if _varying(v) and not _varying(p):
+        p = np.full(v.shape, p, dtype=np.int64)  # every thread stores its own value: the last one wins
+    it.gmem.store(np.asarray(p), np.asarray(v), None if mask is None else np.asarray(mask), et, op.loc)
+
+
+def _with_active(th, p, mask):
+    """Inside a divergent branch, a per-thread access is masked to the threads that take it."""
+    if th.active is None or not _varying(p):
+        return mask
+    return th.active if mask is None else (np.asarray(mask) & th.active)
+
+
+def _rmw(kind: str, old: np.ndarray, val: np.ndarray, e: T.ScalarType) -> np.ndarray:
+    if kind in ("add", "fadd"):
+        r = old + val
+        return N.round_bf16_from_f32(r) if e.name == "bf16" else r
+    if kind in ("max", "min"):
+        if e.is_int and not e.is_signed:
+            pass
+        return np.maximum(old, val) if kind == "max" else np.minimum(old, val)
+    if kind in ("umax", "umin"):
+        uo, uv = N.as_unsigned(old, e), N.as_unsigned(val, e)
+        return N.back(np.maximum(uo, uv) if kind == "umax" else np.minimum(uo, uv), e)
+    if kind == "and":
+        return old & val
+    if kind == "or":
+        return old | val
+    if kind == "xor":
+        return old ^ val
+    return val  # xchg
+
+
+def _atomic(it, th, op, update: Callable[[np.ndarray, np.ndarray, int], np.ndarray], vals: List[np.ndarray], mask):
+    """Apply `update(old, vals_at_lane, lane)` lane by lane in lane order (vectorized when the
+    active lanes hit distinct addresses); returns the old values."""
+    pv = op.operands[0]
+    et = _elem(pv).pointee
+    sd = N.storage_dtype(et)
+    addrs = np.asarray(th.env[pv], dtype=np.int64)
+    shape = addrs.shape
+    old_all = np.zeros(shape, dtype=N.compute_dtype(et))
+    for reg, m, idx in it.gmem.locate(addrs, mask, sd, op.loc, "atomic"):
+        mem = reg.typed(sd)
+        lanes = np.flatnonzero(np.broadcast_to(m, shape))
+        flat_idx = np.broadcast_to(idx, shape).reshape(-1)[lanes]
+        vs = [np.broadcast_to(v, shape).reshape(-1)[lanes] for v in vals]
+        if len(np.unique(flat_idx)) == len(flat_idx):
+            old = N.decode(mem[flat_idx], et)
+            mem[flat_idx] = N.encode(update(old, *vs), et)
+        else:
+            old = np.empty(len(lanes), dtype=N.compute_dtype(et))
+            for j, ix in enumerate(flat_idx):
+                o = N.decode(mem[ix:ix + 1], et)
+                old[j] = o[0]
+                mem[ix:ix + 1] = N.encode(update(o, *[v[j:j + 1] for v in vs]), et)
+        ov = old_all.reshape(-1)
+        ov[lanes] = old
+    return old_all
+
+
+@handler("tt.atomic_rmw")
+def _atomic_rmw(it, th, op):
+    e = _elem(op.arg("value"))
+    kind = op.attrs["op"]
+    m = op.arg("mask")
+    mask = _with_active(th, th.env[op.arg("ptr")], None if m is None else np.asarray(th.env[m]))
+    val = np.asarray(th.env[op.arg("value")])
+    old = _atomic(it, th, op, lambda o, v: _rmw(kind, o, v.astype(o.dtype), e), [val], mask)
+    _set(th, op, _scalar_or(old, op.result.type))
+
+
+@handler("tt.atomic_cas")
+def _atomic_cas(it, th, op):
+    cmp, val = np.asarray(th.env[op.operands[1]]), np.asarray(th.env[op.operands[2]])
+    old = _atomic(it, th, op, lambda o, c, v: np.where(o == c, v, o), [cmp, val],
+                  _with_active(th, th.env[op.operands[0]], None))
+    _set(th, op, _scalar_or(old, op.result.type))
+
+
+# -- TMA descriptors (register level) --------------------------------------------------------------------
+
+@handler("tt.make_tensor_descriptor")
+def _make_desc(it, th, op):
+    base = _int(th.env[op.arg("base")])
+    shape = tuple(_int(th.env[v]) for v in op.group("shape"))
+    strides = tuple(_int(th.env[v]) for v in op.group("strides"))
+    dt = op.result.type
+    reg = it.gmem.region_at(base)
+    isz = dt.element.bytes
+    if reg is None or (base - reg.base) % isz:
+        raise InterpreterError("tt.make_tensor_descriptor: the base pointer is not inside an argument array", op.loc)
+    d = Descriptor(reg, (base - reg.base) // isz, shape, strides, dt.block_shape, dt.element,
+                   op.attrs.get("padding", "zero"))
+    d.check_extent(op.loc, "device descriptor")
+    _set(th, op, d)
+
+
+def _offsets(th, op) -> List[int]:
+    return [_int(th.env[v]) for v in op.group("offsets")]
+
+
+@handler("tt.descriptor_load")
+def _desc_load(it, th, op):
+    d = th.env[op.arg("desc")]
+    _set(th, op, d.load_tile(_offsets(th, op)))
+
+
+@handler("tt.descriptor_store")
+def _desc_store(it, th, op):
+    d = th.env[op.arg("desc")]
+    d.store_tile(_offsets(th, op), np.asarray(th.env[op.arg("value")]))
+
+
+# -- shared memory ------------------------------------------------------------------------------------
+
+def _alloc_name(op: Operation) -> str:
+    n = op.results[0].name
+    return f"%{n}" if n and not n.isdigit() else f"shared buffer"
+
+
+@handler("tlx.local_alloc")
+def _local_alloc(it, th, op):
+    prog = th.prog
+    alloc = prog.allocs.get(op)
+    if alloc is None:
+        alloc = SmemAlloc(op, op.result.type, _alloc_name(op))
+        prog.allocs[op] = alloc
+        prog.roots[op] = alloc.root_view()
+    view = prog.roots[op]
+    src = op.arg("src")
+    if src is not None:
+        r = th.record(op, "generic write")
+        it.checker.generic_write(view, r)
+        view.write(th.env[src])
+    _set(th, op, view)
+
+
+def _bounds(op, i: int, n: int, what: str) -> None:
+    if not 0 <= i < n:
+        raise InterpreterError(f"{op.name}: {what} {i} is out of range 0..{n - 1}", op.loc)
+
+
+@handler("tlx.memdesc_index")
+def _memdesc_index(it, th, op):
+    src = th.env[op.arg("src")]
+    i = _int(th.env[op.arg("index")])
+    if isinstance(src, BarrierArray):
+        _bounds(op, i, len(src.bars), "barrier index")
+        _set(th, op, src.bars[i])
+        return
+    st = op.arg("src").type
+    _bounds(op, i, st.shape[0], "buffer index")
+    arr = src.arr[i] if len(st.shape) > 1 else src.arr[i:i + 1]
+    _set(th, op, SmemView(src.alloc, arr, op.result.type))
+
+
+@handler("tlx.memdesc_subslice")
+def _subslice(it, th, op):
+    src = th.env[op.arg("src")]
+    dyn = iter(_int(th.env[v]) for v in op.group("offsets"))
+    rt = op.result.type
+    sl = []
+    for o, s, full in zip(op.attrs["static_offsets"], rt.shape, op.arg("src").type.shape):
+        o = next(dyn) if o == -1 else o
+        if o < 0 or o + s > full:
+            raise InterpreterError(f"tlx.memdesc_subslice: offset {o} + size {s} exceeds the dimension {full}", op.loc)
+        sl.append(slice(o, o + s))
+    _set(th, op, SmemView(src.alloc, src.arr[tuple(sl)], rt))
+
+
+@handler("tlx.memdesc_trans")
+def _mtrans(it, th, op):
+    src = th.env[op.arg("src")]
+    _set(th, op, SmemView(src.alloc, src.arr.transpose(op.attrs["order"]), op.result.type))
+
+
+@handler("tlx.memdesc_reinterpret")
+def _reinterp(it, th, op):
+    src = th.env[op.arg("src")]
+    rt = op.result.type
+    if not src.arr.flags.c_contiguous:
+        raise InterpreterError("tlx.memdesc_reinterpret of a non-contiguous view (a transpose or a slice)", op.loc)
+    off = src.byte_layout()[0]
+    sd = N.storage_dtype(rt.element)
+    need = int(np.prod(rt.shape)) * sd.itemsize
+    if off + need > src.alloc.nbytes:
+        raise InterpreterError(f"tlx.memdesc_reinterpret: {rt} needs {need} bytes, the allocation has "
+                               f"{src.alloc.nbytes - off} from this view on", op.loc)
+    arr = np.ndarray(rt.shape, dtype=sd, buffer=src.alloc.data, offset=off)
+    _set(th, op, SmemView(src.alloc, arr, rt))
+
+
+@handler("tlx.local_store")
+def _local_store(it, th, op):
+    dst = th.env[op.arg("dst")]
+    r = th.record(op, "generic write")
+    it.checker.generic_write(dst, r)
+    dst.write(th.env[op.arg("src")])
+
+
+@handler("tlx.local_load")
+def _local_load(it, th, op):
+    src = th.env[op.arg("src")]
+    r = th.record(op, "generic read")
+    it.checker.generic_read(src, r)
+    _set(th, op, src.read())
+
+
+@handler("tlx.fence_async_shared")
+def _fence_async(it, th, op):
+    if th.active is not None and not th.active.all():
+        # executed by only some threads: it orders only their accesses, and a partition's
+        # block-level accesses belong to all of its threads — so it orders none of them
+        th.agent.partial_fences.append((op, int(th.active.sum()), th.active.size))
+        return
+    th.agent.fence()
+
+
+@handler("tlx.fence", "tlx.tma_prefetch")
+def _noop(it, th, op):
+    pass  # global memory is sequentially consistent in the interpreter
+
+
+# -- cp.async ------------------------------------------------------------------------------------------
+
+@handler("tlx.async_load")
+def _cp_async(it, th, op):
+    dst = th.env[op.arg("dst")]
+    ptrs = np.asarray(th.env[op.arg("src")])
+    m, o = op.arg("mask"), op.arg("other")
+    mask = None if m is None else np.asarray(th.env[m])
+    other = None if o is None else th.env[o]
+    vals = it.gmem.load(ptrs, mask, dst.element, other if other is not None else (0 if mask is not None else None), op.loc)
+    r = th.record(op, "cp.async write (generic proxy)")
+    it.checker.generic_write(dst, r, in_flight=True)
+    th.cp_open.append((r, lambda: dst.write(vals)))
+    _set(th, op, TOKEN)
+
+
+@handler("tlx.async_commit_group")
+def _cp_commit(it, th, op):
+    copies = th.cp_open
+    th.cp_open = []
+
+    def land():
+        for _, l in copies:
+            l()
+    th.cp_groups.append(Group([r for r, _ in copies], land))
+    _set(th, op, TOKEN)
+
+
+def _retire(th: Thread, groups: List[Group], keep: int) -> None:
+    """Complete all but the newest `keep` groups, oldest first."""
+    n = max(0, len(groups) - keep)
+    if n == 0:
+        return
+    done = groups[:n]
+    del groups[:n]
+    e = th.agent.tick()
+    for g in done:
+        if g.finish:
+            g.finish()
+        for r in g.records:
+            r.completion = (th.agent.key, e)
+
+
+@handler("tlx.async_wait_group")
+def _cp_wait(it, th, op):
+    _retire(th, th.cp_groups, op.attrs["pendings"])
+    _set(th, op, TOKEN)
+
+
+# -- TMA, bulk copies -----------------------------------------------------------------------------------
+
+def _pred(th, op) -> bool:
+    p = op.arg("pred")
+    return True if p is None else bool(th.env[p])
+
+
+@handler("tlx.tma_load")
+def _tma_load(it, th, op):
+    if not _pred(th, op):
+        return
+    d: Descriptor = th.env[op.arg("desc")]
+    dst: SmemView = th.env[op.arg("dst")]
+    bar: MBarrier = th.env[op.arg("bar")]
+    tile = d.load_tile(_offsets(th, op))
+    r = th.record(op, "TMA load (async write)")
+    it.checker.async_write(dst, r)
+    bar.transfers.append(Transfer(r, dst.arr.size * dst.arr.dtype.itemsize, lambda: dst.write(tile), bar.phase))
+
+
+@handler("tlx.async_bulk_load")
+def _bulk_load(it, th, op):
+    dst: SmemView = th.env[op.arg("dst")]
+    bar: MBarrier = th.env[op.arg("bar")]
+    size = op.attrs["size"]
+    src = _int(th.env[op.arg("src")])
+    data = it.gmem.load(np.arange(src, src + size, dtype=np.int64), None, T.u8, None, op.loc)
+    if not dst.arr.flags.c_contiguous or dst.arr.nbytes < size:
+        raise InterpreterError(f"tlx.async_bulk_load of {size} bytes into a view of {dst.arr.nbytes} bytes", op.loc)
+    r = th.record(op, "bulk copy (async write)")
+    it.checker.async_write(dst, r)
+
+    def land():
+        off = dst.byte_layout()[0]
+        dst.alloc.data[off:off + size] = data
+    bar.transfers.append(Transfer(r, size, land, bar.phase))
+
+
+@handler("tlx.tma_store")
+def _tma_store(it, th, op):
+    d: Descriptor = th.env[op.arg("desc")]
+    src: SmemView = th.env[op.arg("src")]
+    offs = _offsets(th, op)
+    r = th.record(op, "TMA store (async read of its source)")
+    it.checker.async_read(src, r)
+    th.bulk.append(Group([r], lambda: d.store_tile(offs, src.read())))
+
+
+@handler("tlx.async_store")
+def _bulk_store(it, th, op):
+    src: SmemView = th.env[op.arg("src")]
+    dst = _int(th.env[op.arg("dst")])
+    size = _int(th.env[op.arg("size")])
+    if not src.arr.flags.c_contiguous or src.arr.nbytes < size:
+        raise InterpreterError(f"tlx.async_store of {size} bytes from a view of {src.arr.nbytes} bytes", op.loc)
+    r = th.record(op, "bulk store (async read of its source)")
+    it.checker.async_read(src, r)
+
+    def finish():
+        off = src.byte_layout()[0]
+        it.gmem.store(np.arange(dst, dst + size, dtype=np.int64), src.alloc.data[off:off + size].copy(), None, T.u8, op.loc)
+    th.bulk.append(Group([r], finish))
+
+
+@handler("tlx.tma_store_wait")
+def _store_wait(it, th, op):
+    _retire(th, th.bulk, op.attrs["pendings"])
+
+
+# -- mbarriers and named barriers -------------------------------------------------------------------------
+
+@handler("tlx.alloc_barriers")
+def _alloc_barriers(it, th, op):
+    prog = th.prog
+    arr = prog.barriers.get(op)
+    if arr is None:
+        n = op.attrs["num"]
+        base = f"%{op.result.name}" if op.result.name and not op.result.name.isdigit() else "mbarriers"
+        arr = BarrierArray([MBarrier(next(prog.keys), f"{base}[{i}]", op.attrs["arrive_count"], op) for i in range(n)])
+        prog.barriers[op] = arr
+    else:
+        for b in arr.bars:
+            b.init()
+    _set(th, op, arr)
+
+
+def _bar(th, op) -> MBarrier:
+    b = th.env[op.arg("bar")]
+    if isinstance(b, BarrierArray):
+        return b.bars[0]
+    return b
+
+
+def _over(it, th, op, bar: MBarrier):
+    def on_over():
+        r = th.record(op, "arrive")
+        it.checker.report(SyncHazard, "over-arrive", f"more arrivals on {bar.name} than its arrive_count "
+                          f"({bar.arrive_count}) in one phase", f"{bar.name} (allocated at {describe_loc(bar.op.loc)})",
+                          None, r, "arrive once per partition (or per warp group) that the arrive_count counts")
+    return on_over
+
+
+@handler("tlx.barrier_expect_bytes")
+def _expect(it, th, op):
+    if not _pred(th, op):
+        return
+    bar = _bar(th, op)
+    r = th.record(op, f"barrier_expect_bytes({op.attrs['bytes']})")
+    bar.expect(th.agent, op.attrs["bytes"], r, _over(it, th, op, bar))
+    _check_overshoot(it, th, bar)
+
+
+@handler("tlx.barrier_arrive")
+def _arrive(it, th, op):
+    if not _pred(th, op):
+        return
+    bar = _bar(th, op)
+    n = op.attrs.get("count", 1)
+    if op.attrs.get("per_thread"):  # an alloc_warp_barrier barrier: every thread arrives by itself
+        n *= th.agent.num_threads
+    bar.arrive(th.agent, n, _over(it, th, op, bar))
+    _check_overshoot(it, th, bar)
+
+
+def _check_overshoot(it, th, bar: MBarrier) -> None:
+    """Loads issued in a phase that completed without them bring more bytes than expected."""
+    stale = [t for t in bar.transfers if t.issued_phase < bar.phase]
+    if stale:
+        t = stale[0]
+        it.checker.report(SyncHazard, "expect-bytes", f"the loads on {bar.name} bring more bytes than "
+                          "barrier_expect_bytes declared: the phase completed while a load was still in flight",
+                          f"{bar.name} (allocated at {describe_loc(bar.op.loc)})", None, t.record,
+                          "make the expected byte count equal the bytes of the loads that complete on this barrier")
+        for t in stale:
+            t.issued_phase = bar.phase
+
+
+@handler("tlx.barrier_wait", gen=True)
+def _barrier_wait(it, th, op):
+    if not _pred(th, op):
+        return
+    bar = _bar(th, op)
+    parity = _int(th.env[op.arg("phase")]) & 1
+
+    def ready() -> bool:
+        if bar.parity() != parity:
+            return True
+        bar.force()
+        _check_overshoot(it, th, bar)
+        return bar.parity() != parity
+
+    if not ready():
+        iters = th.iters()
+
+        def describe():
+            d = wait_info("mbarrier", op, th.agent, iters, f"{bar.name} (allocated at {describe_loc(bar.op.loc)}) to "
+                          f"leave phase parity {parity}", f"the barrier is in {bar.state()}")
+            d["barrier"] = bar
+            return d
+        yield Wait(ready, describe)
+    th.agent.join(bar.completed_clock)
+    th.agent.tick()
+
+
+def _named(th, op) -> NamedBarrier:
+    bid = op.attrs["id"]
+    nb = th.prog.named.get(bid)
+    if nb is None:
+        nb = th.prog.named[bid] = NamedBarrier(bid)
+        nb.released = {}  # type: ignore[attr-defined]
+    return nb
+
+
+def _named_arrive(th, op) -> Tuple[NamedBarrier, int]:
+    nb = _named(th, op)
+    gen = nb.arrive(th.agent, op.attrs["count"])
+    if nb.generation > gen:
+        nb.released[gen] = nb.released_clock  # type: ignore[attr-defined]
+    return nb, gen
+
+
+@handler("tlx.named_barrier_arrive")
+def _named_barrier_arrive(it, th, op):
+    _named_arrive(th, op)
+
+
+@handler("tlx.named_barrier_wait", gen=True)
+def _named_barrier_wait(it, th, op):
+    nb, gen = _named_arrive(th, op)
+    if nb.generation <= gen:
+        iters = th.iters()
+        nb.waiting.append(th.agent.name)
+
+        def describe():
+            return wait_info("named", op, th.agent, iters, f"named barrier {nb.id} ({op.attrs['count']} threads)",
+                             f"{nb.arrived} threads have arrived (waiting: {', '.join(nb.waiting)})")
+        yield Wait(lambda: nb.generation > gen, describe)
+    th.agent.join(nb.released[gen])  # type: ignore[attr-defined]
+
+
+@handler("tlx.cta_barrier")
+def _cta_barrier(it, th, op):
+    th.agent.tick()  # the partition runs as one thread of control: bar.sync orders nothing more
+
+
+# -- wgmma --------------------------------------------------------------------------------------------
+
+@handler("tlx.async_dot")
+def _async_dot(it, th, op):
+    a, b = th.env[op.arg("a")], th.env[op.arg("b")]
+    accv = op.arg("acc")
+    acc = th.env[accv] if accv is not None else None
+    recs = []
+    for v, name in ((a, "A"), (b, "B")):
+        if isinstance(v, SmemView):
+            r = th.record(op, f"wgmma read of operand {name} (async)")
+            it.checker.async_read(v, r)
+            recs.append(r)
+    a_elem = a.element if isinstance(a, SmemView) else _elem(op.arg("a"))
+    pd = PendingDot(op, a if isinstance(a, SmemView) else np.asarray(a), a_elem, b, acc,
+                    op.result.type, op.attrs.get("input_precision", "tf32"))
+    g = Group(recs, pd.resolve)
+    th.wgmma.append(g)
+    _set(th, op, pd)
+
+
+@handler("tlx.async_dot_wait")
+def _async_dot_wait(it, th, op):
+    _retire(th, th.wgmma, op.attrs["pendings"])
+    for v, r in zip(op.group("values"), op.results):
+        x = th.env[v]
+        if isinstance(x, PendingDot) and x.value is not None:
+            x = x.value
+        th.env[r] = x
+
+
+# -- misc ---------------------------------------------------------------------------------------------
+
+@handler("tlx.clock64")
+def _clock64(it, th, op):
+    th.prog.clock64 += 1000
+    _set(th, op, np.int64(th.prog.clock64))
+
+
+@handler("tlx.cluster_cta_rank")
+def _cta_rank(it, th, op):
+    _set(th, op, np.int32(0))
+
+
+@handler("tlx.thread_id")
+def _thread_id(it, th, op):
+    if op.attrs.get("axis", 0) != 0:
+        _set(th, op, np.int32(0))  # blocks are 1-D
+        return
+    n = th.agent.num_threads
+    _set(th, op, np.arange(th.first_thread, th.first_thread + n, dtype=np.int32))
+
+
+# -- control flow ----------------------------------------------------------------------------------------
+
+@handler("scf.for", gen=True)
+def _for(it, th, op):
+    lb, ub, step = (_uniform(th, op, v, "loop bound") for v in (op.arg("lb"), op.arg("ub"), op.arg("step")))
+    et = _elem(op.arg("lb"))
+    lo, hi, st = int(lb), int(ub), int(step)
+    if et.is_int and not et.is_signed:
+        lo, hi, st = (int(N.as_unsigned(np.asarray(x), et)) for x in (lb, ub, step))
+    if st <= 0:
+        raise InterpreterError(f"scf.for with step {st}: the step must be positive", op.loc)
+    vals = [th.env[v] for v in op.group("inits")]
+    body = op.regions[0].block
+    dt = N.compute_dtype(et)
+    th.loops.append([op.loc, 0])
+    k = 0
+    i = lo
+    try:
+        while i < hi:
+            th.loops[-1][1] = k
+            th.env[body.args[0]] = N.int_constant(i, et) if dt.kind in "iu" else dt.type(i)
+            for a, v in zip(body.args[1:], vals):
+                th.env[a] = v
+            vals = yield from it.run_block(th, body)
+            i += st
+            k += 1
+    finally:
+        th.loops.pop()
+    for r, v in zip(op.results, vals):
+        th.env[r] = v
+
+
+@handler("scf.if", gen=True)
+def _if(it, th, op):
+    c = th.env[op.arg("cond")]
+    if _varying(c):
+        act = c if th.active is None else (c & th.active)
+        rest = ~c if th.active is None else (~c & th.active)
+        if act.all() or rest.all() or (th.active is not None and (np.array_equal(act, th.active) or np.array_equal(rest, th.active))):
+            c = bool(act.any())  # every active thread goes the same way
+        else:
+            yield from _divergent_if(it, th, op, act, rest)
+            return
+    vals = yield from it.run_block(th, op.regions[0 if bool(c) else 1].block)
+    for r, v in zip(op.results, vals):
+        th.env[r] = v
+
+
+def _divergent_if(it, th, op, act, rest):
+    """Both branches run, each for the threads that take it; results merge per thread."""
+    saved = th.active
+    outs = []
+    for region, mask in ((op.regions[0], act), (op.regions[1], rest)):
+        if not mask.any():
+            outs.append(None)
+            continue
+        th.active = mask
+        try:
+            outs.append((yield from it.run_block(th, region.block)))
+        finally:
+            th.active = saved
+    for i, r in enumerate(op.results):
+        tv = outs[0][i] if outs[0] is not None else None
+        fv = outs[1][i] if outs[1] is not None else None
+        if tv is None or fv is None:
+            th.env[r] = tv if fv is None else fv
+        elif isinstance(r.type, T.TensorType):
+            raise InterpreterError("scf.if: a tensor result of a branch that only some threads take", op.loc)
+        else:
+            th.env[r] = _scalar_or(np.where(act, tv, fv), r.type)
+
+
+@handler("scf.while", gen=True)
+def _while(it, th, op):
+    vals = [th.env[v] for v in op.group("inits")]
+    before, after = op.regions[0].block, op.regions[1].block
+    th.loops.append([op.loc, 0])
+    k = 0
+    try:
+        while True:
+            th.loops[-1][1] = k
+            for a, v in zip(before.args, vals):
+                th.env[a] = v
+            cv = yield from it.run_block(th, before)
+            cond, vals = cv[0], cv[1:]
+            if not bool(cond):
+                break
+            for a, v in zip(after.args, vals):
+                th.env[a] = v
+            vals = yield from it.run_block(th, after)
+            k += 1
+    finally:
+        th.loops.pop()
+    for r, v in zip(op.results, vals):
+        th.env[r] = v
+
+
+@handler("tlx.warp_specialize", gen=True)
+def _warp_specialize(it, th, op):
+    prog = th.prog
+    caps = [th.env[v] for v in op.group("captures")]
+    nw = op.attrs.get("partition_num_warps", [])
+    th.agent.tick()
+    workers = []
+    for k, region in enumerate(op.regions[1:]):
+        agent = prog.new_agent(f"{k + 1} ({nw[k]} warps, ws at {describe_loc(op.loc)})", nw[k] * 32, th.agent.clock)
+        wt = Thread(prog, agent)
+        wt.first_thread = th.first_thread + th.agent.num_threads + sum(x * 32 for x in nw[:k])
+        blk = region.block
+        for a, v in zip(blk.args, caps):
+            wt.env[a] = v
+        wt.loops = [list(x) for x in th.loops]
+        workers.append(prog.spawn(wt, it.run_block(wt, blk)))
+    yield from it.run_block(th, op.regions[0].block)
+    if not all(c.done for c in workers):
+        iters = th.iters()
+
+        def describe():
+            left = [c.thread.agent.name for c in workers if not c.done]
+            return wait_info("join", op, th.agent, iters, "the worker partitions to finish",
+                             "still running: " + ", ".join(left))
+        yield Wait(lambda: all(c.done for c in workers), describe)
+    for c in workers:
+        th.agent.join(c.thread.agent.clock)
+        # what a worker left in flight stays its own; the kernel exit completes it
+    th.agent.tick()

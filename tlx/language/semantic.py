@@ -1,0 +1,1043 @@
+"""How the Triton core language builds IR: type promotion, broadcasting, casts, arithmetic,
+comparisons, memory ops, reductions and shape ops — the rules of Triton's `semantic.py`, re-done
+over our IR. Every function emits IR through the active trace (`core.current()`).
+
+Python numbers that meet a tensor are *weak*: they take the tensor's type when they are of a
+lower or equal kind (bool < uint < int < float), as in Triton and PyTorch.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from tlx.compiler.errors import TLXCompileError
+from tlx.compiler.ir import types as T
+
+from . import core
+from .core import (async_token, buffered_tensor, dtype, float16, float32, float64, bfloat16, int1, int8, int32,
+                   int64, pointer_type, tensor, uint32, uint64, unwrap)
+
+# ---------------------------------------------------------------------------------------------
+# emission helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def ir_type(dt: dtype, shape: Sequence[int] = ()) -> T.Type:
+    """The IR type of a value of dtype `dt` and block shape `shape` (scalar when empty)."""
+    e = dt.to_ir()
+    return T.TensorType(tuple(shape), e) if shape else e  # type: ignore[arg-type]
+
+
+def emit(name: str, operands: Sequence[Any] = (), result_types: Sequence[T.Type] = (), attrs: Optional[Dict] = None,
+         num_regions: int = 0):
+    """Create op `name` at the trace's insertion point (with the current source location)."""
+    return core.current().builder.create(name, operands, result_types, attrs, num_regions)
+
+
+def emit1(name: str, operands: Sequence[Any], dt: dtype, shape: Sequence[int] = (), attrs: Optional[Dict] = None) -> tensor:
+    """Create a one-result op and wrap its result as a tensor."""
+    op = emit(name, operands, [ir_type(dt, shape)], attrs)
+    return tensor(op.result, dt, shape)
+
+
+def err(msg: str, hint: Optional[str] = None) -> TLXCompileError:
+    return TLXCompileError(msg, hint=hint)
+
+
+def is_pow2(n: int) -> bool:
+    return n > 0 and (n & (n - 1)) == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# scalars and constants
+# ---------------------------------------------------------------------------------------------
+
+
+def type_of_python_scalar(x: Any) -> dtype:
+    """Triton's type for a Python literal: bool → int1, int → int32/uint32/int64/uint64 by range,
+    float → fp32 (fp64 when fp32 cannot hold it)."""
+    if isinstance(x, bool):
+        return int1
+    if isinstance(x, int):
+        if -2 ** 31 <= x < 2 ** 31:
+            return int32
+        if 2 ** 31 <= x < 2 ** 32:
+            return uint32
+        if -2 ** 63 <= x < 2 ** 63:
+            return int64
+        if 2 ** 63 <= x < 2 ** 64:
+            return uint64
+        raise err(f"integer {x} does not fit in 64 bits")
+    if isinstance(x, float):
+        a = abs(x)
+        if a == 0.0 or a == float("inf") or x != x or 2.0 ** -126 <= a <= (2 - 2 ** -23) * 2.0 ** 127:
+            return float32
+        return float64
+    raise err(f"cannot use a {type(x).__name__} ({x!r}) as a kernel value",
+              hint="only numbers, tensors, buffers, barriers and descriptors are kernel values")
+
+
+def constant(value: Any, dt: dtype, shape: Sequence[int] = ()) -> tensor:
+    """A constant (scalar, or a splatted block). Constants are created once per value and type,
+    at the top of the function (or of the worker partition, which cannot see outer values)."""
+    ctx = core.current()
+    t = ir_type(dt, shape)
+    anchor = ctx.const_anchor[-1]
+    key = (id(anchor), t, type(value), value)
+    v = ctx.const_cache.get(key)
+    if v is None:
+        from tlx.compiler.ir import Operation
+
+        name = f"c{value}_{dt.sig}".replace("-", "m") if isinstance(value, int) and not shape else "cst"
+        op = Operation("arith.constant", [], [t], {"value": value}, 0, ctx.builder.loc, [name])
+        n = ctx.const_count.get(id(anchor), 0)
+        anchor.insert(n, op)
+        ctx.const_count[id(anchor)] = n + 1
+        if ctx.builder.block is anchor and ctx.builder.index is not None:
+            ctx.builder.index += 1
+        v = op.result
+        ctx.const_cache[key] = v
+    return tensor(v, dt, tuple(shape))
+
+
+def scalar_constant(value: Any, dt: dtype) -> tensor:
+    """A scalar constant of dtype `dt`."""
+    if dt.is_int() or dt.is_bool():
+        lo, hi = dt.int_range()
+        v = int(value)
+        if not lo <= v <= hi:
+            raise err(f"constant {value} is out of range for {dt}")
+        value = v if not dt.is_bool() else bool(v)
+    else:
+        value = float(value)
+    return constant(value, dt)
+
+
+def full(shape: Sequence[int], value: Any, dt: dtype) -> tensor:
+    """A block of `shape` filled with `value` (a tensor constant when `value` is a number)."""
+    shape = check_shape(shape)
+    if isinstance(value, tensor):
+        v = cast(value, dt)
+        return splat(v, shape)
+    if dt.is_int() or dt.is_bool():
+        lo, hi = dt.int_range()
+        if not lo <= int(value) <= hi:
+            raise err(f"constant {value} is out of range for {dt}")
+        value = bool(value) if dt.is_bool() else int(value)
+    else:
+        value = float(value)
+    return constant(value, dt, shape)
+
+
+def to_tensor(x: Any) -> tensor:
+    """A tensor for `x` (Python numbers become constants of their natural type)."""
+    x = unwrap(x)
+    if isinstance(x, tensor):
+        return x
+    if isinstance(x, (bool, int, float)):
+        return scalar_constant(x, type_of_python_scalar(x))
+    raise err(f"expected a tensor or a number, got {type(x).__name__} ({x!r})")
+
+
+def check_shape(shape: Any) -> Tuple[int, ...]:
+    """Block shapes are compile-time powers of two."""
+    shape = unwrap(shape)
+    if isinstance(shape, int):
+        shape = (shape,)
+    out = []
+    for d in shape:
+        d = unwrap(d)
+        if isinstance(d, tensor):
+            raise err("a block shape must be known at compile time, got a runtime value",
+                      hint="pass the size as a tl.constexpr parameter (or a literal)")
+        if not isinstance(d, int) or isinstance(d, bool):
+            raise err(f"block shape entries must be integers, got {d!r}")
+        if not is_pow2(d):
+            raise err(f"block shape {tuple(shape)} has a dimension that is not a power of two ({d})",
+                      hint="use power-of-two block sizes and mask the remainder")
+        out.append(d)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# shapes
+# ---------------------------------------------------------------------------------------------
+
+
+def splat(x: tensor, shape: Sequence[int]) -> tensor:
+    """Broadcast a scalar to a block (a constant becomes a tensor constant)."""
+    shape = tuple(shape)
+    if x.shape == shape:
+        return x
+    if x.shape:
+        raise err(f"cannot splat a block of shape {list(x.shape)}")
+    d = x.handle.defining_op
+    if d is not None and d.name == "arith.constant":
+        return constant(d.attrs["value"], x.dtype, shape)
+    return emit1("tt.splat", [x.handle], x.dtype, shape)
+
+
+def expand_dims(x: tensor, axis: int) -> tensor:
+    axis = unwrap(axis)
+    if not x.shape:
+        x = splat(x, (1,))
+        return x if axis in (0, -1) else expand_dims(x, axis)
+    rank = len(x.shape)
+    if axis < 0:
+        axis += rank + 1
+    if not 0 <= axis <= rank:
+        raise err(f"expand_dims axis {axis} out of range for a rank-{rank} tensor")
+    shape = list(x.shape)
+    shape.insert(axis, 1)
+    return emit1("tt.expand_dims", [x.handle], x.dtype, shape, {"axis": axis})
+
+
+def broadcast_to(x: tensor, shape: Sequence[int]) -> tensor:
+    """Broadcast `x` to `shape` (numpy rules: size-1 dimensions stretch, missing leading ones added)."""
+    shape = tuple(unwrap(s) for s in shape)
+    if x.shape == shape:
+        return x
+    if not x.shape:
+        return splat(x, shape)
+    while len(x.shape) < len(shape):
+        x = expand_dims(x, 0)
+    if len(x.shape) != len(shape):
+        raise err(f"cannot broadcast shape {list(x.shape)} to {list(shape)}")
+    for s, d in zip(x.shape, shape):
+        if s != d and s != 1:
+            raise err(f"cannot broadcast shape {list(x.shape)} to {list(shape)}")
+    return emit1("tt.broadcast", [x.handle], x.dtype, shape)
+
+
+def broadcast_shapes(a: Sequence[int], b: Sequence[int]) -> Tuple[int, ...]:
+    a, b = list(a), list(b)
+    while len(a) < len(b):
+        a.insert(0, 1)
+    while len(b) < len(a):
+        b.insert(0, 1)
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            raise err(f"incompatible shapes for broadcasting: {a} and {b}")
+        out.append(max(x, y))
+    return tuple(out)
+
+
+def broadcast_pair(a: tensor, b: tensor) -> Tuple[tensor, tensor]:
+    if a.shape == b.shape:
+        return a, b
+    shape = broadcast_shapes(a.shape, b.shape) if a.shape and b.shape else (a.shape or b.shape)
+    return broadcast_to(a, shape), broadcast_to(b, shape)
+
+
+def reshape(x: tensor, shape: Sequence[int], can_reorder: bool = False) -> tensor:
+    shape = check_shape(shape)
+    n = 1
+    for d in shape:
+        n *= d
+    if n != x.numel:
+        raise err(f"cannot reshape {list(x.shape)} ({x.numel} elements) to {list(shape)} ({n} elements)")
+    if shape == x.shape:
+        return x
+    if not x.shape:
+        return splat(x, shape)
+    return emit1("tt.reshape", [x.handle], x.dtype, shape)
+
+
+def permute(x: tensor, dims: Sequence[int]) -> tensor:
+    dims = [unwrap(d) for d in dims]
+    if sorted(dims) != list(range(len(x.shape))):
+        raise err(f"permute dims {dims} are not a permutation of the {len(x.shape)} dimensions")
+    if dims == list(range(len(x.shape))):
+        return x
+    shape = [x.shape[i] for i in dims]
+    return emit1("tt.trans", [x.handle], x.dtype, shape, {"order": dims})
+
+
+def join(a: tensor, b: tensor) -> tensor:
+    a, b = broadcast_pair(a, b)
+    if a.dtype != b.dtype:
+        raise err(f"join needs operands of one dtype, got {a.dtype} and {b.dtype}")
+    if not a.shape:
+        a, b = splat(a, (1,)), splat(b, (1,))
+        r = emit1("tt.join", [a.handle, b.handle], a.dtype, (1, 2))
+        return reshape(r, (2,))
+    return emit1("tt.join", [a.handle, b.handle], a.dtype, a.shape + (2,))
+
+
+def split(x: tensor) -> Tuple[tensor, tensor]:
+    if not x.shape or x.shape[-1] != 2:
+        raise err(f"split needs a last dimension of size 2, got shape {list(x.shape)}")
+    shape = x.shape[:-1]
+    op = emit("tt.split", [x.handle], [ir_type(x.dtype, shape)] * 2)
+    a, b = (tensor(r, x.dtype, shape) for r in op.results)
+    if not shape:
+        raise err("split of a [2] tensor gives scalars, which is not supported; reshape first")
+    return a, b
+
+
+# ---------------------------------------------------------------------------------------------
+# casts
+# ---------------------------------------------------------------------------------------------
+
+
+def cast(x: Any, dst: dtype, fp_downcast_rounding: Optional[str] = None, bitcast: bool = False) -> tensor:
+    """Triton's `x.to(dst)`: value conversion (or a same-width bit reinterpretation)."""
+    x = to_tensor(x)
+    dst = unwrap(dst)
+    if not isinstance(dst, dtype):
+        raise err(f"expected a dtype, got {dst!r}", hint="write e.g. x.to(tl.float16)")
+    src = x.dtype
+    if bitcast:
+        if src.primitive_bitwidth != dst.primitive_bitwidth:
+            raise err(f"cannot bitcast {src} ({src.primitive_bitwidth} bits) to {dst} ({dst.primitive_bitwidth} bits)")
+        if src == dst:
+            return x
+        name = "arith.bitcast"
+        if src.is_ptr() and not dst.is_ptr():
+            name = "tt.ptr_to_int"
+        elif dst.is_ptr() and not src.is_ptr():
+            name = "tt.int_to_ptr"
+        return emit1(name, [x.handle], dst, x.shape)
+    if src == dst:
+        return x
+    if fp_downcast_rounding is not None and not (src.is_floating() and dst.is_floating()
+                                                  and dst.primitive_bitwidth < src.primitive_bitwidth):
+        raise err("fp_downcast_rounding applies only to narrowing float conversions")
+    sh = x.shape
+    if src.is_floating() and dst.is_floating():
+        if src.is_fp8() or dst.is_fp8() or (fp_downcast_rounding not in (None, "rtne")):
+            return emit1("tt.fp_to_fp", [x.handle], dst, sh, {"rounding": fp_downcast_rounding or "rtne"})
+        if (src.is_fp16() or src.is_bf16()) and not dst.is_fp32() and not (src.primitive_bitwidth < dst.primitive_bitwidth and dst.is_fp64()):
+            return cast(cast(x, float32), dst)
+        if src.primitive_bitwidth > dst.primitive_bitwidth:
+            return emit1("arith.truncf", [x.handle], dst, sh)
+        return emit1("arith.extf", [x.handle], dst, sh)
+    if (src.is_int() or src.is_bool()) and (dst.is_int() or dst.is_bool()):
+        if dst.is_bool():
+            return compare(x, full(sh, 0, src) if sh else scalar_constant(0, src), "ne")
+        if src.primitive_bitwidth == dst.primitive_bitwidth:
+            return emit1("arith.bitcast", [x.handle], dst, sh)
+        if src.primitive_bitwidth > dst.primitive_bitwidth:
+            return emit1("arith.trunci", [x.handle], dst, sh)
+        name = "arith.extsi" if src.is_int_signed() else "arith.extui"
+        return emit1(name, [x.handle], dst, sh)
+    if src.is_floating() and (dst.is_int() or dst.is_bool()):
+        if src.is_fp8():
+            x = cast(x, float32)
+            src = float32
+        if dst.is_bool():
+            return compare(x, full(sh, 0.0, src) if sh else scalar_constant(0.0, src), "ne")
+        return emit1("arith.fptosi" if dst.is_int_signed() else "arith.fptoui", [x.handle], dst, sh)
+    if (src.is_int() or src.is_bool()) and dst.is_floating():
+        if dst.is_fp8():
+            return cast(cast(x, float32), dst)
+        return emit1("arith.sitofp" if src.is_int_signed() else "arith.uitofp", [x.handle], dst, sh)
+    if src.is_ptr() and dst.is_ptr():
+        return emit1("arith.bitcast", [x.handle], dst, sh)
+    if src.is_ptr() and dst.is_int():
+        if dst.primitive_bitwidth == 64:
+            return emit1("tt.ptr_to_int", [x.handle], dst, sh)
+        return cast(emit1("tt.ptr_to_int", [x.handle], int64, sh), dst)
+    if src.is_int() and dst.is_ptr():
+        if src.primitive_bitwidth != 64:
+            x = cast(x, int64)
+        return emit1("tt.int_to_ptr", [x.handle], dst, sh)
+    raise err(f"cannot convert {src} to {dst}")
+
+
+# ---------------------------------------------------------------------------------------------
+# binary arithmetic
+# ---------------------------------------------------------------------------------------------
+
+
+def integer_promote(a: dtype, b: dtype) -> dtype:
+    """C's usual arithmetic conversions for two integer types."""
+    if a.is_bool() and b.is_bool():
+        return a
+    if a.is_bool():
+        return b
+    if b.is_bool():
+        return a
+    sa, sb = a.is_int_signed(), b.is_int_signed()
+    if sa == sb:
+        return a if a.int_bitwidth > b.int_bitwidth else b
+    if not sa:
+        return a if a.int_bitwidth >= b.int_bitwidth else b
+    return b if b.int_bitwidth >= a.int_bitwidth else a
+
+
+def computation_type(a: dtype, a_scalar: bool, b: dtype, b_scalar: bool, div_or_mod: bool) -> dtype:
+    """The type two operands are converted to before an arithmetic op (Triton's rules)."""
+    if a_scalar != b_scalar:
+        s, t = (a, b) if a_scalar else (b, a)
+        if s.kind() <= t.kind():
+            if div_or_mod and (t.is_fp16() or t.is_bf16()):
+                return float32
+            return t
+    if a.is_fp64() or b.is_fp64():
+        return float64
+    if a.is_fp32() or b.is_fp32():
+        return float32
+    if a.is_fp16() or b.is_fp16():
+        return float32 if div_or_mod else float16
+    if a.is_bf16() and b.is_bf16():
+        return float32 if div_or_mod else bfloat16
+    if a.is_bf16() or b.is_bf16():
+        return float32
+    if a.is_fp8() and b.is_fp8():
+        return a if a == b else float16
+    if a.is_fp8() or b.is_fp8():
+        return float32
+    if div_or_mod and (a.is_int_signed() != b.is_int_signed()) and not (a.is_bool() or b.is_bool()):
+        raise err(f"cannot use /, // or % with {a} and {b}: they differ in signedness",
+                  hint="cast one of them so both have the same signedness")
+    return integer_promote(a, b)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, numbers.Number) and not isinstance(x, tensor)
+
+
+def binary_operands(lhs: Any, rhs: Any, allow_lhs_ptr: bool = False, allow_rhs_ptr: bool = False,
+                    arithmetic: bool = True, div_or_mod: bool = False) -> Tuple[tensor, tensor]:
+    """Convert, type-promote and broadcast two operands of a binary op."""
+    lhs, rhs = unwrap(lhs), unwrap(rhs)
+    ls, rs = _is_number(lhs), _is_number(rhs)
+    if ls and rs:
+        raise err("internal: two Python numbers reached a runtime op")
+    lt = to_tensor(lhs) if not ls else None
+    rt = to_tensor(rhs) if not rs else None
+    ldt = lt.dtype if lt is not None else type_of_python_scalar(lhs)
+    rdt = rt.dtype if rt is not None else type_of_python_scalar(rhs)
+    for a, b, allow in ((ldt, rdt, allow_lhs_ptr), (rdt, ldt, allow_rhs_ptr)):
+        if a.is_ptr():
+            if not allow:
+                raise err(f"unsupported operand types: {ldt} and {rdt}")
+            if b.is_ptr() and a != b:
+                raise err(f"cannot combine pointers of different types: {ldt} and {rdt}")
+            if b.is_floating():
+                raise err(f"cannot add a float to a pointer ({ldt} and {rdt})")
+    if arithmetic and not ldt.is_ptr() and not rdt.is_ptr():
+        ret = computation_type(ldt, ls, rdt, rs, div_or_mod)
+        for scalar, val in ((ls, lhs), (rs, rhs)):
+            if scalar and ret.is_int_unsigned() and val < 0:
+                raise err("cannot combine an unsigned tensor with a negative number", hint="cast explicitly")
+        lt = scalar_constant(lhs, ret) if ls else cast(lt, ret)
+        rt = scalar_constant(rhs, ret) if rs else cast(rt, ret)
+    else:
+        lt = lt if lt is not None else to_tensor(lhs)
+        rt = rt if rt is not None else to_tensor(rhs)
+    return broadcast_pair(lt, rt)  # type: ignore[arg-type]
+
+
+def _int_identity(a: Any, b: Any, ident: int) -> Optional[tensor]:
+    """`a op ident` is `a` for an integer tensor `a` and the Python integer `ident` (no promotion)."""
+    a, b = unwrap(a), unwrap(b)
+    if isinstance(a, tensor) and type(b) is int and b == ident and a.dtype.is_int() and not a.dtype.is_bool():
+        return a
+    return None
+
+
+def add(a: Any, b: Any) -> tensor:
+    r = _int_identity(a, b, 0)
+    if r is None:
+        r = _int_identity(b, a, 0)
+    if r is not None:
+        return r
+    a, b = binary_operands(a, b, True, True)
+    if b.dtype.is_ptr() and not a.dtype.is_ptr():
+        a, b = b, a
+    if a.dtype.is_ptr():
+        if b.dtype.is_ptr():
+            raise err("cannot add two pointers")
+        return emit1("tt.addptr", [a.handle, b.handle], a.dtype, a.shape)
+    return emit1("arith.addf" if a.dtype.is_floating() else "arith.addi", [a.handle, b.handle], a.dtype, a.shape)
+
+
+def sub(a: Any, b: Any) -> tensor:
+    r = _int_identity(a, b, 0)
+    if r is not None:
+        return r
+    a, b = binary_operands(a, b, True, False)
+    if a.dtype.is_ptr():
+        return emit1("tt.addptr", [a.handle, minus(b).handle], a.dtype, a.shape)
+    return emit1("arith.subf" if a.dtype.is_floating() else "arith.subi", [a.handle, b.handle], a.dtype, a.shape)
+
+
+def mul(a: Any, b: Any) -> tensor:
+    r = _int_identity(a, b, 1)
+    if r is None:
+        r = _int_identity(b, a, 1)
+    if r is not None:
+        return r
+    a, b = binary_operands(a, b)
+    return emit1("arith.mulf" if a.dtype.is_floating() else "arith.muli", [a.handle, b.handle], a.dtype, a.shape)
+
+
+def truediv(a: Any, b: Any) -> tensor:
+    a, b = binary_operands(a, b, div_or_mod=True)
+    if a.dtype.is_int() or a.dtype.is_bool():
+        a, b = cast(a, float32), cast(b, float32)
+    return emit1("arith.divf", [a.handle, b.handle], a.dtype, a.shape)
+
+
+def floordiv(a: Any, b: Any) -> tensor:
+    a, b = binary_operands(a, b, div_or_mod=True)
+    if not (a.dtype.is_int() or a.dtype.is_bool()):
+        raise err(f"// needs integer operands, got {a.dtype}", hint="use / for floats")
+    name = "arith.divsi" if a.dtype.is_int_signed() else "arith.divui"
+    return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
+
+
+def mod(a: Any, b: Any) -> tensor:
+    a, b = binary_operands(a, b, div_or_mod=True)
+    if a.dtype.is_floating():
+        return emit1("arith.remf", [a.handle, b.handle], a.dtype, a.shape)
+    name = "arith.remsi" if a.dtype.is_int_signed() else "arith.remui"
+    return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
+
+
+def _bitwise_operands(a: Any, b: Any) -> Tuple[tensor, tensor]:
+    a, b = binary_operands(a, b, arithmetic=False)
+    for x in (a, b):
+        if not (x.dtype.is_int() or x.dtype.is_bool()):
+            raise err(f"bitwise operators need integer operands, got {x.dtype}")
+    t = integer_promote(a.dtype, b.dtype)
+    return cast(a, t), cast(b, t)
+
+
+def and_(a: Any, b: Any) -> tensor:
+    a, b = _bitwise_operands(a, b)
+    return emit1("arith.andi", [a.handle, b.handle], a.dtype, a.shape)
+
+
+def or_(a: Any, b: Any) -> tensor:
+    a, b = _bitwise_operands(a, b)
+    return emit1("arith.ori", [a.handle, b.handle], a.dtype, a.shape)
+
+
+def xor_(a: Any, b: Any) -> tensor:
+    a, b = _bitwise_operands(a, b)
+    return emit1("arith.xori", [a.handle, b.handle], a.dtype, a.shape)
+
+
+def shl(a: Any, b: Any) -> tensor:
+    a, b = _bitwise_operands(a, b)
+    return emit1("arith.shli", [a.handle, b.handle], a.dtype, a.shape)
+
+
+def shr(a: Any, b: Any) -> tensor:
+    a, b = _bitwise_operands(a, b)
+    name = "arith.shrsi" if a.dtype.is_int_signed() else "arith.shrui"
+    return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
+
+
+def logical_and(a: Any, b: Any) -> tensor:
+    return and_(cast(to_tensor(a), int1), cast(to_tensor(b), int1))
+
+
+def logical_or(a: Any, b: Any) -> tensor:
+    return or_(cast(to_tensor(a), int1), cast(to_tensor(b), int1))
+
+
+def not_(x: Any) -> tensor:
+    x = cast(to_tensor(x), int1)
+    one = full(x.shape, True, int1) if x.shape else scalar_constant(True, int1)
+    return emit1("arith.xori", [x.handle, one.handle], int1, x.shape)
+
+
+def minus(x: Any) -> tensor:
+    x = to_tensor(x)
+    if x.dtype.is_ptr():
+        raise err("cannot negate a pointer")
+    if x.dtype.is_floating():
+        return emit1("arith.negf", [x.handle], x.dtype, x.shape)
+    zero = full(x.shape, 0, x.dtype) if x.shape else scalar_constant(0, x.dtype)
+    return emit1("arith.subi", [zero.handle, x.handle], x.dtype, x.shape)
+
+
+def invert(x: Any) -> tensor:
+    x = to_tensor(x)
+    if not (x.dtype.is_int() or x.dtype.is_bool()):
+        raise err(f"~ needs an integer operand, got {x.dtype}")
+    ones = -1 if x.dtype.is_int_signed() else (True if x.dtype.is_bool() else x.dtype.int_range()[1])
+    m = full(x.shape, ones, x.dtype) if x.shape else scalar_constant(ones, x.dtype)
+    return emit1("arith.xori", [x.handle, m.handle], x.dtype, x.shape)
+
+
+_CMP = {"lt": ("slt", "ult", "olt"), "le": ("sle", "ule", "ole"), "gt": ("sgt", "ugt", "ogt"),
+        "ge": ("sge", "uge", "oge"), "eq": ("eq", "eq", "oeq"), "ne": ("ne", "ne", "une")}
+
+
+def compare(a: Any, b: Any, pred: str) -> tensor:
+    """a <pred> b, elementwise, giving int1."""
+    a, b = binary_operands(a, b, True, True)
+    s, u, f = _CMP[pred]
+    if a.dtype.is_floating():
+        return emit1("arith.cmpf", [a.handle, b.handle], int1, a.shape, {"predicate": f})
+    if a.dtype.is_ptr() or not a.dtype.is_int_signed():
+        return emit1("arith.cmpi", [a.handle, b.handle], int1, a.shape, {"predicate": u})
+    return emit1("arith.cmpi", [a.handle, b.handle], int1, a.shape, {"predicate": s})
+
+
+def minimum(a: Any, b: Any, propagate_nan: Any = None) -> tensor:
+    a, b = binary_operands(a, b)
+    if a.dtype.is_floating():
+        name = "arith.minimumf" if _propagates(propagate_nan) else "arith.minnumf"
+    else:
+        name = "arith.minsi" if a.dtype.is_int_signed() else "arith.minui"
+    return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
+
+
+def maximum(a: Any, b: Any, propagate_nan: Any = None) -> tensor:
+    a, b = binary_operands(a, b)
+    if a.dtype.is_floating():
+        name = "arith.maximumf" if _propagates(propagate_nan) else "arith.maxnumf"
+    else:
+        name = "arith.maxsi" if a.dtype.is_int_signed() else "arith.maxui"
+    return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
+
+
+def _propagates(p: Any) -> bool:
+    p = unwrap(p)
+    return p is not None and str(p).upper().endswith("ALL")
+
+
+def where(cond: Any, x: Any, y: Any) -> tensor:
+    cond = cast(to_tensor(cond), int1)
+    x, y = binary_operands(x, y, True, True)
+    shape = broadcast_shapes(cond.shape, x.shape) if cond.shape and x.shape else (cond.shape or x.shape)
+    if shape:
+        x, y = broadcast_to(x, shape), broadcast_to(y, shape)
+        cond = broadcast_to(cond, shape)
+    return emit1("arith.select", [cond.handle, x.handle, y.handle], x.dtype, x.shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# math
+# ---------------------------------------------------------------------------------------------
+
+
+def unary_math(name: str, x: Any, allowed: str = "f32f64") -> tensor:
+    """Elementwise math op `math.<name>` (fp32 / fp64 inputs, as Triton requires)."""
+    x = to_tensor(x)
+    if allowed == "f32f64" and x.dtype not in (float32, float64):
+        raise err(f"{name} needs fp32 or fp64 input, got {x.dtype}", hint="convert first, e.g. x.to(tl.float32)")
+    if allowed == "float" and not x.dtype.is_floating():
+        raise err(f"{name} needs a float input, got {x.dtype}")
+    return emit1(f"math.{name}", [x.handle], x.dtype, x.shape)
+
+
+def abs_(x: Any) -> tensor:
+    x = to_tensor(x)
+    if x.dtype.is_floating():
+        return emit1("math.absf", [x.handle], x.dtype, x.shape)
+    if x.dtype.is_int_signed():
+        return emit1("math.absi", [x.handle], x.dtype, x.shape)
+    if x.dtype.is_int() or x.dtype.is_bool():
+        return x
+    raise err(f"abs of {x.dtype}")
+
+
+def fma(a: Any, b: Any, c: Any) -> tensor:
+    a, b = binary_operands(a, b)
+    a, c = binary_operands(a, c)
+    b = broadcast_to(cast(b, a.dtype), a.shape) if a.shape else cast(b, a.dtype)
+    if not a.dtype.is_floating():
+        raise err("fma needs float operands")
+    return emit1("math.fma", [a.handle, b.handle, c.handle], a.dtype, a.shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# ranges, program ids, hints
+# ---------------------------------------------------------------------------------------------
+
+
+def arange(start: Any, end: Any) -> tensor:
+    start, end = unwrap(start), unwrap(end)
+    for v in (start, end):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise err("arange bounds must be compile-time integers",
+                      hint="pass them as tl.constexpr parameters (or literals)")
+    n = end - start
+    if n <= 0 or not is_pow2(n):
+        raise err(f"arange({start}, {end}) must cover a power-of-two number of elements, got {n}")
+    return emit1("tt.make_range", [], int32, (n,), {"start": start, "end": end})
+
+
+def program_id(axis: Any) -> tensor:
+    axis = unwrap(axis)
+    if axis not in (0, 1, 2):
+        raise err(f"program_id axis must be 0, 1 or 2, got {axis!r}")
+    return emit1("tt.get_program_id", [], int32, (), {"axis": axis})
+
+
+def num_programs(axis: Any) -> tensor:
+    axis = unwrap(axis)
+    if axis not in (0, 1, 2):
+        raise err(f"num_programs axis must be 0, 1 or 2, got {axis!r}")
+    return emit1("tt.get_num_programs", [], int32, (), {"axis": axis})
+
+
+def hint(x: Any, key: str, values: Any) -> tensor:
+    x = to_tensor(x)
+    values = unwrap(values)
+    if isinstance(values, int):
+        values = [values]
+    values = [unwrap(v) for v in values]
+    if not all(isinstance(v, int) and v > 0 for v in values):
+        raise err(f"{key} values must be positive compile-time integers, got {values}")
+    if len(values) != max(1, len(x.shape)):
+        raise err(f"{key} needs one value per dimension ({max(1, len(x.shape))}), got {len(values)}")
+    d = x.handle.defining_op
+    attrs: Dict[str, Any] = {}
+    src = x.handle
+    if d is not None and d.name == "tt.hint":
+        attrs = dict(d.attrs)
+    attrs[key] = values
+    return emit1("tt.hint", [src], x.dtype, x.shape, attrs)
+
+
+# ---------------------------------------------------------------------------------------------
+# memory
+# ---------------------------------------------------------------------------------------------
+
+_CACHE = ("", ".ca", ".cg", ".cs", ".wb", ".cv", ".wt", ".lu")
+_EVICT = ("", "evict_first", "evict_last", "evict_normal", "no_allocate")
+
+
+def _check_mod(cache_modifier: Any, eviction_policy: Any) -> Dict[str, str]:
+    c, e = unwrap(cache_modifier) or "", unwrap(eviction_policy) or ""
+    if c not in _CACHE:
+        raise err(f"unknown cache_modifier {c!r}", hint=f"use one of {_CACHE}")
+    if e not in _EVICT:
+        raise err(f"unknown eviction_policy {e!r}", hint=f"use one of {_EVICT}")
+    out = {}
+    if c:
+        out["cache"] = c
+    if e:
+        out["evict"] = e
+    return out
+
+
+def load(ptr: Any, mask: Any = None, other: Any = None, boundary_check: Any = (), padding_option: Any = "",
+         cache_modifier: Any = "", eviction_policy: Any = "", volatile: Any = False) -> tensor:
+    """tl.load through a pointer or a block of pointers."""
+    ptr, mask, other = to_tensor(ptr), unwrap(mask), unwrap(other)
+    if not ptr.dtype.is_ptr():
+        raise err(f"tl.load needs a pointer or a block of pointers, got {ptr.dtype}")
+    if unwrap(boundary_check) or unwrap(padding_option):
+        raise err("boundary_check / padding_option apply to block pointers, which tlx does not support",
+                  hint="use a mask, or a tensor descriptor (desc.load)")
+    if mask is None and other is not None:
+        raise err("`other` cannot be given without `mask`")
+    if mask is not None:
+        mask = cast(to_tensor(mask), int1)
+        if ptr.shape:
+            mask = broadcast_to(mask, ptr.shape)
+        elif mask.shape:
+            raise err("a scalar load cannot have a block mask")
+    elt = ptr.dtype.element_ty  # type: ignore[attr-defined]
+    is_bool = elt == int1
+    if is_bool:
+        elt = int8
+        ptr = cast(ptr, pointer_type(int8))
+    if other is not None:
+        other = cast(to_tensor(other), elt)
+        if ptr.shape:
+            other = broadcast_to(other, ptr.shape)
+    attrs = _check_mod(cache_modifier, eviction_policy)
+    if unwrap(volatile):
+        attrs["volatile"] = True
+    r = emit1("tt.load", [ptr.handle, mask.handle if mask is not None else None,
+                          other.handle if other is not None else None], elt, ptr.shape, attrs)
+    return cast(r, int1) if is_bool else r
+
+
+def store(ptr: Any, value: Any, mask: Any = None, boundary_check: Any = (), cache_modifier: Any = "",
+          eviction_policy: Any = "") -> None:
+    ptr = to_tensor(ptr)
+    if not ptr.dtype.is_ptr():
+        raise err(f"tl.store needs a pointer or a block of pointers, got {ptr.dtype}")
+    if unwrap(boundary_check):
+        raise err("boundary_check applies to block pointers, which tlx does not support", hint="use a mask")
+    elt = ptr.dtype.element_ty  # type: ignore[attr-defined]
+    value = to_tensor(unwrap(value))
+    if elt == int1:
+        elt = int8
+        ptr = cast(ptr, pointer_type(int8))
+    if ptr.shape:
+        value = broadcast_to(value, ptr.shape)
+    elif value.shape:
+        raise err(f"cannot store a block of shape {list(value.shape)} through a scalar pointer")
+    value = cast(value, elt)
+    m = unwrap(mask)
+    if m is not None:
+        m = cast(to_tensor(m), int1)
+        if ptr.shape:
+            m = broadcast_to(m, ptr.shape)
+        elif m.shape:
+            raise err("a scalar store cannot have a block mask")
+    emit("tt.store", [ptr.handle, value.handle, m.handle if m is not None else None], [],
+         _check_mod(cache_modifier, eviction_policy))
+
+
+_SEM = ("acq_rel", "acquire", "release", "relaxed")
+_SCOPE = ("gpu", "cta", "sys")
+
+
+def atomic(op: str, ptr: Any, val: Any, mask: Any = None, sem: Any = None, scope: Any = None) -> tensor:
+    """tl.atomic_<op>: returns the old values."""
+    ptr = to_tensor(ptr)
+    if not ptr.dtype.is_ptr():
+        raise err(f"atomics need a pointer, got {ptr.dtype}")
+    sem, scope = unwrap(sem) or "acq_rel", unwrap(scope) or "gpu"
+    if sem not in _SEM:
+        raise err(f"unknown sem {sem!r}", hint=f"use one of {_SEM}")
+    if scope not in _SCOPE:
+        raise err(f"unknown scope {scope!r}", hint=f"use one of {_SCOPE}")
+    elt = ptr.dtype.element_ty  # type: ignore[attr-defined]
+    val = to_tensor(unwrap(val))
+    if ptr.shape:
+        val = broadcast_to(val, ptr.shape)
+    val = cast(val, elt)
+    m = unwrap(mask)
+    if m is not None:
+        m = cast(to_tensor(m), int1)
+        if ptr.shape:
+            m = broadcast_to(m, ptr.shape)
+    kind = op
+    if op == "add" and elt.is_floating():
+        kind = "fadd"
+    elif op in ("max", "min"):
+        if elt.is_floating():
+            raise err(f"atomic_{op} on {elt} is not supported", hint="use an integer type")
+        if elt.is_int_unsigned():
+            kind = "u" + op
+    elif op in ("and", "or", "xor") and not elt.is_int():
+        raise err(f"atomic_{op} needs an integer type, got {elt}")
+    if elt.primitive_bitwidth < 16 or (elt.primitive_bitwidth == 16 and not elt.is_floating()):
+        raise err(f"atomics on {elt} are not supported", hint="use a 32- or 64-bit type")
+    return emit1("tt.atomic_rmw", [ptr.handle, val.handle, m.handle if m is not None else None], elt, ptr.shape,
+                 {"op": kind, "sem": sem, "scope": scope})
+
+
+def atomic_cas(ptr: Any, cmp: Any, val: Any, sem: Any = None, scope: Any = None) -> tensor:
+    ptr = to_tensor(ptr)
+    if not ptr.dtype.is_ptr():
+        raise err(f"atomic_cas needs a pointer, got {ptr.dtype}")
+    elt = ptr.dtype.element_ty  # type: ignore[attr-defined]
+    sem, scope = unwrap(sem) or "acq_rel", unwrap(scope) or "gpu"
+    cmp = cast(to_tensor(unwrap(cmp)), elt)
+    val = cast(to_tensor(unwrap(val)), elt)
+    if ptr.shape:
+        cmp, val = broadcast_to(cmp, ptr.shape), broadcast_to(val, ptr.shape)
+    return emit1("tt.atomic_cas", [ptr.handle, cmp.handle, val.handle], elt, ptr.shape, {"sem": sem, "scope": scope})
+
+
+# ---------------------------------------------------------------------------------------------
+# reductions
+# ---------------------------------------------------------------------------------------------
+
+
+def reduce(x: Any, axis: Any, kind: str, keep_dims: bool = False) -> tensor:
+    """Reduce `x` along `axis` (None: all axes) with `kind` (sum, max, min, argmax, ...)."""
+    x = to_tensor(x)
+    axis, keep_dims = unwrap(axis), unwrap(keep_dims)
+    if not x.shape:
+        raise err(f"cannot reduce a scalar")
+    if axis is None:
+        flat = reshape(x, (x.numel,)) if len(x.shape) > 1 else x
+        r = reduce(flat, 0, kind)
+        if keep_dims:
+            for _ in x.shape:
+                r = expand_dims(r, 0)
+        return r
+    rank = len(x.shape)
+    if axis < 0:
+        axis += rank
+    if not 0 <= axis < rank:
+        raise err(f"reduction axis {axis} out of range for shape {list(x.shape)}")
+    if kind in ("sum", "xor_sum", "prod") and (x.dtype.is_int() or x.dtype.is_bool()) and x.dtype.primitive_bitwidth < 32:
+        x = cast(x, int32 if not x.dtype.is_int_unsigned() else uint32)
+    shape = x.shape[:axis] + x.shape[axis + 1:]
+    rdt = int32 if kind in ("argmax", "argmin") else x.dtype
+    r = emit1("tt.reduce", [x.handle], rdt, shape, {"axis": axis, "kind": kind})
+    if keep_dims:
+        r = expand_dims(r, axis)
+    return r
+
+
+# ---------------------------------------------------------------------------------------------
+# dot
+# ---------------------------------------------------------------------------------------------
+
+
+def dot(a: Any, b: Any, acc: Any = None, input_precision: Any = None, allow_tf32: Any = None,
+        max_num_imprecise_acc: Any = None, out_dtype: Any = float32) -> tensor:
+    """tl.dot on register tensors (lowered to shared-memory staging + wgmma)."""
+    a, b, acc, out_dtype = to_tensor(a), to_tensor(b), unwrap(acc), unwrap(out_dtype)
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise err(f"tl.dot needs 2-D operands, got shapes {list(a.shape)} and {list(b.shape)}")
+    if a.dtype != b.dtype:
+        raise err(f"tl.dot operands must have one dtype, got {a.dtype} and {b.dtype}", hint="convert one of them")
+    if a.dtype not in (float16, bfloat16, core.float8e4nv, core.float8e5, int8, float32):
+        raise err(f"tl.dot does not support {a.dtype} operands on sm_90a")
+    (m, k), (k2, n) = a.shape, b.shape
+    if k != k2:
+        raise err(f"tl.dot inner dimensions differ: {list(a.shape)} @ {list(b.shape)}")
+    if m < 16 or n < 16 or k < 16:
+        raise err(f"tl.dot needs every dimension >= 16, got M={m}, N={n}, K={k}")
+    if acc is None:
+        odt = out_dtype if a.dtype != int8 else int32
+        acc = full((m, n), 0, odt)
+    else:
+        acc = to_tensor(acc)
+        if acc.shape != (m, n):
+            raise err(f"tl.dot accumulator must be {m}x{n}, got {list(acc.shape)}")
+    attrs = {}
+    ip = unwrap(input_precision)
+    if ip is not None:
+        attrs["input_precision"] = str(ip)
+    return emit1("tt.dot", [a.handle, b.handle, acc.handle], acc.dtype, acc.shape, attrs)
+
+
+# ---------------------------------------------------------------------------------------------
+# tensor descriptors (register-level TMA)
+# ---------------------------------------------------------------------------------------------
+
+
+def _offsets(offsets: Any, rank: int, what: str) -> List[Any]:
+    offsets = unwrap(offsets)
+    if isinstance(offsets, tensor) or not isinstance(offsets, (list, tuple)):
+        raise err(f"{what} offsets must be a list of {rank} integers")
+    if len(offsets) != rank:
+        raise err(f"{what} needs {rank} offsets, got {len(offsets)}")
+    out = []
+    for o in offsets:
+        t = to_tensor(unwrap(o))
+        if t.shape or not (t.dtype.is_int()):
+            raise err(f"{what} offsets must be integer scalars, got {t.type}")
+        out.append(cast(t, int32).handle)
+    return out
+
+
+def descriptor_load(desc: core.tensor_descriptor, offsets: Any, cache_modifier: Any = "", eviction_policy: Any = "") -> tensor:
+    offs = _offsets(offsets, len(desc.block_shape), "descriptor load")
+    return emit1("tt.descriptor_load", [desc.handle, offs], desc.dtype, desc.block_shape,
+                 _check_mod(cache_modifier, eviction_policy))
+
+
+def descriptor_store(desc: core.tensor_descriptor, offsets: Any, value: Any) -> None:
+    value = to_tensor(unwrap(value))
+    if tuple(value.shape) != tuple(desc.block_shape):
+        raise err(f"descriptor store of shape {list(value.shape)} into a descriptor of block {desc.block_shape}")
+    if value.dtype != desc.dtype:
+        raise err(f"descriptor store of {value.dtype} into a {desc.dtype} descriptor",
+                  hint=f"convert first: value.to(tl.{_py_name(desc.dtype)})")
+    offs = _offsets(offsets, len(desc.block_shape), "descriptor store")
+    emit("tt.descriptor_store", [desc.handle, value.handle, offs], [])
+
+
+def _py_name(d: dtype) -> str:
+    return {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}.get(d.name, d.name)
+
+
+def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any, padding_option: Any = "zero") -> core.tensor_descriptor:
+    base = to_tensor(base)
+    if not base.dtype.is_ptr() or base.shape:
+        raise err(f"make_tensor_descriptor needs a scalar pointer base, got {base.type}")
+    shape, strides = unwrap(shape), unwrap(strides)
+    block = [unwrap(b) for b in unwrap(block_shape)]
+    rank = len(block)
+    if not 1 <= rank <= 5 or len(shape) != rank or len(strides) != rank:
+        raise err(f"make_tensor_descriptor needs 1..5 dimensions and one shape and stride per block dimension")
+    last = unwrap(strides[-1])
+    if not (isinstance(last, int) and last == 1):
+        raise err("the last stride of a tensor descriptor must be the constant 1")
+    elt = base.dtype.element_ty  # type: ignore[attr-defined]
+    if block[-1] * elt.primitive_bitwidth // 8 < 16:
+        raise err(f"the inner block dimension must span at least 16 bytes, got {block[-1]} x {elt}")
+    check_shape(block)
+    pad = unwrap(padding_option)
+    if pad not in ("zero", "nan"):
+        raise err(f"padding_option must be 'zero' or 'nan', got {pad!r}")
+    sh = [cast(to_tensor(unwrap(s)), int32).handle for s in shape]
+    st = [cast(to_tensor(unwrap(s)), int64).handle for s in strides]
+    dt = T.TensorDescType(tuple(block), elt.ir)
+    op = emit("tt.make_tensor_descriptor", [base.handle, sh, st], [dt], {"padding": pad})
+    return core.tensor_descriptor(op.result, elt, block)
+
+
+# ---------------------------------------------------------------------------------------------
+# tensor operators and methods (Triton's tensor member functions)
+# ---------------------------------------------------------------------------------------------
+
+
+def _getitem(self: tensor, slices: Any) -> tensor:
+    slices = unwrap(slices)
+    if not isinstance(slices, tuple):
+        slices = (slices,)
+    out = self
+    dim = 0
+    for s in slices:
+        s = unwrap(s)
+        if s is None:
+            out = expand_dims(out, dim)
+            dim += 1
+        elif isinstance(s, slice) and s.start is None and s.stop is None and s.step is None:
+            dim += 1
+        else:
+            raise err(f"unsupported tensor index {s!r}", hint="only `:` and `None` may index a tensor, as in x[:, None]")
+    if dim > max(len(out.shape), 1) and self.shape:
+        raise err(f"too many indices for a tensor of shape {list(self.shape)}")
+    return out
+
+
+def _to(self: tensor, dtype_: Any, fp_downcast_rounding: Any = None, bitcast: Any = False) -> tensor:
+    return cast(self, unwrap(dtype_), unwrap(fp_downcast_rounding), unwrap(bitcast))
+
+
+def _binop(fn, reverse: bool = False):
+    if reverse:
+        return lambda self, other: fn(other, self)
+    return lambda self, other: fn(self, other)
+
+
+_METHODS = {
+    "__add__": _binop(add), "__radd__": _binop(add, True),
+    "__sub__": _binop(sub), "__rsub__": _binop(sub, True),
+    "__mul__": _binop(mul), "__rmul__": _binop(mul, True),
+    "__truediv__": _binop(truediv), "__rtruediv__": _binop(truediv, True),
+    "__floordiv__": _binop(floordiv), "__rfloordiv__": _binop(floordiv, True),
+    "__mod__": _binop(mod), "__rmod__": _binop(mod, True),
+    "__and__": _binop(and_), "__rand__": _binop(and_, True),
+    "__or__": _binop(or_), "__ror__": _binop(or_, True),
+    "__xor__": _binop(xor_), "__rxor__": _binop(xor_, True),
+    "__lshift__": _binop(shl), "__rlshift__": _binop(shl, True),
+    "__rshift__": _binop(shr), "__rrshift__": _binop(shr, True),
+    "__lt__": lambda a, b: compare(a, b, "lt"), "__le__": lambda a, b: compare(a, b, "le"),
+    "__gt__": lambda a, b: compare(a, b, "gt"), "__ge__": lambda a, b: compare(a, b, "ge"),
+    "__eq__": lambda a, b: compare(a, b, "eq"), "__ne__": lambda a, b: compare(a, b, "ne"),
+    "__neg__": lambda a: minus(a), "__pos__": lambda a: a, "__invert__": lambda a: invert(a),
+    "__getitem__": _getitem,
+    "to": _to,
+    "reshape": lambda self, *shape, can_reorder=False: reshape(self, shape[0] if len(shape) == 1 and isinstance(unwrap(shape[0]), (tuple, list)) else shape, can_reorder),
+    "permute": lambda self, *dims: permute(self, dims[0] if len(dims) == 1 and isinstance(unwrap(dims[0]), (tuple, list)) else dims),
+    "trans": lambda self, *dims: permute(self, (dims[0] if len(dims) == 1 and isinstance(unwrap(dims[0]), (tuple, list)) else dims) or (1, 0)),
+    "expand_dims": lambda self, axis: expand_dims(self, axis),
+    "broadcast_to": lambda self, *shape: broadcast_to(self, shape[0] if len(shape) == 1 and isinstance(unwrap(shape[0]), (tuple, list)) else shape),
+    "sum": lambda self, axis=None, keep_dims=False: reduce(self, axis, "sum", keep_dims),
+    "max": lambda self, axis=None, keep_dims=False: reduce(self, axis, "max", keep_dims),
+    "min": lambda self, axis=None, keep_dims=False: reduce(self, axis, "min", keep_dims),
+    "argmax": lambda self, axis, keep_dims=False: reduce(self, axis, "argmax", keep_dims),
+    "argmin": lambda self, axis, keep_dims=False: reduce(self, axis, "argmin", keep_dims),
+    "split": lambda self: split(self),
+}
+for _name, _fn in _METHODS.items():
+    setattr(tensor, _name, _fn)
+tensor.__hash__ = object.__hash__  # type: ignore[assignment]
+tensor.T = property(lambda self: permute(self, (1, 0)))  # type: ignore[attr-defined]

@@ -1,0 +1,255 @@
+"""`kernel[grid](*args, **constexprs)`: specialize, compile (through the cache) and launch.
+
+A launch binds the arguments to the kernel's parameters, takes the launch options out of the
+keywords (`num_warps`, `num_ctas`, `ctas_per_cga`, `stream`, `num_stages` — accepted and ignored,
+TLX kernels pipeline by hand —, `maxnreg`), and builds the specialization key: the constexpr
+values, and for every runtime argument its type spelling and divisibility by 16 (and whether an
+integer equals 1, which Triton specializes too). The first launch of a key compiles — or reads the
+compiled kernel from the disk cache, keyed by the source of the kernel and of every helper it
+calls, the key, the options and the compiler version — and builds a `Launcher`; later launches go
+straight to it. With `TLX_INTERPRET=1` the kernel runs on the CPU interpreter instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+from tlx.compiler.errors import TLXCompileError, TLXError
+from tlx.compiler.options import CompileOptions
+
+from .jit import JITFunction
+from .language import core
+from .signature import type_from_signature
+
+LAUNCH_OPTIONS = ("num_warps", "num_ctas", "ctas_per_cga", "stream", "num_stages", "maxnreg", "fence_passes")
+_FINGERPRINT: List[str] = []
+
+
+def compiler_fingerprint() -> str:
+    """A digest of the compiler's own sources (and tlx's version): part of every cache key, so a
+    changed compiler never serves stale kernels."""
+    if not _FINGERPRINT:
+        import tlx
+        import tlx.compiler as comp
+
+        h = hashlib.sha256(tlx.__version__.encode())
+        for root in (os.path.dirname(comp.__file__), os.path.dirname(os.path.abspath(__file__))):
+            for dirpath, _, files in sorted(os.walk(root)):
+                for f in sorted(files):
+                    if f.endswith(".py"):
+                        with open(os.path.join(dirpath, f), "rb") as fh:
+                            h.update(f.encode())
+                            h.update(fh.read())
+        _FINGERPRINT.append(h.hexdigest()[:32])
+    return _FINGERPRINT[0]
+
+
+def _split_kwargs(fn: JITFunction, kwargs: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+    opts = dict(fn.launch_defaults)
+    params = {p.name for p in fn.params}
+    rest = {}
+    for k, v in kwargs.items():
+        if k in LAUNCH_OPTIONS and k not in params:
+            opts[k] = v
+        else:
+            rest[k] = v
+    return rest, opts
+
+
+def bind_arguments(fn: JITFunction, args: Sequence[Any], kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """Map the call's arguments to parameter names (defaults filled); a clear error otherwise."""
+    try:
+        bound = fn.signature.bind(*args, **kwargs)
+    except TypeError as e:
+        raise TLXCompileError(f"bad launch of kernel {fn.__name__}: {e}",
+                              hint=f"parameters: {', '.join(p.name for p in fn.params)}") from None
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def _grid_tuple(grid: Any, meta: Dict[str, Any]) -> Tuple[int, ...]:
+    g = grid(meta) if callable(grid) else grid
+    if isinstance(g, int):
+        g = (g,)
+    try:
+        g = tuple(int(x) for x in g)
+    except TypeError:
+        raise TLXError(f"the launch grid must be an int, a tuple of ints or a callable returning one, got {g!r}") from None
+    if not 1 <= len(g) <= 3:
+        raise TLXError(f"the launch grid has {len(g)} dimensions; give 1 to 3")
+    return g
+
+
+class Specialization:
+    """What one launch key compiled to: the compiled kernel (or its cache entry) and the launcher."""
+
+    def __init__(self, compiled: Any, launcher: Any, runtime_names: List[str]):
+        self.compiled = compiled
+        self.launcher = launcher
+        self.runtime_names = runtime_names
+
+
+def _options_for(fn: JITFunction, opts: Dict[str, Any]) -> CompileOptions:
+    cluster = opts.get("ctas_per_cga")
+    return CompileOptions(num_warps=int(opts.get("num_warps", 4)), num_ctas=int(opts.get("num_ctas", 1)),
+                          cluster=tuple(cluster) if cluster else (1, 1, 1),
+                          fence_passes=bool(opts.get("fence_passes", True)), maxnreg=opts.get("maxnreg"),
+                          print_ir_after_all=os.environ.get("TLX_PRINT_IR_AFTER_ALL", "") not in ("", "0"))
+
+
+def specialize(fn: JITFunction, bound: Dict[str, Any]) -> Tuple[Tuple, Dict[str, str], Dict[str, Any], Dict[str, int], List[str]]:
+    """The specialization key of one call, with the signature, constexprs, divisibility and
+    equal-to-one parameters it stands for."""
+    from tlx.runtime.arrays import signature_of
+
+    sig: Dict[str, str] = {}
+    consts: Dict[str, Any] = {}
+    div: Dict[str, int] = {}
+    ones: List[str] = []
+    key: List[Any] = []
+    for p in fn.params:
+        v = bound[p.name]
+        if p.is_constexpr:
+            v = core.unwrap(v)
+            consts[p.name] = v
+            key.append(("c", p.name, _hashable(v)))
+            continue
+        s = signature_of(v)
+        if s.type == "constexpr":
+            raise TLXCompileError(f"kernel {fn.__name__}: argument '{p.name}' is None",
+                                  hint="pass a value, or mark the parameter `: tl.constexpr`")
+        sig[p.name] = s.type
+        div[p.name] = s.divisibility
+        one = type(v) is int and v == 1
+        if one:
+            ones.append(p.name)
+        key.append((s.type, s.divisibility, one))
+    return tuple(key), sig, consts, div, ones
+
+
+def _hashable(v: Any) -> Any:
+    if isinstance(v, (list, tuple)):
+        return tuple(_hashable(x) for x in v)
+    if isinstance(v, core.dtype):
+        return ("dtype", v.name)
+    return v
+
+
+def _cache_digest(fn: JITFunction, sig: Dict[str, str], consts: Dict[str, Any], div: Dict[str, int],
+                  ones: List[str], options: CompileOptions) -> str:
+    blob = json.dumps({"fn": fn.__qualname__, "src": fn.cache_hash(), "sig": sig, "div": div, "ones": ones,
+                       "consts": {k: repr(_hashable(v)) for k, v in consts.items()}, "options": repr(options),
+                       "compiler": compiler_fingerprint()}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _compile_entry(fn: JITFunction, sig: Dict[str, str], consts: Dict[str, Any], div: Dict[str, int],
+                   ones: List[str], options: CompileOptions):
+    """Trace and compile one specialization; returns the runtime's CacheEntry and the kernel."""
+    from .compile import compile_module
+
+    t0 = time.perf_counter()
+    types = {k: type_from_signature(v, k) for k, v in sig.items()}
+    module = fn.trace(types, consts, num_warps=options.num_warps, target=options.target, num_ctas=options.num_ctas,
+                      divisibility=div, equal_to_one=ones)
+    compiled = compile_module(fn, module, options, time.perf_counter() - t0)
+    from tlx.compiler.fence_serial import records_to_json
+    from tlx.runtime.cache import entry_from_compile_result
+
+    entry = entry_from_compile_result(fn.__name__, compiled.result, time.perf_counter() - t0,
+                                      meta={"options": repr(options)})
+    entry.fences_json = records_to_json(compiled.fences)  # round-trips into FenceRecords
+    return entry, compiled
+
+
+class CachedKernel:
+    """A kernel read back from the disk cache: the same `asm`, `fences` and `explain_fences()` as
+    the CompiledKernel that was stored."""
+
+    def __init__(self, entry: Any):
+        from tlx.compiler.fence_serial import records_from_json
+
+        self.name = entry.name
+        self.asm = dict(entry.asm)
+        if entry.ptx is not None:
+            self.asm["ptx"] = entry.ptx
+        if entry.cubin is not None:
+            self.asm["cubin"] = entry.cubin
+        self.abi = entry.abi()
+        self.fences = records_from_json(entry.fences_json) if entry.fences_json else []
+        self.pass_times = entry.meta.get("pass_times", {})
+        self.resources = entry.meta.get("resources", {})
+        self.compile_time_s = entry.compile_time_s
+
+    def explain_fences(self) -> str:
+        from tlx.compiler.fences import explain_fences
+
+        return explain_fences(self.fences)
+
+    def __repr__(self) -> str:
+        return f"<CachedKernel {self.name} ({len(self.fences)} fences)>"
+
+
+def launch(fn: JITFunction, grid: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> Any:
+    """`fn[grid](*args, **kwargs)`."""
+    if os.environ.get("TLX_INTERPRET", "") not in ("", "0"):
+        from .interpret import interpret
+
+        kw, opts = _split_kwargs(fn, kwargs)
+        opts.pop("stream", None)
+        return interpret(fn, grid, *args, **kw, **{k: v for k, v in opts.items() if k in ("num_warps", "fence_passes")})
+    kw, opts = _split_kwargs(fn, kwargs)
+    bound = bind_arguments(fn, args, kw)
+    key, sig, consts, div, ones = specialize(fn, bound)
+    options = _options_for(fn, opts)
+    full_key = (key, options)
+    spec = fn.cache.get(full_key)
+    if spec is None:
+        from tlx.runtime.driver import current_context
+
+        current_context(fn.__name__)  # no driver or no device: say so before compiling
+        spec = _build(fn, sig, consts, div, ones, options)
+        fn.cache[full_key] = spec
+    meta = dict(bound)
+    g = _grid_tuple(grid, meta)
+    runtime_args = [bound[n] for n in spec.runtime_names]
+    spec.launcher.launch(g, runtime_args, opts.get("stream"))
+    return spec.compiled
+
+
+def _build(fn: JITFunction, sig: Dict[str, str], consts: Dict[str, Any], div: Dict[str, int], ones: List[str],
+           options: CompileOptions) -> Specialization:
+    from tlx.runtime.cache import default_cache
+    from tlx.runtime.launcher import Launcher
+
+    digest = _cache_digest(fn, sig, consts, div, ones, options)
+    compiled_box: List[Any] = []
+
+    def build():
+        entry, compiled = _compile_entry(fn, sig, consts, div, ones, options)
+        compiled_box.append(compiled)
+        return entry
+
+    entry = default_cache().get_or_compile(digest, build)
+    compiled = compiled_box[0] if compiled_box else CachedKernel(entry)
+    launcher = Launcher(compiled.abi, ptx=entry.ptx, cubin=entry.cubin, name=fn.__name__)
+    runtime_names = [p.name for p in fn.params if not p.is_constexpr]
+    return Specialization(compiled, launcher, runtime_names)
+
+
+def launch_compiled(compiled: Any, grid: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> None:
+    """`compiled[grid](*runtime_args)`: launch one already compiled specialization."""
+    from tlx.runtime.launcher import Launcher
+
+    stream = kwargs.pop("stream", None)
+    if kwargs:
+        raise TLXError(f"a compiled kernel takes only its runtime arguments (and stream=), not {sorted(kwargs)}")
+    launcher = getattr(compiled, "_launcher", None)
+    if launcher is None:
+        launcher = Launcher(compiled.abi, ptx=compiled.asm.get("ptx"), cubin=compiled.asm.get("cubin"), name=compiled.name)
+        compiled._launcher = launcher
+    launcher.launch(_grid_tuple(grid, {}), list(args), stream)

@@ -1,0 +1,426 @@
+"""TLX shared-memory, TMA, cp.async and fence operations (`tlx.local_alloc`, `tlx.local_store`,
+`tlx.async_descriptor_load`, `tlx.fence`, ...). Names and defaults follow TLX's `mem_ops.py`."""
+
+from __future__ import annotations
+
+import enum
+import warnings
+from typing import Any, List, Optional, Sequence
+
+from tlx.compiler.errors import TLXCompileError
+from tlx.compiler.ir import layouts as L
+from tlx.compiler.ir import types as T
+
+from .language import core, semantic
+from .language.core import async_token, buffered_tensor, builtin, mbarrier, tensor, tensor_descriptor, unwrap
+
+
+class storage_kind(enum.Enum):
+    """Where a buffer lives: shared memory (Hopper), tensor memory (Blackwell only)."""
+
+    smem = "smem"
+    tmem = "tmem"
+    smemCluster = "smemCluster"
+
+
+def _constexpr_int(v: Any, what: str, hint: str = "pass a literal or a tl.constexpr parameter directly") -> int:
+    v = unwrap(v)
+    if isinstance(v, core.Handle):
+        raise TLXCompileError(f"{what} must be a compile-time constant, got a runtime value", hint=hint)
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise TLXCompileError(f"{what} must be an integer, got {v!r}")
+    return v
+
+
+def _as_buffer(v: Any, what: str) -> buffered_tensor:
+    v = unwrap(v)
+    if not isinstance(v, buffered_tensor):
+        raise TLXCompileError(f"{what} must be a shared-memory buffer (from tlx.local_alloc), got {type(v).__name__}")
+    return v
+
+
+def _i32(v: Any, what: str) -> Any:
+    t = semantic.to_tensor(unwrap(v))
+    if t.shape or not (t.dtype.is_int() or t.dtype.is_bool()):
+        raise TLXCompileError(f"{what} must be an integer scalar, got {t.type}")
+    return semantic.cast(t, core.int32).handle
+
+
+# ---- allocation and views ------------------------------------------------------------------------
+
+@builtin
+def local_alloc(shape: Any, dtype: Any, num: Any, storage: Any = storage_kind.smem, reuse: Any = None,
+                layout: Any = None) -> buffered_tensor:
+    """Allocate `num` shared-memory buffers of `shape` x `dtype`; returns the buffer array (index it
+    with `buf[i]` / `tlx.local_view`). `num` must be a compile-time constant."""
+    shape = tuple(_constexpr_int(d, "each dimension of the local_alloc shape") for d in unwrap(shape))
+    num = _constexpr_int(num, "the number of buffers of local_alloc",
+                         hint="pass the number of buffers as a literal or a tl.constexpr parameter directly; "
+                              "a variable assigned in the kernel is a runtime value")
+    dt = unwrap(dtype)
+    if not isinstance(dt, core.dtype) or dt.is_ptr():
+        raise TLXCompileError(f"local_alloc needs a scalar dtype, got {dt!r}")
+    if unwrap(storage) is storage_kind.tmem:
+        raise TLXCompileError("tensor memory (storage_kind.tmem) exists only on Blackwell; tlx targets sm_90a",
+                              hint="allocate in shared memory (the default)")
+    if reuse is not None:
+        raise TLXCompileError("local_alloc(reuse=...) is not supported by tlx yet")
+    if layout is not None:
+        raise TLXCompileError("local_alloc(layout=...) is not supported by tlx yet; the compiler picks the NVMMA layout")
+    if num < 1:
+        raise TLXCompileError(f"local_alloc needs at least one buffer, got num={num}")
+    if not shape or any(d < 1 for d in shape):
+        raise TLXCompileError(f"local_alloc shape must have positive dimensions, got {shape}")
+    lay = L.default_shared_layout(shape, dt.primitive_bitwidth)
+    t = T.MemDescType((num,) + shape, dt.ir, lay, num, True)
+    op = semantic.emit("tlx.local_alloc", [None], [t])
+    return buffered_tensor(op.result, dt)
+
+
+def _index_view_type(src: T.MemDescType) -> T.MemDescType:
+    shape = src.shape[1:] if len(src.shape) > 1 else (1,)
+    lay = src.layout
+    if len(shape) < 2 and isinstance(lay, L.NVMMASharedLayout):
+        lay = L.default_shared_layout(shape, src.element.bits)
+    return src.replace(shape=tuple(shape), buffers=0, layout=lay)
+
+
+@builtin
+def local_view(buf: Any, idx: Any) -> Any:
+    """Buffer `idx` of a buffer array (or of an mbarrier array); `idx` may be a runtime integer."""
+    buf = unwrap(buf)
+    index = _i32(idx, "the buffer index")
+    if isinstance(buf, mbarrier):
+        if not buf.handle.type.array:  # type: ignore[union-attr]
+            raise TLXCompileError("this mbarrier is already a single barrier; it cannot be indexed")
+        op = semantic.emit("tlx.memdesc_index", [buf.handle, index], [T.BarrierType(1, False)])
+        return mbarrier(op.result, buf.arrive_count, buf.is_warp_barrier)
+    b = _as_buffer(buf, "local_view's buffer")
+    op = semantic.emit("tlx.memdesc_index", [b.handle, index], [_index_view_type(b.mtype)])
+    return buffered_tensor(op.result, b.dtype)
+
+
+def _bt_getitem(self: buffered_tensor, idx: Any) -> buffered_tensor:
+    return local_view(self, idx)
+
+
+def _mb_getitem(self: mbarrier, idx: Any) -> mbarrier:
+    return local_view(self, idx)
+
+
+buffered_tensor.__getitem__ = _bt_getitem  # type: ignore[attr-defined]
+mbarrier.__getitem__ = _mb_getitem  # type: ignore[attr-defined]
+
+
+@builtin
+def local_trans(input: Any, dims: Any = (1, 0)) -> buffered_tensor:
+    """A transposed view (no data moves): feeds K^T or a column-major operand to async_dot."""
+    b = _as_buffer(input, "local_trans's input")
+    dims = [unwrap(d) for d in unwrap(dims)]
+    st = b.mtype
+    if sorted(dims) != list(range(len(st.shape))):
+        raise TLXCompileError(f"local_trans dims {dims} do not permute the {len(st.shape)} dimensions")
+    lay = st.layout
+    if isinstance(lay, L.NVMMASharedLayout) and len(st.shape) == 2 and dims == [1, 0]:
+        lay = L.NVMMASharedLayout(lay.swizzle, lay.bits, not lay.transposed)
+    t = st.replace(shape=tuple(st.shape[i] for i in dims), layout=lay, buffers=0)
+    op = semantic.emit("tlx.memdesc_trans", [b.handle], [t], {"order": dims})
+    return buffered_tensor(op.result, b.dtype)
+
+
+@builtin
+def local_slice(buffer: Any, offset: Any, shape: Any) -> buffered_tensor:
+    """A same-rank sub-rectangle of a view; offsets may be runtime integers."""
+    b = _as_buffer(buffer, "local_slice's buffer")
+    offs, shape = list(unwrap(offset)), [unwrap(s) for s in unwrap(shape)]
+    st = b.mtype
+    if len(offs) != len(st.shape) or len(shape) != len(st.shape):
+        raise TLXCompileError(f"local_slice needs {len(st.shape)} offsets and sizes (the view's rank)")
+    static, dyn = [], []
+    for o, s, d in zip(offs, shape, st.shape):
+        o = unwrap(o)
+        if not isinstance(s, int) or s < 1 or s > d:
+            raise TLXCompileError(f"local_slice size {s} does not fit dimension {d}")
+        if isinstance(o, int) and not isinstance(o, bool):
+            if o < 0 or o + s > d:
+                raise TLXCompileError(f"local_slice [{o}, {o + s}) exceeds dimension {d}")
+            static.append(o)
+        else:
+            static.append(-1)
+            dyn.append(_i32(o, "a local_slice offset"))
+    t = st.replace(shape=tuple(shape), buffers=0)
+    op = semantic.emit("tlx.memdesc_subslice", [b.handle, dyn], [t], {"static_offsets": static})
+    return buffered_tensor(op.result, b.dtype)
+
+
+@builtin
+def local_reinterpret(src: Any, dtype: Any, shape: Any = None, layout: Any = None) -> buffered_tensor:
+    """The same bytes as another dtype (and shape)."""
+    b = _as_buffer(src, "local_reinterpret's source")
+    dt = unwrap(dtype)
+    st = b.mtype
+    new_shape = tuple(unwrap(s) for s in unwrap(shape)) if shape is not None else st.shape
+    nbytes = 1
+    for d in new_shape:
+        nbytes *= d
+    nbytes *= max(1, dt.primitive_bitwidth // 8)
+    if nbytes > st.nbytes:
+        raise TLXCompileError(f"local_reinterpret to {new_shape} x {dt} needs {nbytes} bytes; the buffer has {st.nbytes}")
+    lay = L.default_shared_layout(new_shape[1:] if st.buffers else new_shape, dt.primitive_bitwidth)
+    t = T.MemDescType(new_shape, dt.ir, lay, st.buffers if new_shape[:1] == st.shape[:1] else 0, st.mutable, st.alloc_shape)
+    op = semantic.emit("tlx.memdesc_reinterpret", [b.handle], [t])
+    return buffered_tensor(op.result, dt)
+
+
+@builtin
+def local_reshape(src: Any, shape: Any) -> buffered_tensor:
+    """The same buffer seen with another shape (no data moves)."""
+    b = _as_buffer(src, "local_reshape's source")
+    return local_reinterpret(b, b.dtype, shape)
+
+
+# ---- register <-> shared ---------------------------------------------------------------------------
+
+@builtin
+def local_store(dst: Any, src: Any) -> None:
+    """Store a register tensor into a shared-memory view (a generic-proxy write)."""
+    b = _as_buffer(dst, "local_store's destination")
+    v = semantic.to_tensor(unwrap(src))
+    if tuple(v.shape) != tuple(b.mtype.shape):
+        raise TLXCompileError(f"local_store of a {list(v.shape)} tensor into a {list(b.mtype.shape)} buffer",
+                              hint="index the buffer array first (buf[i]) and match the shapes")
+    if v.dtype != b.dtype:
+        raise TLXCompileError(f"local_store of {v.dtype} into a {b.dtype} buffer", hint=f"convert first: x.to(...)")
+    semantic.emit("tlx.local_store", [b.handle, v.handle], [])
+
+
+@builtin
+def local_load(src: Any, token: Any = None, layout: Any = None, relaxed: Any = False,
+               rematerialize_coordinates: Any = False, rematerialize_coordinates_group: Any = None) -> tensor:
+    """Load a shared-memory view into registers (a generic-proxy read)."""
+    b = _as_buffer(src, "local_load's source")
+    tok = unwrap(token)
+    st = b.mtype
+    op = semantic.emit("tlx.local_load", [b.handle, tok.handle if isinstance(tok, async_token) else None],
+                       [T.TensorType(st.shape, st.element)])
+    return tensor(op.result, b.dtype, st.shape)
+
+
+# ---- fences ------------------------------------------------------------------------------------------
+
+@builtin
+def fence(scope: Any) -> None:
+    """`"async_shared"`: order this thread's generic-proxy shared-memory accesses before later
+    async-proxy ones (fence.proxy.async.shared::cta). `"gpu"` / `"sys"`: acq_rel memory fences."""
+    s = unwrap(scope)
+    if s == "async_shared":
+        semantic.emit("tlx.fence_async_shared", [], [], {"cluster": False, "origin": "user"})
+    elif s in ("gpu", "sys"):
+        semantic.emit("tlx.fence", [], [], {"scope": s})
+    else:
+        raise TLXCompileError(f"unknown fence scope {s!r}", hint='use tlx.fence("async_shared"), ("gpu") or ("sys")')
+
+
+_warned_fence_alias = [False]
+
+
+@builtin
+def fence_async_shared() -> None:
+    """Deprecated alias of `tlx.fence("async_shared")`."""
+    if not _warned_fence_alias[0]:
+        _warned_fence_alias[0] = True
+        warnings.warn('tlx.fence_async_shared() is deprecated; use tlx.fence("async_shared")', DeprecationWarning,
+                      stacklevel=2)
+    fence("async_shared")
+
+
+# ---- cp.async ------------------------------------------------------------------------------------------
+
+@builtin
+def async_load(src: Any, result: Any, mask: Any = None, other: Any = None, cache_modifier: Any = "",
+               eviction_policy: Any = "", is_volatile: Any = False, bulk: Any = False, bulk_size: Any = None,
+               barrier: Any = None) -> Optional[async_token]:
+    """cp.async: copy global memory (a block of pointers) into a shared-memory view; masked-off
+    elements become `other` (or 0). `bulk=True`: one 1-D cp.async.bulk of `bulk_size` bytes that
+    completes on `barrier`."""
+    b = _as_buffer(result, "async_load's result buffer")
+    if unwrap(bulk):
+        bar = unwrap(barrier)
+        if not isinstance(bar, mbarrier) or bar.handle.type.array:  # type: ignore[union-attr]
+            raise TLXCompileError("async_load(bulk=True) needs barrier= one mbarrier")
+        if mask is not None or other is not None:
+            raise TLXCompileError("async_load(bulk=True) takes no mask")
+        p = semantic.to_tensor(unwrap(src))
+        if not p.dtype.is_ptr() or p.shape:
+            raise TLXCompileError("async_load(bulk=True) needs a scalar pointer source")
+        size = b.mtype.nbytes if bulk_size is None else _constexpr_int(bulk_size, "bulk_size")
+        if size % 16 or size <= 0 or size > b.mtype.nbytes:
+            raise TLXCompileError(f"bulk_size {size} must be a positive multiple of 16 no larger than the buffer ({b.mtype.nbytes} B)")
+        semantic.emit("tlx.async_bulk_load", [p.handle, b.handle, bar.handle], [], {"size": size})
+        return None
+    p = semantic.to_tensor(unwrap(src))
+    if not p.dtype.is_ptr():
+        raise TLXCompileError(f"async_load needs a block of pointers, got {p.type}")
+    shape = b.mtype.shape
+    if tuple(p.shape) != tuple(shape):
+        p = semantic.broadcast_to(p, shape)
+    if p.dtype.element_ty != b.dtype:  # type: ignore[attr-defined]
+        raise TLXCompileError(f"async_load from {p.dtype.element_ty} pointers into a {b.dtype} buffer")  # type: ignore[attr-defined]
+    m = unwrap(mask)
+    if m is not None:
+        m = semantic.broadcast_to(semantic.cast(semantic.to_tensor(m), core.int1), shape)
+    o = unwrap(other)
+    if o is not None:
+        o = semantic.broadcast_to(semantic.cast(semantic.to_tensor(o), b.dtype), shape)
+    attrs = semantic._check_mod(cache_modifier, eviction_policy)
+    op = semantic.emit("tlx.async_load", [p.handle, b.handle, m.handle if m is not None else None,
+                                          o.handle if o is not None else None], [T.token], attrs)
+    return async_token(op.result)
+
+
+def _tokens(tokens: Any) -> List[Any]:
+    tokens = unwrap(tokens)
+    if tokens is None:
+        return []
+    if isinstance(tokens, async_token):
+        tokens = [tokens]
+    out = []
+    for t in tokens:
+        t = unwrap(t)
+        if t is None:
+            continue
+        if not isinstance(t, async_token):
+            raise TLXCompileError(f"expected async tokens, got {type(t).__name__}")
+        out.append(t.handle)
+    return out
+
+
+@builtin
+def async_load_commit_group(tokens: Any = ()) -> async_token:
+    """Close the current group of cp.async copies."""
+    op = semantic.emit("tlx.async_commit_group", [_tokens(tokens)], [T.token])
+    return async_token(op.result)
+
+
+@builtin
+def async_load_wait_group(pendings: Any, tokens: Any = ()) -> async_token:
+    """Wait until at most `pendings` cp.async groups are in flight."""
+    n = _constexpr_int(pendings, "async_load_wait_group's pendings")
+    op = semantic.emit("tlx.async_wait_group", [_tokens(tokens)], [T.token], {"pendings": n})
+    return async_token(op.result)
+
+
+# ---- TMA -----------------------------------------------------------------------------------------------------
+
+def _desc(v: Any) -> tensor_descriptor:
+    v = unwrap(v)
+    if not isinstance(v, tensor_descriptor):
+        raise TLXCompileError(f"expected a tensor descriptor, got {type(v).__name__}",
+                              hint="pass a tlx.TensorDescriptor argument or build one with tl.make_tensor_descriptor")
+    return v
+
+
+def _offsets(offsets: Any, rank: int, what: str) -> List[Any]:
+    offsets = unwrap(offsets)
+    if not isinstance(offsets, (list, tuple)) or len(offsets) != rank:
+        raise TLXCompileError(f"{what} needs a list of {rank} offsets (outermost first)")
+    return [_i32(o, f"{what} offset") for o in offsets]
+
+
+def _pred(pred: Any) -> Any:
+    p = unwrap(pred)
+    if p is None:
+        return None
+    t = semantic.cast(semantic.to_tensor(p), core.int1)
+    if t.shape:
+        raise TLXCompileError("pred must be a scalar")
+    return t.handle
+
+
+def _check_tile(desc: tensor_descriptor, buf: buffered_tensor, what: str) -> None:
+    if tuple(buf.mtype.shape) != tuple(desc.block_shape) or buf.dtype != desc.dtype:
+        raise TLXCompileError(f"{what}: buffer {list(buf.mtype.shape)} x {buf.dtype} does not match the descriptor's "
+                              f"block {desc.block_shape} x {desc.dtype}",
+                              hint="index the buffer array (buf[i]) and make the descriptor's block_shape match it")
+
+
+@builtin
+def async_descriptor_load(desc: Any, result: Any, offsets: Any, barrier: Any, pred: Any = None,
+                          cache_modifier: Any = "", eviction_policy: Any = "", multicast_targets: Any = (),
+                          two_ctas: Any = False) -> None:
+    """TMA load of one tile into `result`; completes (complete_tx) on `barrier`, which needs a
+    matching `barrier_expect_bytes`."""
+    d = _desc(desc)
+    b = _as_buffer(result, "async_descriptor_load's result")
+    _check_tile(d, b, "async_descriptor_load")
+    bar = unwrap(barrier)
+    if not isinstance(bar, mbarrier) or bar.handle.type.array:  # type: ignore[union-attr]
+        raise TLXCompileError("async_descriptor_load needs one mbarrier (index the array: bars[i])")
+    if unwrap(two_ctas):
+        raise TLXCompileError("two_ctas=True needs Blackwell")
+    if list(unwrap(multicast_targets) or []):
+        raise TLXCompileError("TMA multicast is not supported by tlx yet")
+    attrs = semantic._check_mod(cache_modifier, eviction_policy)
+    semantic.emit("tlx.tma_load", [d.handle, b.handle, bar.handle, _offsets(offsets, len(d.block_shape), "async_descriptor_load"),
+                                   _pred(pred)], [], attrs)
+
+
+@builtin
+def async_descriptor_store(desc: Any, source: Any, offsets: Any, eviction_policy: Any = "", store_reduce: Any = "") -> None:
+    """TMA store of the shared-memory tile `source` (then a bulk commit)."""
+    d = _desc(desc)
+    b = _as_buffer(source, "async_descriptor_store's source")
+    _check_tile(d, b, "async_descriptor_store")
+    red = unwrap(store_reduce)
+    if red:
+        raise TLXCompileError("store_reduce needs Blackwell")
+    attrs = semantic._check_mod("", eviction_policy)
+    semantic.emit("tlx.tma_store", [d.handle, b.handle, _offsets(offsets, len(d.block_shape), "async_descriptor_store")], [], attrs)
+
+
+@builtin
+def async_descriptor_store_wait(pendings: Any) -> None:
+    """Wait until at most `pendings` bulk store groups still read shared memory."""
+    semantic.emit("tlx.tma_store_wait", [], [], {"pendings": _constexpr_int(pendings, "pendings")})
+
+
+@builtin
+def async_store(dst: Any, src: Any, size: Any) -> None:
+    """1-D bulk copy of `size` bytes (a multiple of 16) from shared memory to global memory."""
+    p = semantic.to_tensor(unwrap(dst))
+    if not p.dtype.is_ptr() or p.shape:
+        raise TLXCompileError("async_store needs a scalar pointer destination")
+    b = _as_buffer(src, "async_store's source")
+    s = unwrap(size)
+    if isinstance(s, int) and (s % 16 or s <= 0 or s > b.mtype.nbytes):
+        raise TLXCompileError(f"async_store size {s} must be a positive multiple of 16 within the buffer ({b.mtype.nbytes} B)")
+    semantic.emit("tlx.async_store", [p.handle, b.handle, _i32(s, "async_store size")], [])
+
+
+@builtin
+def async_descriptor_prefetch_tensor(desc: Any, offsets: Any, pred: Any = None, eviction_policy: Any = "") -> None:
+    """Prefetch a tile into L2."""
+    d = _desc(desc)
+    semantic.emit("tlx.tma_prefetch", [d.handle, _offsets(offsets, len(d.block_shape), "prefetch")], [])
+
+
+@builtin
+def make_tensor_descriptor(desc_ptr: Any, base: Any, shape: Any, strides: Any, block_shape: Any,
+                           padding_option: Any = "zero") -> tensor_descriptor:
+    """A TMA descriptor built on the device (TLX's form; `desc_ptr` must be None: tlx allocates it)."""
+    if unwrap(desc_ptr) is not None:
+        raise TLXCompileError("tlx.make_tensor_descriptor(desc_ptr=...) with an explicit pointer is not supported yet",
+                              hint="pass desc_ptr=None")
+    return semantic.make_tensor_descriptor(base, shape, strides, block_shape, padding_option)
+
+
+def _desc_load(self: tensor_descriptor, offsets: Any, cache_modifier: Any = "", eviction_policy: Any = "") -> tensor:
+    return semantic.descriptor_load(self, offsets, cache_modifier, eviction_policy)
+
+
+def _desc_store(self: tensor_descriptor, offsets: Any, value: Any) -> None:
+    semantic.descriptor_store(self, offsets, value)
+
+
+tensor_descriptor.load = _desc_load  # type: ignore[attr-defined]
+tensor_descriptor.store = _desc_store  # type: ignore[attr-defined]

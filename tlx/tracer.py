@@ -1,0 +1,1076 @@
+"""The tracer: walks a `@tlx.jit` kernel's Python AST and builds IR.
+
+Rules (those of Triton's code generator, which TLX kernels rely on):
+
+* Compile-time values (constexpr parameters, literals in expressions, `NAME: tl.constexpr = ...`,
+  dtypes, tuples) are evaluated while tracing; a plain assignment of a number (`p = 0`) makes a
+  runtime scalar.
+* `for ... in range(...)` / `tl.range(...)` becomes one `scf.for` (never unrolled);
+  `tl.static_range` unrolls. A name live before a loop and reassigned in its body is a carried
+  value (its type must not change); names first bound inside a loop or branch do not outlive it.
+* An `if` on a runtime scalar becomes `scf.if` whose results are the names either branch
+  rebinds; an `if` on a compile-time value traces only the taken branch.
+* `while cond:` becomes `scf.while`. `return` may end the kernel early outside loops.
+* `with tlx.async_tasks():` holding `with tlx.async_task(...):` blocks becomes
+  `tlx.warp_specialize`; worker partitions receive outer values as explicit captures.
+* Nested `@tlx.jit` functions are inlined (they may return tuples).
+
+Every error names the kernel's file:line (a `TLXCompileError`).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+
+from tlx.compiler.errors import TLXCompileError
+from tlx.compiler.ir import Block, Location, Operation, Region, Value
+from tlx.compiler.ir import types as T
+
+from .language import core, semantic
+from .language.core import Handle, buffered_tensor, mbarrier, tensor, unwrap, wrap_value
+
+_MAX_INLINE_DEPTH = 64
+
+
+class _Return(Exception):
+    """Unwinds the statement walk after a `return` (carries the returned value)."""
+
+
+def _assigned_names(stmts: Sequence[ast.stmt]) -> Set[str]:
+    """Names bound anywhere in `stmts` (assignment targets, loop targets, with-as names)."""
+    out: Set[str] = set()
+
+    class V(ast.NodeVisitor):
+        def visit_Name(self, node: ast.Name) -> None:
+            if isinstance(node.ctx, ast.Store):
+                out.add(node.id)
+
+        def visit_FunctionDef(self, node: ast.FunctionDef) -> None:  # a nested def is an error elsewhere
+            pass
+
+        visit_Lambda = visit_FunctionDef  # type: ignore[assignment]
+
+    for s in stmts:
+        V().visit(s)
+    return out
+
+
+def _contains_return(node: ast.AST) -> bool:
+    for n in ast.walk(node):
+        if isinstance(n, ast.Return):
+            return True
+    return False
+
+
+def _flatten(v: Any) -> Optional[List[Value]]:
+    """The IR values a (possibly tuple) runtime value consists of; None for compile-time values."""
+    if isinstance(v, Handle):
+        return [v.handle]
+    if isinstance(v, (tuple, list)) and v and all(isinstance(x, Handle) or isinstance(x, (tuple, list)) for x in v):
+        out: List[Value] = []
+        for x in v:
+            f = _flatten(x)
+            if f is None:
+                return None
+            out.extend(f)
+        return out
+    return None
+
+
+def _unflatten(template: Any, values: List[Value], pos: int = 0) -> Tuple[Any, int]:
+    if isinstance(template, Handle):
+        return wrap_value(values[pos], template), pos + 1
+    items = []
+    for x in template:
+        y, pos = _unflatten(x, values, pos)
+        items.append(y)
+    return (tuple(items) if isinstance(template, tuple) else items), pos
+
+
+def _is_runtime(v: Any) -> bool:
+    return _flatten(v) is not None
+
+
+def _describe(v: Any) -> str:
+    if isinstance(v, tensor):
+        return f"{v.dtype} tensor of shape {list(v.shape)}" if v.shape else f"{v.dtype} scalar"
+    if isinstance(v, Handle):
+        return str(v.handle.type)
+    return f"compile-time {type(v).__name__} {v!r}"
+
+
+class _Partition:
+    """Tracing state of one worker partition: its block and the captures it remapped."""
+
+    def __init__(self, ws: "_WarpSpecialize", block: Block):
+        self.ws = ws
+        self.block = block
+        self.map: Dict[int, Value] = {}
+
+
+class _WarpSpecialize:
+    """Collects the explicit captures of one `tlx.warp_specialize` while its partitions trace."""
+
+    def __init__(self) -> None:
+        self.captures: List[Value] = []
+        self.blocks: List[Block] = []
+        self.index: Dict[int, int] = {}
+
+    def capture(self, v: Value, part: _Partition, tracer: "Tracer") -> Value:
+        k = id(v)
+        if k not in self.index:
+            if isinstance(v.type, T.TensorType):
+                raise TLXCompileError(
+                    f"a worker partition uses the block tensor '{v.name or '?'}' ({v.type}) computed outside it",
+                    hint="compute block tensors inside the async_task (program ids, offsets and aranges are cheap to recompute)")
+            self.index[k] = len(self.captures)
+            self.captures.append(v)
+            for b in self.blocks:
+                b.add_arg(v.type, v.name)
+        return part.block.args[self.index[k]]
+
+
+class Tracer:
+    """Traces one function body (the kernel, or an inlined helper) into the current builder."""
+
+    def __init__(self, jitfn: Any, ctx: core.TraceContext, scope: Dict[str, Any], depth: int = 0,
+                 partition: Optional[_Partition] = None):
+        self.jitfn = jitfn
+        self.ctx = ctx
+        self.builder = ctx.builder
+        self.scope = scope
+        self.globals = jitfn.globals
+        self.file = jitfn.file
+        self.line_offset = jitfn.line_offset
+        self.depth = depth
+        self.loop_depth = 0
+        self.is_kernel = depth == 0
+        self.partition = partition
+        self.returned = False
+        self.ret_value: Any = None
+        self.def_locs: Dict[str, Location] = {}
+        self.assign_locs: Dict[str, Location] = {}
+        self.node_loc: Location = self.loc_of(None)
+
+    # ---- locations and errors ------------------------------------------------------------------
+    def loc_of(self, node: Optional[ast.AST]) -> Location:
+        cache = self.jitfn.loc_cache
+        key = id(node)
+        loc = cache.get(key)
+        if loc is None:
+            if node is None or not hasattr(node, "lineno"):
+                loc = Location(self.file, self.line_offset + 1, 0)
+            else:
+                loc = Location(self.file, node.lineno + self.line_offset, getattr(node, "col_offset", 0))
+            cache[key] = loc
+        return loc
+
+    def error(self, node: Optional[ast.AST], msg: str, hint: Optional[str] = None) -> TLXCompileError:
+        return TLXCompileError(msg, self.loc_of(node), hint)
+
+    def visit(self, node: ast.AST) -> Any:
+        """Visit one node with its location set; errors without a location get this node's."""
+        saved = self.builder.loc
+        loc = self.loc_of(node)
+        self.builder.loc = loc
+        try:
+            meth = getattr(self, "visit_" + type(node).__name__, None)
+            if meth is None:
+                raise self.error(node, f"Python construct '{type(node).__name__}' is not supported in a kernel",
+                                 hint=_UNSUPPORTED_HINTS.get(type(node).__name__))
+            return meth(node)
+        except _Return:
+            raise
+        except TLXCompileError as e:
+            if e.loc is None:  # raised by a builtin: it belongs to the innermost node being traced
+                raise TLXCompileError(e.message, loc, e.hint) from (e.__cause__ or e)
+            raise
+        except Exception as e:  # a builtin rejected its arguments: report it at this line
+            msg = str(e) or type(e).__name__
+            if isinstance(e, TypeError):
+                msg = f"bad call: {msg}"
+            raise TLXCompileError(msg, loc) from e
+        finally:
+            self.builder.loc = saved
+
+    def _attach(self, e: TLXCompileError, node: ast.AST) -> TLXCompileError:
+        if e.loc is None:
+            return TLXCompileError(e.message, self.loc_of(node), e.hint)
+        return e
+
+    # ---- statements ------------------------------------------------------------------------------
+    def run_body(self, stmts: Sequence[ast.stmt]) -> None:
+        """Trace a function body; a `return` ends it."""
+        try:
+            self.visit_stmts(stmts)
+        except _Return:
+            pass
+
+    def visit_stmts(self, stmts: Sequence[ast.stmt]) -> None:
+        for i, s in enumerate(stmts):
+            if isinstance(s, ast.If) and _contains_return(s):
+                cond = self._cond_value(s)
+                if isinstance(cond, tensor):
+                    self._if_with_return(s, cond, list(stmts[i + 1:]))
+                    return
+            try:
+                self.visit(s)
+            except TLXCompileError as e:
+                raise self._attach(e, s) from e.__cause__
+
+    def visit_Expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # a docstring
+        self.visit(node.value)
+
+    def visit_Pass(self, node: ast.Pass) -> None:
+        return None
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        value = self.visit(node.value)
+        for target in node.targets:
+            self.assign(target, value, node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is None:
+            return
+        ann = self.visit(node.annotation)
+        if ann is core.constexpr or (isinstance(ann, str) and ann.endswith("constexpr")):
+            if not isinstance(node.target, ast.Name):
+                raise self.error(node, "a constexpr must be assigned to a plain name")
+            value = self.visit(node.value)
+            if _is_runtime(value):
+                raise self.error(node, f"'{node.target.id}: tl.constexpr' needs a compile-time value, got {_describe(value)}",
+                                 hint="drop the tl.constexpr annotation to keep a runtime value")
+            name = node.target.id
+            if name in self.scope and self.loop_depth:
+                raise self.error(node, f"constexpr '{name}' cannot be reassigned")
+            self.scope[name] = unwrap(value)
+            return
+        self.assign(node.target, self.visit(node.value), node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node, "augmented assignment is only supported on plain names")
+        cur = self.lookup(node.target.id, node.target)
+        rhs = self.visit(node.value)
+        value = self.binop(node.op, cur, rhs, node)
+        self.assign(node.target, value, node)
+
+    def assign(self, target: ast.AST, value: Any, node: ast.AST) -> None:
+        if isinstance(target, ast.Name):
+            value = unwrap(value)
+            if isinstance(value, (bool, int, float)) and not isinstance(value, Handle):
+                value = semantic.to_tensor(value)  # as in Triton: a plain assignment materializes a runtime scalar
+            if isinstance(value, Handle) and value.handle.name is None:
+                value.handle.name = target.id  # constants are shared and keep their c<value> names
+            name = target.id
+            self.scope[name] = value
+            loc = self.loc_of(node)
+            self.assign_locs[name] = loc
+            self.def_locs.setdefault(name, loc)
+            return
+        if isinstance(target, (ast.Tuple, ast.List)):
+            value = unwrap(value)
+            if isinstance(value, Handle) or not isinstance(value, (tuple, list)):
+                raise self.error(node, f"cannot unpack {_describe(value)} into {len(target.elts)} names")
+            if len(value) != len(target.elts):
+                raise self.error(node, f"cannot unpack {len(value)} values into {len(target.elts)} names")
+            for t, v in zip(target.elts, value):
+                self.assign(t, v, node)
+            return
+        if isinstance(target, ast.Subscript):
+            raise self.error(node, "assignment to an element (x[...] = ...) is not supported",
+                             hint="use tl.where to build a new tensor, or tlx.local_store for a shared buffer")
+        if isinstance(target, ast.Attribute):
+            raise self.error(node, "assignment to an attribute is not supported in a kernel")
+        if isinstance(target, ast.Starred):
+            raise self.error(node, "starred assignment is not supported in a kernel")
+        raise self.error(node, f"cannot assign to {type(target).__name__}")
+
+    def visit_Return(self, node: ast.Return) -> None:
+        if self.loop_depth:
+            raise self.error(node, "`return` inside a loop is not supported",
+                             hint="compute a flag and guard the rest of the loop body with `if`")
+        value = self.visit(node.value) if node.value is not None else None
+        if self.is_kernel and value is not None:
+            raise self.error(node, "a kernel cannot return a value", hint="store results through a pointer argument")
+        self.returned = True
+        self.ret_value = value
+        raise _Return()
+
+    def visit_Assert(self, node: ast.Assert) -> None:
+        cond = self.visit(node.test)
+        if not _is_runtime(cond) and not unwrap(cond):
+            msg = self.visit(node.msg) if node.msg is not None else ""
+            raise self.error(node, f"assertion failed{': ' + str(unwrap(msg)) if msg else ''}")
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for t in node.targets:
+            if isinstance(t, ast.Name):
+                self.scope.pop(t.id, None)
+            else:
+                raise self.error(node, "only `del name` is supported")
+
+    def visit_Break(self, node: ast.Break) -> None:
+        raise self.error(node, "`break` is not supported in kernels",
+                         hint="fold the exit condition into a `while` condition, or mask the remaining iterations")
+
+    def visit_Continue(self, node: ast.Continue) -> None:
+        raise self.error(node, "`continue` is not supported in kernels", hint="guard the rest of the body with `if`")
+
+    # ---- if --------------------------------------------------------------------------------------
+    def _cond_value(self, node: ast.If) -> Any:
+        cond = self.visit(node.test)
+        return self._as_condition(cond, node)
+
+    def _as_condition(self, cond: Any, node: ast.AST) -> Any:
+        cond = unwrap(cond)
+        if isinstance(cond, tensor):
+            if cond.shape:
+                if cond.numel != 1:
+                    raise self.error(node, f"the condition is a block of shape {list(cond.shape)}; its truth is ambiguous",
+                                     hint="reduce it to a scalar (e.g. tl.max(x, 0) > 0) or use tl.where")
+                while cond.shape:  # a one-element block: its only element
+                    cond = semantic.reduce(cond, len(cond.shape) - 1, "max")
+            if cond.dtype.is_ptr():
+                raise self.error(node, "a pointer cannot be a condition")
+            return semantic.cast(cond, core.int1)
+        if isinstance(cond, Handle):
+            raise self.error(node, f"a {_describe(cond)} cannot be a condition")
+        return cond
+
+    def visit_If(self, node: ast.If) -> None:
+        cond = self._cond_value(node)
+        if not isinstance(cond, tensor):
+            self.visit_stmts(node.body if cond else node.orelse)
+            return
+        liveins = dict(self.scope)
+        then_blk, then_scope = self._trace_branch(node.body, liveins)
+        else_blk, else_scope = self._trace_branch(node.orelse, liveins)
+        names: List[str] = []
+        for name, live in liveins.items():
+            a, b = then_scope.get(name, live), else_scope.get(name, live)
+            if a is live and b is live:
+                continue
+            if not (_is_runtime(live) or _is_runtime(a) or _is_runtime(b)):
+                if a is not b:
+                    raise self.error(node, f"'{name}' is a compile-time value that a runtime `if` changes",
+                                     hint="make it a runtime value (assign a number without tl.constexpr)")
+                continue
+            names.append(name)
+        for name in then_scope:
+            if name not in liveins and name in else_scope and _is_runtime(then_scope[name]) and _is_runtime(else_scope[name]):
+                names.append(name)
+        then_vals = [then_scope.get(n, liveins.get(n)) for n in names]
+        else_vals = [else_scope.get(n, liveins.get(n)) for n in names]
+        self._check_same_types(node, names, then_vals, else_vals, "then", "else")
+        result = self._build_if(cond, then_blk, else_blk, then_vals, else_vals, names)
+        self.scope = dict(liveins)
+        for n, v in zip(names, result):
+            self.scope[n] = v
+
+    def _trace_branch(self, stmts: Sequence[ast.stmt], liveins: Dict[str, Any]) -> Tuple[Block, Dict[str, Any]]:
+        blk = Block()
+        saved_block, saved_index = self.builder.block, self.builder.index
+        self.builder.set_insertion_point_to_end(blk)
+        self.scope = dict(liveins)
+        try:
+            self.visit_stmts(stmts)
+        finally:
+            self.builder.block, self.builder.index = saved_block, saved_index
+        return blk, self.scope
+
+    def _check_same_types(self, node: ast.AST, names: Sequence[str], a_vals: Sequence[Any], b_vals: Sequence[Any],
+                          a_what: str, b_what: str) -> None:
+        for n, a, b in zip(names, a_vals, b_vals):
+            fa, fb = _flatten(a), _flatten(b)
+            if fa is None or fb is None or [v.type for v in fa] != [v.type for v in fb]:
+                raise self.error(node, f"'{n}' has different types in the {a_what} and {b_what} branches: "
+                                       f"{_describe(a)} vs {_describe(b)}",
+                                 hint="give it the same dtype and shape on both paths (use .to(...) or tl.broadcast_to)")
+
+    def _build_if(self, cond: tensor, then_blk: Block, else_blk: Block, then_vals: List[Any], else_vals: List[Any],
+                  names: Sequence[str]) -> List[Any]:
+        tflat: List[Value] = []
+        eflat: List[Value] = []
+        for a, b in zip(then_vals, else_vals):
+            tflat.extend(_flatten(a) or [])
+            eflat.extend(_flatten(b) or [])
+        for blk, vals in ((then_blk, tflat), (else_blk, eflat)):
+            op = Operation("scf.yield", [vals], [], None, 0, self.builder.loc)
+            blk.append(op)
+        rnames = []
+        for n, v in zip(names, then_vals):
+            rnames.extend([n] * len(_flatten(v) or []))
+        ifop = self.builder.create("scf.if", [cond.handle], [v.type for v in tflat], None, 2, result_names=rnames)
+        for r, blk in zip(ifop.regions, (then_blk, else_blk)):
+            r.block = blk
+            blk.parent = r
+        out = []
+        pos = 0
+        for v in then_vals:
+            w, pos = _unflatten(v, list(ifop.results), pos)
+            out.append(w)
+        return out
+
+    def _if_with_return(self, node: ast.If, cond: tensor, rest: List[ast.stmt]) -> None:
+        """`if c: ...return...` outside loops: the statements after the `if` continue on the paths
+        that did not return (each branch traces `branch + rest`)."""
+        if self.loop_depth:
+            raise self.error(node, "`return` inside a loop is not supported",
+                             hint="compute a flag and guard the rest of the loop body with `if`")
+        liveins = dict(self.scope)
+        results = []
+        blocks = []
+        for stmts in (list(node.body) + rest, list(node.orelse) + rest):
+            self.returned, self.ret_value = False, None
+            blk = Block()
+            saved_block, saved_index = self.builder.block, self.builder.index
+            self.builder.set_insertion_point_to_end(blk)
+            self.scope = dict(liveins)
+            try:
+                self.visit_stmts(stmts)
+            except _Return:
+                pass
+            finally:
+                self.builder.block, self.builder.index = saved_block, saved_index
+            blocks.append(blk)
+            results.append(self.ret_value)
+        a, b = results
+        if (a is None) != (b is None):
+            raise self.error(node, "this function returns a value on one path and nothing on another")
+        if a is None:
+            self._build_if(cond, blocks[0], blocks[1], [], [], [])
+            value = None
+        else:
+            if not _is_runtime(a) or not _is_runtime(b):
+                a, b = self._runtime_pair(a, b, node)
+            self._check_same_types(node, ["the return value"], [a], [b], "then", "else")
+            (value,) = self._build_if(cond, blocks[0], blocks[1], [a], [b], ["ret"])
+        self.returned, self.ret_value = True, value
+        raise _Return()
+
+    def _runtime_pair(self, a: Any, b: Any, node: ast.AST) -> Tuple[Any, Any]:
+        if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and len(a) == len(b):
+            pairs = [self._runtime_pair(x, y, node) for x, y in zip(a, b)]
+            return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
+        raise self.error(node, "both paths must return runtime values of the same type")
+
+    def visit_IfExp(self, node: ast.IfExp) -> Any:
+        cond = self._as_condition(self.visit(node.test), node)
+        if not isinstance(cond, tensor):
+            return self.visit(node.body if cond else node.orelse)
+        vals, blocks = [], []
+        for expr in (node.body, node.orelse):
+            blk = Block()
+            saved_block, saved_index = self.builder.block, self.builder.index
+            self.builder.set_insertion_point_to_end(blk)
+            try:
+                v = unwrap(self.visit(expr))
+            finally:
+                self.builder.block, self.builder.index = saved_block, saved_index
+            vals.append(v)
+            blocks.append(blk)
+        a, b = vals
+        for i, (x, y) in enumerate(((a, b), (b, a))):
+            if isinstance(x, (bool, int, float)) and isinstance(y, tensor):
+                saved_block, saved_index = self.builder.block, self.builder.index
+                self.builder.set_insertion_point_to_end(blocks[i])
+                conv = semantic.full(y.shape, x, y.dtype) if y.shape else semantic.scalar_constant(x, y.dtype)
+                self.builder.block, self.builder.index = saved_block, saved_index
+                vals[i] = conv
+        a, b = vals
+        self._check_same_types(node, ["the conditional expression"], [a], [b], "true", "false")
+        (r,) = self._build_if(cond, blocks[0], blocks[1], [a], [b], [""])
+        return r
+
+    # ---- loops -----------------------------------------------------------------------------------
+    def visit_For(self, node: ast.For) -> None:
+        if node.orelse:
+            raise self.error(node, "`for ... else` is not supported in kernels")
+        if not isinstance(node.iter, ast.Call):
+            raise self.error(node, "kernels loop only over range(...), tl.range(...) or tl.static_range(...)")
+        it_fn = self.visit(node.iter.func)
+        args = [self.visit(a) for a in node.iter.args]
+        kwargs = {k.arg: self.visit(k.value) for k in node.iter.keywords}
+        from . import language as tl
+
+        if it_fn is tl.static_range:
+            try:
+                sr = tl.static_range(*args, **kwargs)
+            except TypeError as e:
+                raise self.error(node, f"bad static_range call: {e}")
+            if not isinstance(node.target, ast.Name):
+                raise self.error(node, "the loop variable must be a plain name")
+            for i in builtins.range(sr.start, sr.end, sr.step):
+                self.scope[node.target.id] = i
+                self.visit_stmts(node.body)
+            return
+        attrs: Dict[str, Any] = {}
+        if it_fn is tl.range:
+            r = tl.range(*args, **kwargs)
+            lb, ub, step = r.start, r.end, r.step
+            if r.num_stages is not None:
+                attrs["num_stages"] = int(r.num_stages)
+            if r.loop_unroll_factor is not None:
+                attrs["loop_unroll_factor"] = int(r.loop_unroll_factor)
+        elif it_fn is builtins.range:
+            if kwargs or not 1 <= len(args) <= 3:
+                raise self.error(node, "range() takes 1 to 3 positional arguments")
+            lb, ub, step = (0, args[0], 1) if len(args) == 1 else (args[0], args[1], args[2] if len(args) == 3 else 1)
+        else:
+            raise self.error(node, f"kernels loop only over range(...), tl.range(...) or tl.static_range(...), not {it_fn!r}")
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node, "the loop variable must be a plain name")
+        lb, ub, step = unwrap(lb), unwrap(ub), unwrap(step)
+        negative = isinstance(step, int) and not isinstance(step, bool) and step < 0
+        if isinstance(step, int) and step == 0:
+            raise self.error(node, "range() step must not be zero")
+        if negative:
+            lb, ub, step = ub, lb, -step
+        vals = [semantic.to_tensor(v) for v in (lb, ub, step)]
+        for v, what in zip(vals, ("lower bound", "upper bound", "step")):
+            if v.shape or not (v.dtype.is_int() or v.dtype.is_bool()):
+                raise self.error(node, f"the loop {what} must be an integer scalar, got {_describe(v)}")
+        ivt = semantic.integer_promote(semantic.integer_promote(vals[0].dtype, vals[1].dtype), vals[2].dtype)
+        if ivt.is_bool():
+            ivt = core.int32
+        lbv, ubv, stv = (semantic.cast(v, ivt) for v in vals)
+        target = node.target.id
+        liveins = dict(self.scope)
+        carried = self._carried_names(node.body, liveins, ignore={target}, node=node)
+        inits: List[Value] = []
+        for n in carried:
+            inits.extend(_flatten(liveins[n]) or [])
+        rnames = [n for n in carried for _ in (_flatten(liveins[n]) or [])]
+        forop = self.builder.create("scf.for", [lbv.handle, ubv.handle, stv.handle, inits], [v.type for v in inits],
+                                    attrs, 1, result_names=rnames)
+        body = forop.regions[0].block
+        iv = body.add_arg(ivt.to_ir(), target)
+        args_ = [body.add_arg(v.type, n) for v, n in zip(inits, rnames)]
+        saved_block, saved_index = self.builder.block, self.builder.index
+        self.builder.set_insertion_point_to_end(body)
+        ivv = tensor(iv, ivt, ())
+        if negative:  # iterate lb..ub upward, expose ub - iv + lb (as Triton does)
+            ivv = semantic.add(semantic.sub(ubv, ivv), lbv)
+        self.scope = dict(liveins)
+        pos = 0
+        for n in carried:
+            w, pos = _unflatten(liveins[n], args_, pos)
+            self.scope[n] = w
+        self.scope[target] = ivv
+        self.loop_depth += 1
+        try:
+            self.visit_stmts(node.body)
+            self._yield_carried(node, carried, liveins, args_)
+        finally:
+            self.loop_depth -= 1
+            self.builder.block, self.builder.index = saved_block, saved_index
+        self.scope = dict(liveins)
+        pos = 0
+        for n in carried:
+            w, pos = _unflatten(liveins[n], list(forop.results), pos)
+            self.scope[n] = w
+
+    def _carried_names(self, body: Sequence[ast.stmt], liveins: Dict[str, Any], ignore: Set[str],
+                       node: ast.AST) -> List[str]:
+        names = []
+        assigned = self.jitfn.assigned_cache.get(id(node))
+        if assigned is None:
+            assigned = self.jitfn.assigned_cache[id(node)] = _assigned_names(body)
+        for n in sorted(assigned - ignore):
+            if n not in liveins:
+                continue
+            live = liveins[n]
+            if _is_runtime(live):
+                names.append(n)
+            elif isinstance(unwrap(live), (bool, int, float)) or isinstance(live, core.dtype):
+                raise self.error(node, f"'{n}' is a compile-time value (constexpr) that the loop body reassigns",
+                                 hint=f"assign a runtime value to '{n}' before the loop (without tl.constexpr), "
+                                      "or use another name inside the loop")
+        return names
+
+    def _yield_carried(self, node: ast.AST, carried: Sequence[str], liveins: Dict[str, Any], args_: List[Value]) -> None:
+        vals: List[Value] = []
+        for n in carried:
+            new = unwrap(self.scope.get(n))
+            old = liveins[n]
+            if isinstance(new, (bool, int, float)) and isinstance(old, tensor) and not old.shape:
+                new = semantic.scalar_constant(new, old.dtype)
+            f = _flatten(new)
+            of = _flatten(old)
+            if f is None or of is None or [v.type for v in f] != [v.type for v in of]:
+                first = self.def_locs.get(n)
+                last = self.assign_locs.get(n)
+                where = f" (first bound at line {first.line})" if first else ""
+                raise TLXCompileError(
+                    f"loop-carried '{n}' changes type in the loop: {_describe(old)}{where} becomes "
+                    f"{_describe(new)} at line {last.line if last else '?'}",
+                    last or self.loc_of(node),
+                    hint="a value carried around a loop must keep its type (the same dtype, shape and buffer type); "
+                         "convert it back (e.g. .to(...)) or use a new name")
+            vals.extend(f)
+        self.builder.create("scf.yield", [vals], [])
+
+    def visit_While(self, node: ast.While) -> None:
+        if node.orelse:
+            raise self.error(node, "`while ... else` is not supported in kernels")
+        liveins = dict(self.scope)
+        carried = self._carried_names(node.body, liveins, ignore=set(), node=node)
+        inits: List[Value] = []
+        for n in carried:
+            inits.extend(_flatten(liveins[n]) or [])
+        rnames = [n for n in carried for _ in (_flatten(liveins[n]) or [])]
+        wop = self.builder.create("scf.while", [inits], [v.type for v in inits], None, 2, result_names=rnames)
+        before, after = wop.regions[0].block, wop.regions[1].block
+        bargs = [before.add_arg(v.type, n) for v, n in zip(inits, rnames)]
+        aargs = [after.add_arg(v.type, n) for v, n in zip(inits, rnames)]
+        saved_block, saved_index = self.builder.block, self.builder.index
+
+        def bind(vals: List[Value]) -> None:
+            self.scope = dict(liveins)
+            pos = 0
+            for n in carried:
+                w, pos = _unflatten(liveins[n], vals, pos)
+                self.scope[n] = w
+
+        try:
+            self.builder.set_insertion_point_to_end(before)
+            bind(bargs)
+            cond = self._as_condition(self.visit(node.test), node)
+            if not isinstance(cond, tensor):
+                raise self.error(node, "a `while` condition must be a runtime scalar",
+                                 hint="for a compile-time number of iterations use tl.static_range")
+            self.builder.create("scf.condition", [cond.handle, bargs], [])
+            self.builder.set_insertion_point_to_end(after)
+            bind(aargs)
+            self.loop_depth += 1
+            try:
+                self.visit_stmts(node.body)
+                self._yield_carried(node, carried, liveins, aargs)
+            finally:
+                self.loop_depth -= 1
+        finally:
+            self.builder.block, self.builder.index = saved_block, saved_index
+        bind(list(wop.results))
+
+    # ---- with: warp specialization ------------------------------------------------------------------
+    def visit_With(self, node: ast.With) -> None:
+        from . import warp_spec
+
+        if len(node.items) != 1:
+            raise self.error(node, "a `with` statement in a kernel takes one context manager")
+        ctxobj = self.visit(node.items[0].context_expr)
+        if isinstance(ctxobj, warp_spec.AsyncTask):
+            raise self.error(node, "tlx.async_task(...) must be directly inside `with tlx.async_tasks():`")
+        if not isinstance(ctxobj, warp_spec.AsyncTasks):
+            raise self.error(node, f"unsupported context manager in a kernel: {ctxobj!r}",
+                             hint="only `with tlx.async_tasks():` / `with tlx.async_task(...):` are supported")
+        if node.items[0].optional_vars is not None:
+            raise self.error(node, "`with tlx.async_tasks() as x` binds nothing; drop `as x`")
+        if self.partition is not None or self.ctx.in_partition:
+            raise self.error(node, "async_tasks cannot be nested")
+        tasks = self._collect_tasks(node.body)
+        defaults = [t for t in tasks if t[0].is_default]
+        if len(defaults) != 1:
+            raise self.error(node, f"async_tasks needs exactly one async_task('default'), found {len(defaults)}")
+        workers = [t for t in tasks if not t[0].is_default]
+        regs = [t[0].registers for t in workers]
+        if any(r is not None for r in regs) and any(r is None for r in regs):
+            raise self.error(node, "either every worker async_task gives registers= or none does")
+        if not workers:  # only the default survived: no warp specialization
+            self.visit_stmts(defaults[0][1].body)
+            return
+        ws = _WarpSpecialize()
+        part_warps, part_regs, replicas = [], [], []
+        for task, _ in workers:
+            for r in builtins.range(task.replicate):
+                part_warps.append(task.num_warps)
+                if task.registers is not None:
+                    part_regs.append(task.registers)
+                replicas.append(r)
+        attrs: Dict[str, Any] = {"partition_num_warps": part_warps, "partition_registers": part_regs}
+        if defaults[0][0].registers is not None:
+            attrs["default_registers"] = defaults[0][0].registers
+        wsop = self.builder.create("tlx.warp_specialize", [[]], [], attrs, 1 + len(part_warps))
+        saved_block, saved_index = self.builder.block, self.builder.index
+        liveins = dict(self.scope)
+        try:
+            # the default partition sees the enclosing values directly
+            self.builder.set_insertion_point_to_end(wsop.regions[0].block)
+            self.ctx.replica_id = 0
+            self.visit_stmts(defaults[0][1].body)
+            self.builder.create("tlx.ws_yield", [], [])
+            self.scope = dict(liveins)
+            k = 0
+            for task, wnode in workers:
+                for r in builtins.range(task.replicate):
+                    blk = wsop.regions[1 + k].block
+                    for c in ws.captures:
+                        blk.add_arg(c.type, c.name)
+                    ws.blocks.append(blk)
+                    part = _Partition(ws, blk)
+                    self.builder.set_insertion_point_to_end(blk)
+                    self.ctx.replica_id = r
+                    self.ctx.in_partition = True
+                    saved_part = self.partition
+                    self.partition = part
+                    self.ctx.const_anchor.append(blk)
+                    try:
+                        self.visit_stmts(wnode.body)
+                    finally:
+                        self.ctx.const_anchor.pop()
+                        self.partition = saved_part
+                        self.ctx.in_partition = False
+                    self.builder.create("tlx.ws_return", [], [])
+                    self.scope = dict(liveins)
+                    k += 1
+        finally:
+            self.ctx.replica_id = None
+            self.builder.block, self.builder.index = saved_block, saved_index
+        self._drop_unused_captures(wsop, ws)
+        wsop.set_operands([ws.captures])
+
+    @staticmethod
+    def _drop_unused_captures(wsop: Operation, ws: _WarpSpecialize) -> None:
+        """A capture no partition reads (e.g. a descriptor named only in a compile-time query such
+        as tlx.dtype_of) is removed from the op and from every partition's arguments."""
+        blocks = [r.block for r in wsop.regions[1:]]
+        keep = [i for i in range(len(ws.captures)) if any(b.args[i].uses for b in blocks)]
+        if len(keep) == len(ws.captures):
+            return
+        ws.captures = [ws.captures[i] for i in keep]
+        for b in blocks:
+            b.args = [b.args[i] for i in keep]
+            for j, a in enumerate(b.args):
+                a.index = j
+
+    def _collect_tasks(self, stmts: Sequence[ast.stmt]) -> List[Tuple[Any, ast.With]]:
+        from . import warp_spec
+
+        out: List[Tuple[Any, ast.With]] = []
+        for s in stmts:
+            if isinstance(s, ast.With) and len(s.items) == 1:
+                obj = self.visit(s.items[0].context_expr)
+                if not isinstance(obj, warp_spec.AsyncTask):
+                    raise self.error(s, "only `with tlx.async_task(...):` blocks may appear inside async_tasks")
+                out.append((obj, s))
+            elif isinstance(s, ast.If):
+                cond = self._as_condition(self.visit(s.test), s)
+                if isinstance(cond, tensor):
+                    raise self.error(s, "inside async_tasks an `if` must test a compile-time value")
+                out.extend(self._collect_tasks(s.body if cond else s.orelse))
+            elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
+                continue
+            elif isinstance(s, ast.Pass):
+                continue
+            else:
+                raise self.error(s, "async_tasks may contain only `with tlx.async_task(...):` blocks "
+                                    "(or compile-time `if`s around them)")
+        return out
+
+    # ---- expressions --------------------------------------------------------------------------------
+    def lookup(self, name: str, node: ast.AST) -> Any:
+        if name in self.scope:
+            v = self.scope[name]
+        elif name in self.globals:
+            v = self.globals[name]
+        elif name in self.jitfn.closure:
+            v = self.jitfn.closure[name]
+        elif hasattr(builtins, name):
+            return getattr(builtins, name)
+        else:
+            raise self.error(node, f"name '{name}' is not defined",
+                             hint="names first bound inside a loop or branch do not outlive it; bind it before")
+        if self.partition is not None:
+            v = self._remap(v)
+        return v
+
+    def _remap(self, v: Any) -> Any:
+        """In a worker partition, values from outside become the partition's capture arguments."""
+        if isinstance(v, Handle):
+            h = v.handle
+            if not self._defined_inside(h, self.partition.block):  # type: ignore[union-attr]
+                part = self.partition
+                k = id(h)
+                if k not in part.map:  # type: ignore[union-attr]
+                    part.map[k] = part.ws.capture(h, part, self)  # type: ignore[union-attr]
+                return wrap_value(part.map[k], v)  # type: ignore[union-attr]
+            return v
+        if isinstance(v, (tuple, list)) and any(isinstance(x, (Handle, tuple, list)) for x in v):
+            r = [self._remap(x) for x in v]
+            return tuple(r) if isinstance(v, tuple) else r
+        return v
+
+    @staticmethod
+    def _defined_inside(v: Value, block: Block) -> bool:
+        from tlx.compiler.ir import BlockArgument
+
+        b = v.owner if isinstance(v, BlockArgument) else (v.owner.parent if v.defining_op is not None else None)  # type: ignore[attr-defined]
+        while b is not None:
+            if b is block:
+                return True
+            op = b.parent_op
+            b = op.parent if op is not None else None
+        return False
+
+    def visit_Name(self, node: ast.Name) -> Any:
+        return self.lookup(node.id, node)
+
+    def visit_Constant(self, node: ast.Constant) -> Any:
+        return node.value
+
+    def visit_Tuple(self, node: ast.Tuple) -> Any:
+        return tuple(self._elts(node.elts))
+
+    def visit_List(self, node: ast.List) -> Any:
+        return list(self._elts(node.elts))
+
+    def _elts(self, elts: Sequence[ast.expr]) -> List[Any]:
+        out: List[Any] = []
+        for e in elts:
+            if isinstance(e, ast.Starred):
+                v = self.visit(e.value)
+                if _is_runtime(v) and not isinstance(v, (tuple, list)):
+                    raise self.error(e, "cannot unpack a runtime value with *")
+                out.extend(v)
+            else:
+                out.append(self.visit(e))
+        return out
+
+    def visit_Dict(self, node: ast.Dict) -> Any:
+        return {unwrap(self.visit(k)): self.visit(v) for k, v in zip(node.keys, node.values)}
+
+    def visit_Slice(self, node: ast.Slice) -> Any:
+        f = lambda x: unwrap(self.visit(x)) if x is not None else None  # noqa: E731
+        return slice(f(node.lower), f(node.upper), f(node.step))
+
+    def visit_Attribute(self, node: ast.Attribute) -> Any:
+        base = self.visit(node.value)
+        try:
+            return getattr(base, node.attr)
+        except AttributeError:
+            what = getattr(base, "__name__", None) if inspect.ismodule(base) else None
+            if what:
+                raise self.error(node, f"{what} has no attribute '{node.attr}'",
+                                 hint="see the supported API in the README") from None
+            raise self.error(node, f"{_describe(base)} has no attribute '{node.attr}'") from None
+
+    def visit_Subscript(self, node: ast.Subscript) -> Any:
+        base = self.visit(node.value)
+        idx = self.visit(node.slice)
+        if isinstance(base, Handle):
+            return base[idx]  # type: ignore[index]
+        idx = unwrap(idx)
+        if _is_runtime(idx):
+            raise self.error(node, "a tuple or list can only be indexed with a compile-time integer")
+        return unwrap(base)[idx]
+
+    def visit_Index(self, node: Any) -> Any:  # Python 3.8 compatibility node
+        return self.visit(node.value)
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> Any:
+        parts = []
+        for v in node.values:
+            if isinstance(v, ast.Constant):
+                parts.append(str(v.value))
+            else:
+                x = self.visit(v.value)  # type: ignore[attr-defined]
+                if _is_runtime(x):
+                    raise self.error(node, "an f-string can only format compile-time values")
+                parts.append(format(unwrap(x), self.visit(v.format_spec) if v.format_spec else ""))  # type: ignore[attr-defined]
+        return "".join(parts)
+
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> Any:
+        return format(unwrap(self.visit(node.value)))
+
+    _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
+               ast.Mod: "mod", ast.BitAnd: "and_", ast.BitOr: "or_", ast.BitXor: "xor", ast.LShift: "lshift",
+               ast.RShift: "rshift", ast.Pow: "pow", ast.MatMult: "matmul"}
+
+    def binop(self, op: ast.operator, a: Any, b: Any, node: ast.AST) -> Any:
+        import operator as pyop
+
+        a, b = unwrap(a), unwrap(b)
+        name = self._BINOPS.get(type(op))
+        if name is None:
+            raise self.error(node, f"operator {type(op).__name__} is not supported")
+        fn = getattr(pyop, name)
+        if isinstance(a, Handle) or isinstance(b, Handle):
+            if not isinstance(a, tensor) and isinstance(a, Handle) or not isinstance(b, tensor) and isinstance(b, Handle):
+                raise self.error(node, f"unsupported operand types for {type(op).__name__}: {_describe(a)} and {_describe(b)}")
+            if name in ("pow", "matmul"):
+                raise self.error(node, f"operator {'**' if name == 'pow' else '@'} is not supported on tensors",
+                                 hint="use tl.dot for matrix products" if name == "matmul" else None)
+        return fn(a, b)
+
+    def visit_BinOp(self, node: ast.BinOp) -> Any:
+        return self.binop(node.op, self.visit(node.left), self.visit(node.right), node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> Any:
+        v = unwrap(self.visit(node.operand))
+        if isinstance(v, Handle) and not isinstance(v, tensor):
+            raise self.error(node, f"unary operator on {_describe(v)}")
+        if isinstance(node.op, ast.Not):
+            return semantic.not_(v) if isinstance(v, tensor) else (not v)
+        if isinstance(node.op, ast.USub):
+            return -v
+        if isinstance(node.op, ast.UAdd):
+            return +v
+        if isinstance(node.op, ast.Invert):
+            return ~v
+        raise self.error(node, f"unary operator {type(node.op).__name__} is not supported")
+
+    _CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+
+    def visit_Compare(self, node: ast.Compare) -> Any:
+        import operator as pyop
+
+        left = unwrap(self.visit(node.left))
+        result: Any = True
+        for op, right_node in zip(node.ops, node.comparators):
+            right = unwrap(self.visit(right_node))
+            if isinstance(op, (ast.Is, ast.IsNot)):
+                r = (left is right) if isinstance(op, ast.Is) else (left is not right)
+            elif isinstance(op, (ast.In, ast.NotIn)):
+                if _is_runtime(left) or _is_runtime(right):
+                    raise self.error(node, "`in` works only on compile-time values")
+                r = (left in right) if isinstance(op, ast.In) else (left not in right)
+            else:
+                name = self._CMPOPS[type(op)]
+                if isinstance(left, Handle) or isinstance(right, Handle):
+                    if not all(isinstance(x, tensor) or not isinstance(x, Handle) for x in (left, right)):
+                        raise self.error(node, f"cannot compare {_describe(left)} and {_describe(right)}")
+                    if len(node.ops) > 1:
+                        raise self.error(node, "chained comparisons of runtime values are not supported",
+                                         hint="write (a < b) & (b < c)")
+                    return semantic.compare(left, right, name)
+                r = getattr(pyop, name)(left, right)
+            if not r:
+                return r
+            result = r
+            left = right
+        return result
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> Any:
+        is_and = isinstance(node.op, ast.And)
+        acc: Any = None
+        runtime: List[Any] = []
+        for v_node in node.values:
+            v = unwrap(self.visit(v_node))
+            if isinstance(v, tensor):
+                runtime.append(v)
+                continue
+            if isinstance(v, Handle):
+                raise self.error(node, f"{_describe(v)} cannot be used in `and` / `or`")
+            if is_and and not v:
+                return v if not runtime else semantic.full(runtime[0].shape, False, core.int1) if runtime[0].shape else semantic.scalar_constant(False, core.int1)
+            if not is_and and v:
+                return v if not runtime else semantic.full(runtime[0].shape, True, core.int1) if runtime[0].shape else semantic.scalar_constant(True, core.int1)
+            acc = v
+        if not runtime:
+            return acc
+        out = runtime[0]
+        for r in runtime[1:]:
+            out = semantic.logical_and(out, r) if is_and else semantic.logical_or(out, r)
+        return semantic.cast(out, core.int1)
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        from .jit import JITFunction
+
+        fn = self.visit(node.func)
+        args = self._elts(node.args)
+        kwargs: Dict[str, Any] = {}
+        for k in node.keywords:
+            if k.arg is None:
+                d = self.visit(k.value)
+                if not isinstance(d, dict):
+                    raise self.error(node, "** needs a compile-time dict")
+                kwargs.update(d)
+            else:
+                kwargs[k.arg] = self.visit(k.value)
+        if isinstance(fn, JITFunction):
+            return self.inline(fn, args, kwargs, node)
+        if getattr(fn, "__tlx_builtin__", False):
+            return fn(*args, **kwargs)
+        if inspect.ismethod(fn) and isinstance(fn.__self__, Handle):
+            return fn(*args, **kwargs)
+        if fn in (builtins.min, builtins.max) and any(_is_runtime(a) for a in args):
+            if len(args) != 2 or kwargs:
+                raise self.error(node, f"{fn.__name__}() of runtime values takes exactly two arguments")
+            return semantic.minimum(*args) if fn is builtins.min else semantic.maximum(*args)
+        if fn is builtins.abs and args and isinstance(unwrap(args[0]), tensor):
+            return semantic.abs_(args[0])
+        if fn is builtins.range:
+            raise self.error(node, "range() can only be used as the iterator of a `for` loop")
+        if fn is core.constexpr:
+            return unwrap(args[0]) if args else None
+        if fn is builtins.print:
+            raise self.error(node, "print() is not supported in kernels", hint="use tl.static_print for compile-time values")
+        if fn in (builtins.int, builtins.float, builtins.bool) and args and _is_runtime(args[0]):
+            raise self.error(node, f"{fn.__name__}() of a runtime value is not supported",
+                             hint="use .to(tl.int32) / .to(tl.float32) / != 0")
+        if fn in (builtins.len,) and args and isinstance(unwrap(args[0]), Handle):
+            raise self.error(node, "len() of a runtime value is not supported", hint="use x.shape[0]")
+        if any(_is_runtime(a) for a in list(args) + list(kwargs.values())):
+            name = getattr(fn, "__name__", repr(fn))
+            raise self.error(node, f"cannot pass runtime values to the Python function '{name}'",
+                             hint=f"decorate '{name}' with @tlx.jit to call it from a kernel")
+        if not callable(fn):
+            raise self.error(node, f"{_describe(fn)} is not callable")
+        return fn(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in kwargs.items()})
+
+    def inline(self, fn: Any, args: List[Any], kwargs: Dict[str, Any], node: ast.AST) -> Any:
+        """Trace a nested @tlx.jit function in place."""
+        if self.depth >= _MAX_INLINE_DEPTH:
+            raise self.error(node, "too many nested @tlx.jit calls (recursion is not supported)")
+        try:
+            bound = fn.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise self.error(node, f"bad call to {fn.__name__}(): {e}") from None
+        bound.apply_defaults()
+        scope: Dict[str, Any] = {}
+        for p in fn.params:
+            v = bound.arguments[p.name]
+            if p.is_constexpr and _is_runtime(v):
+                raise self.error(node, f"{fn.__name__}(): parameter '{p.name}' is a tl.constexpr but got {_describe(v)}",
+                                 hint="pass a compile-time value")
+            scope[p.name] = unwrap(v) if p.is_constexpr else v
+        sub = Tracer(fn, self.ctx, scope, self.depth + 1, self.partition)
+        sub.run_body(fn.body())
+        return sub.ret_value
+
+    def visit_Lambda(self, node: ast.Lambda) -> Any:
+        raise self.error(node, "lambdas are not supported in kernels", hint="define a @tlx.jit helper function")
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> Any:
+        v = self.visit(node.value)
+        self.assign(node.target, v, node)
+        return self.scope[node.target.id]
+
+
+_UNSUPPORTED_HINTS = {
+    "FunctionDef": "define helpers at module level with @tlx.jit",
+    "ClassDef": "define classes outside the kernel",
+    "Try": "kernels cannot catch exceptions",
+    "Raise": "use tl.static_assert for compile-time checks",
+    "Global": "pass the value as a kernel argument or a tl.constexpr",
+    "Nonlocal": "pass the value as a kernel argument or a tl.constexpr",
+    "ListComp": "build the tuple with tl.static_range or write the elements out",
+    "GeneratorExp": "build the tuple with tl.static_range or write the elements out",
+    "DictComp": "comprehensions are not supported in kernels",
+    "SetComp": "comprehensions are not supported in kernels",
+    "Import": "import modules at the top of the file",
+    "ImportFrom": "import modules at the top of the file",
+    "Yield": "kernels are not generators",
+    "Await": "kernels are not coroutines",
+    "AsyncFor": "kernels are not coroutines",
+    "AsyncWith": "kernels are not coroutines",
+    "Set": "use a tuple",
+    "Starred": "unpacking with * is only supported in calls and tuples of compile-time values",
+    "Match": "use if / elif",
+}
