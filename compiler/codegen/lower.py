@@ -339,7 +339,6 @@ class KernelLowering:
         repeated when the previous instruction is that same barrier."""
         p = self.part
         args = ("0",) if p.whole_cta else (str(p.barrier_id), str(p.threads))
-        p.cache["pending_fence"] = False
         code = self.e.code
         if code and code[-1].op == "bar.sync" and tuple(code[-1].args) == args and code[-1].pred is None:
             return
@@ -613,7 +612,8 @@ class KernelLowering:
         lines.extend(e.render_decls())
         lines.append("")
         lines.extend(code)
-        lines.append("\tret;")
+        if not code or code[-1].strip() != "ret;":
+            lines.append("\tret;")
         lines.append("}")
         return "\n".join(lines) + "\n"
 
@@ -622,8 +622,8 @@ class KernelLowering:
             return self.user_maxnreg
         if self.setmaxnreg_used:
             # setmaxnreg only works under a register cap at entry: the even split of the file
-            per = MAX_THREADS_REGS // (self.total_warps * 32)
-            return min(255, per - per % 8)
+            per = min(248, MAX_THREADS_REGS // (self.total_warps * 32))
+            return per - per % 8
         return None
 
     def _abi(self) -> KernelABI:

@@ -3,15 +3,12 @@ and CTA barriers, fences, wgmma (`async_dot` / `async_dot_wait`) and device-side
 creation.
 
 Single-thread issue: TMA and bulk copies, expect-tx and arrives are issued by the partition's
-leader thread (thread 0 of the partition). A generic→async proxy fence (`fence.proxy.async`)
-is followed by a partition barrier before the next async op that consumes shared memory (the
-writer threads fence, the barrier orders them before the issuing thread): the barrier is
-emitted lazily — before the first TMA / bulk copy / wgmma after the fence, or before a loop
-that follows the fence (so a fence hoisted out of a loop costs one barrier, not one per
-iteration). A TMA store is always preceded by a partition barrier (all threads' data, one
-issuing thread), and `tma_store_wait` is followed by one (only the issuing thread owns the
-bulk group; the barrier makes every thread wait for it). Arrives and expect-tx follow TLX:
-a partition barrier, then the leader arrives.
+leader thread (thread 0 of the partition); commits and waits of bulk groups too (the group is
+the issuing thread's). The barriers that order other threads' shared-memory accesses around
+these ops (after a proxy fence and before a TMA store, before an arrive that publishes
+generic reads, after a TMA-store wait before the buffer is rewritten, after mbarrier
+initialization) are `tlx.cta_barrier` ops placed by the CTA-barrier pass; this module lowers
+them to the partition's barrier.
 
 wgmma: operands in NVMMA shared layouts become 64-bit matrix descriptors (start address,
 leading / stride byte offsets of the swizzle atoms, swizzle mode, K-major or MN-major from the
@@ -37,16 +34,9 @@ from .values import Barriers, Desc, Scalar, SmemView, Tensor, Token, reg_kind
 # fences and barriers
 # ---------------------------------------------------------------------------------------------
 
-def flush_fence(lw: KernelLowering) -> None:
-    """The partition barrier owed by a proxy fence emitted since the last barrier."""
-    if lw.part.cache.get("pending_fence"):
-        lw.part_barrier()
-
-
 @lowers("tlx.fence_async_shared")
 def _fence_async_shared(lw: KernelLowering, op: Operation) -> None:
     lw.e("fence.proxy.async.shared::cluster" if op.attrs.get("cluster") else "fence.proxy.async.shared::cta")
-    lw.part.cache["pending_fence"] = True
 
 
 @lowers("tlx.fence")
@@ -64,8 +54,6 @@ def _named_barrier(lw: KernelLowering, op: Operation) -> None:
     i, n = int(op.attrs["id"]), int(op.attrs["count"])
     lw.user_barriers.append((i, op))
     lw.e("bar.sync" if op.name.endswith("wait") else "bar.arrive", str(i), str(n))
-    if op.name.endswith("wait"):
-        lw.part.cache["pending_fence"] = False
 
 
 @lowers("tlx.alloc_barriers")
@@ -77,8 +65,6 @@ def _alloc_barriers(lw: KernelLowering, op: Operation) -> None:
     for i in range(n):
         a = f"[{addr}+{8 * i}]" if i else f"[{addr}]"
         lw.e("mbarrier.init.shared::cta.b64", a, str(count), pred=lw.part.leader)
-    # every thread must see the initialized barriers before it uses them
-    lw.part_barrier()
     lw.set(op.result, Barriers(addr, n, True))
 
 
@@ -97,7 +83,6 @@ def _opt_pred(lw: KernelLowering, op: Operation) -> Optional[str]:
 @lowers("tlx.barrier_expect_bytes")
 def _expect_bytes(lw: KernelLowering, op: Operation) -> None:
     a = _bar_addr(lw, op.arg("bar"))
-    lw.part_barrier()
     p = lw.and_pred(lw.part.leader, _opt_pred(lw, op))
     lw.e("mbarrier.arrive.expect_tx.shared::cta.b64", "_", f"[{a}]", str(int(op.attrs["bytes"])), pred=p)
 
@@ -105,7 +90,6 @@ def _expect_bytes(lw: KernelLowering, op: Operation) -> None:
 @lowers("tlx.barrier_arrive")
 def _arrive(lw: KernelLowering, op: Operation) -> None:
     a = _bar_addr(lw, op.arg("bar"))
-    lw.part_barrier()
     p = lw.and_pred(lw.part.leader, _opt_pred(lw, op))
     count = int(op.attrs.get("count", 1))
     if count == 1:
@@ -237,7 +221,6 @@ def _tma_load(lw: KernelLowering, op: Operation) -> None:
     bar = _bar_addr(lw, op.arg("bar"))
     offs = op.group("offsets")
     box, pieces = _tma_geometry(lw, view, desc, op)
-    flush_fence(lw)
     p = lw.and_pred(lw.part.leader, _opt_pred(lw, op))
     rank = len(offs)
     for off, dl in pieces:
@@ -251,7 +234,6 @@ def _tma_store(lw: KernelLowering, op: Operation) -> None:
     view: SmemView = lw.val(op.arg("src"))  # type: ignore[assignment]
     offs = op.group("offsets")
     box, pieces = _tma_geometry(lw, view, desc, op)
-    lw.part_barrier()
     p = lw.part.leader
     rank = len(offs)
     for off, dl in pieces:
@@ -263,7 +245,6 @@ def _tma_store(lw: KernelLowering, op: Operation) -> None:
 @lowers("tlx.tma_store_wait")
 def _tma_store_wait(lw: KernelLowering, op: Operation) -> None:
     lw.e("cp.async.bulk.wait_group.read", str(int(op.attrs["pendings"])), pred=lw.part.leader)
-    lw.part_barrier()
 
 
 @lowers("tlx.tma_prefetch")
@@ -278,7 +259,6 @@ def _tma_prefetch(lw: KernelLowering, op: Operation) -> None:
 def _bulk_load(lw: KernelLowering, op: Operation) -> None:
     view: SmemView = lw.val(op.arg("dst"))  # type: ignore[assignment]
     bar = _bar_addr(lw, op.arg("bar"))
-    flush_fence(lw)
     lw.e("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes", _view_addr(lw, view, 0),
          f"[{lw.scalar(op.arg('src'))}]", str(int(op.attrs["size"])), f"[{bar}]", pred=lw.part.leader)
 
@@ -286,7 +266,6 @@ def _bulk_load(lw: KernelLowering, op: Operation) -> None:
 @lowers("tlx.async_store")
 def _bulk_store(lw: KernelLowering, op: Operation) -> None:
     view: SmemView = lw.val(op.arg("src"))  # type: ignore[assignment]
-    lw.part_barrier()
     p = lw.part.leader
     lw.e("cp.async.bulk.global.shared::cta.bulk_group", f"[{lw.scalar(op.arg('dst'))}]", _view_addr(lw, view, 0),
          lw.scalar(op.arg("size")), pred=p)
@@ -345,7 +324,10 @@ def _make_desc(lw: KernelLowering, op: Operation) -> None:
     rank = t.rank
     eb = max(1, t.element.bits // 8)
     sw, box = _desc_users_encoding(lw, op.result)
-    s = lw.scratch(op)
+    s0 = lw.scratch(op)
+    s1, s = em.tmp("b32"), em.tmp("b32")
+    em("add.s32", s1, s0, "127")
+    em("and.b32", s, s1, "-128")  # tensormaps in shared memory are 128-byte aligned
     # the program's slot in global scratch
     slot = lw.global_scratch_per_program
     lw.global_scratch_per_program += 128
@@ -566,7 +548,6 @@ def _async_dot(lw: KernelLowering, op: Operation) -> None:
     wg_cols = [b[1] for b in m.warp]
     for j in range(min(2, len(wg_rows))):
         wg_rows[j] = 0  # within a warpgroup: the instruction's own rows
-    flush_fence(lw)
     b_desc, b_mn, binfo = _operand(lw, bview, 1, n, kstep, op.loc, wg_cols)
     a_reg = isinstance(a_v.type, T.TensorType)
     if a_reg:

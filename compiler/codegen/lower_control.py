@@ -85,8 +85,6 @@ def _for(lw: KernelLowering, op: Operation) -> None:
     iv = e.named(kind, lw.hint(blk.args[0], "iv"))
     e(f"mov.b{kind[1:]}", iv, lw.scalar(lb))
     homes = [_home(lw, v, a, op) for v, a in zip(op.group("inits"), blk.args[1:])]
-    from .lower_async import flush_fence
-    flush_fence(lw)  # a fence hoisted in front of the loop owes its barrier here, not every iteration
     head, exit_ = e.new_label("loop"), e.new_label("loop_exit")
     p = e.tmp("pred")
     e(f"setp.ge.{ct}", p, iv, lw.scalar(ub))
@@ -214,7 +212,7 @@ def plan_partitions(lw: KernelLowering, op: Operation) -> PartitionPlan:
     dflt = op.attrs.get("default_registers")
     requested = [dflt] + (regs_attr if regs_attr else [None] * (len(nw) - 1))
     requested = [None if (r is None or r == 0) else int(r) for r in requested]
-    per_thread = 65536 // (total * 32)
+    per_thread = min(248, 65536 // (total * 32))  # the entry cap: a multiple of 8, at most 255
     per_thread -= per_thread % 8
     wg_regs: Optional[List[int]] = None
     if any(r is not None for r in requested):
@@ -267,6 +265,8 @@ def _warp_specialize(lw: KernelLowering, op: Operation) -> None:
     lw.reserved_barriers[1] = "warp specialization"
     if plan.wg_regs is not None:
         lw.setmaxnreg_used = True
+    # entering warp specialization synchronizes the CTA (the CTA-barrier pass relies on it)
+    lw.part_barrier()
     # dispatch by warpgroup
     raw = e.tmp("b32")
     e("mov.u32", raw, "%tid.x")
@@ -311,6 +311,11 @@ def _warp_specialize(lw: KernelLowering, op: Operation) -> None:
         e("ret")  # padding warps
     # worker partitions
     caps = op.group("captures")
+    for c in caps:
+        if isinstance(c.type, T.TensorType):
+            raise TLXCompileError("a register tensor cannot be captured by a warp-specialize partition (other "
+                                  "warps hold its registers)", op.loc,
+                                  hint="recompute the tensor inside the partition, or pass it through shared memory")
     for k in range(1, nparts):
         region = op.regions[k]
         e.label(part_labels[k])  # type: ignore[arg-type]

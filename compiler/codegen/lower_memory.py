@@ -584,12 +584,10 @@ def _atomic(lw: KernelLowering, op: Operation, cas: bool) -> None:
         em(ins, d, f"[{ptr.reg}]", *[lw.scalar(v) for v in operand_vals], pred=p)
         if used:
             s = lw.scratch(op)
-            lw.part_barrier()
             em(f"st.shared.b{e.bits}", f"[{s}]", d, pred=lw.part.leader)
             lw.part_barrier()
             d2 = em.named(reg_kind(e), lw.hint(res, "old"))
             em(f"ld.shared.b{e.bits}", d2, f"[{s}]")
-            lw.part_barrier()
             d = d2
         lw.set(res, Scalar(d, e))
         return

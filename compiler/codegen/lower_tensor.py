@@ -139,11 +139,9 @@ def _convert(lw: KernelLowering, op: Operation) -> None:
         _set_alias(lw, op, regs, m, t.element, op.arg("src"))
         return
     view = scratch_view(lw, op, tuple(t.shape), t.element)
-    lw.part_barrier()
     smem_store(lw, view, s)
-    lw.part_barrier()
+    lw.part_barrier()  # other threads' stores before this thread's loads (around the op: CTA-barrier pass)
     regs = smem_load(lw, view, m, t.element, lw.hint(op.result, "cvt"))
-    lw.part_barrier()
     lw.set(op.result, Tensor(regs, m, t.element))
 
 
@@ -373,7 +371,6 @@ def _reduce(lw: KernelLowering, op: Operation) -> None:
         for rank, j in enumerate(wbits):
             wai_vals[j] = 1 << rank
         t_wai, _ = lw.thread_linear([0] * len(sm.lane), wai_vals)
-        lw.part_barrier()
         rcoords = rm.reg_coords()
         slot_addr: List[str] = []
         for r in range(len(vals)):
@@ -418,7 +415,6 @@ def _reduce(lw: KernelLowering, op: Operation) -> None:
             vals[r] = cur_v  # type: ignore[assignment]
             if arg:
                 idxs[r] = cur_i  # type: ignore[assignment]
-        lw.part_barrier()
     out = idxs if arg else vals
     ok = "b32" if arg else k
     final = em.named_array(ok, len(out), lw.hint(res, "red"))

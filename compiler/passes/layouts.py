@@ -3,12 +3,13 @@ buffer a shared layout, and every op that needs scratch shared memory a `scratch
 
 Rule. Runs after the fence passes' structured stage and before shared-memory allocation.
 
-1. *Anchors.* Global-memory ops (`tt.load`, `tt.store`, `tt.atomic_*`, `tlx.async_load`) get a
-   coalesced blocked layout for their pointer tensor and everything that travels with it (mask,
-   other, value, result): 16-byte vectors per thread along the most contiguous dimension where
-   contiguity and alignment allow (axis analysis over `tt.make_range`, `tt.hint` and the
-   function's ``divisibility``), lanes and warps filled along that dimension first. Results and
-   accumulators of `tlx.async_dot` get the wgmma accumulator layout of their partition's warps.
+1. *Anchors.* Results and accumulators of `tlx.async_dot` get the wgmma accumulator layout of
+   their partition's warps, and propagate first (step 2). Then global-memory ops (`tt.load`,
+   `tt.store`, `tt.atomic_*`, `tlx.async_load`) get a coalesced blocked layout for their pointer
+   tensor, and so do their mask, other, value and result unless already reached: 16-byte vectors
+   per thread along the most contiguous dimension where contiguity and alignment allow (axis
+   analysis over `tt.make_range`, `tt.hint` and the function's ``divisibility``), lanes and warps
+   filled along that dimension first.
 2. *Propagation.* From the anchors, layouts flow to unassigned values through elementwise ops
    (one layout for all operands and results), broadcasts, `expand_dims` / reductions (slice
    layouts), trans / reshape / join / split (linear layouts), loop-carried values and `if`
@@ -137,11 +138,8 @@ class LayoutPass:
             self._reg(r, warps)
         n = op.name
         if n == "tlx.warp_specialize":
-            for v in op.group("captures"):
-                if _is_tensor(v):
-                    raise TLXCompileError("a register tensor cannot be captured by a warp-specialize partition",
-                                          op.loc, hint="recompute the tensor inside the partition, or pass it "
-                                          "through shared memory")
+            # a captured register tensor gets a layout of its own in each partition (no relation
+            # edge: the partitions' threads differ); the code generator rejects such captures
             for i, r in enumerate(op.regions):
                 w = warps if i == 0 else int(op.attrs["partition_num_warps"][i - 1])
                 for a in r.block.args:
@@ -157,8 +155,7 @@ class LayoutPass:
         if _is_elementwise(op):
             self._same(list(op.operands) + list(op.results))
         elif n in _MEMORY_GROUPS:
-            grp = [op.arg(g) for g in _MEMORY_GROUPS[n]]
-            self._same([v for v in grp if v is not None] + list(op.results))
+            pass  # no relation edges: the anchor gives the pointer (and what is unassigned) its layout
         elif n == "tt.broadcast":
             s, r = op.arg("src"), op.result
             self._edge(r, s, lambda l: R.broadcast_src(l, r.type.shape, s.type.shape),
@@ -225,18 +222,17 @@ class LayoutPass:
         vec = min(vec, max(1, 16 // eb))
         return R.blocked_for(t.shape, warps, order, vec)
 
-    def _anchor(self, op: Operation, warps: int) -> None:
+    def _anchor(self, op: Operation, warps: int, memory: bool) -> None:
         n = op.name
-        if n in _MEMORY_GROUPS:
+        if memory and n in _MEMORY_GROUPS:
             ptr = op.arg(_MEMORY_GROUPS[n][0])
             if _is_tensor(ptr):
                 grp = [op.arg(g) for g in _MEMORY_GROUPS[n]] + list(op.results)
-                have = [self.layout[id(v)] for v in grp if v is not None and id(v) in self.layout]
-                lay = have[0] if have else self.coalesced(ptr, warps)
+                lay = self.layout.get(id(ptr)) or self.coalesced(ptr, warps)
                 for v in grp:
                     if v is not None:
                         self.assign(v, lay)
-        elif n == "tlx.async_dot":
+        elif not memory and n == "tlx.async_dot":
             r = op.result
             if isinstance(r.type, T.TensorType):
                 self.assign(r, self._mma_for(op, warps))
@@ -262,8 +258,13 @@ class LayoutPass:
             self._collect(o, self.nw)
         all_ops: List[Operation] = []
         self._walk(f.regions[0].block.ops, all_ops.append)
+        # wgmma accumulators first (what they flow into follows them, so a conversion lands where
+        # the data is narrowest, e.g. after the cast of an epilogue), then global-memory ops
         for op in all_ops:
-            self._anchor(op, self._warps(op))
+            self._anchor(op, self._warps(op), memory=False)
+        self._drain()
+        for op in all_ops:
+            self._anchor(op, self._warps(op), memory=True)
         self._drain()
         # requirements left unmet: a register A operand, a split's source
         for op in all_ops:
@@ -315,6 +316,12 @@ class LayoutPass:
                 want = op.results[0].type.layout if op.results and _is_tensor(op.results[0]) else None
                 if want is None:
                     continue
+                src = op.operands[0] if len(op.operands) == 1 else None
+                if (src is not None and _is_tensor(src) and src.type.layout != want
+                        and self._eb(op.results[0]) < self._eb(src)):
+                    # a narrowing cast: convert the smaller result, not the wider operand
+                    self._retype_result(op, op.results[0], src.type.layout)
+                    continue
                 for i, v in enumerate(op.operands):
                     if _is_tensor(v):
                         self._require(op, i, want)
@@ -363,6 +370,7 @@ class LayoutPass:
                 for k, arg in enumerate(blk.args[1:]):
                     if _is_tensor(arg):
                         self._require(y, k, arg.type.layout)
+                        self._retype_result(op, op.results[k], arg.type.layout)
             elif n == "scf.if":
                 for r in op.regions:
                     y = r.block.terminator
@@ -379,6 +387,7 @@ class LayoutPass:
                 for k, arg in enumerate(after.args):
                     if _is_tensor(arg):
                         self._require(cond, k + 1, arg.type.layout)
+                        self._retype_result(op, op.results[k], arg.type.layout)
             elif n == "tlx.async_dot":
                 acc = op.arg("acc")
                 if acc is not None:
@@ -627,7 +636,8 @@ def _assign_scratch(m: Module) -> None:
                 if not _is_tensor(op.arg("ptr")) and op.result.uses:
                     nbytes = 8
             elif n == "tt.make_tensor_descriptor":
-                nbytes, align = 128, 128
+                # a 128-byte tensormap, 128-byte aligned (the code aligns inside 256 bytes)
+                nbytes, align = 256, 128
             if nbytes:
                 op.attrs["scratch_bytes"] = int(nbytes)
                 op.attrs["scratch_align"] = align
@@ -641,7 +651,7 @@ def _assign_scratch(m: Module) -> None:
         walk(m.func.regions[0].block.ops)
 
 
-def run(module: Module, options=None) -> Module:
+def run(module: Module, ctx=None) -> Module:
     """Assign layouts to `module` in place (see the module docstring) and return it."""
     LayoutPass(module).run()
     return module
