@@ -4,7 +4,8 @@ kernel (three tensors + an int), launched in a Python loop, through
 
 * raw ``cuda.bindings.driver.cuLaunchKernelEx`` with a prebuilt config and pre-packed
   arguments — the anchor, measured in the same run (every ratio is against it);
-* the bare runtime: ``tlx.runtime.Launcher.launch(grid, args)`` on hand-written PTX;
+* the bare runtime: ``tlx.runtime.Launcher.launch(grid, args)`` on hand-written PTX, and
+  ``bind`` + ``Launcher.launch_bound`` (key and values in one pass: the frontend's path);
 * the full frontend path: ``kernel[grid](...)`` of an ``@tlx.jit`` kernel (specialization key,
   cache lookup, launcher) — reported as n/a until the frontend can launch;
 * Triton ``@triton.jit`` on the same machine, when installed.
@@ -97,6 +98,18 @@ def main(argv: List[str]) -> int:
     l0, l4 = e0.launch, e4.launch
     rows.append(("tlx.runtime Launcher.launch", "empty", time_loop(lambda: l0(g, args0), n, sync)))
     rows.append(("tlx.runtime Launcher.launch", "4 args", time_loop(lambda: l4(g, args4), n, sync)))
+    from tlx.runtime import bind
+
+    lb0, lb4 = e0.launch_bound, e4.launch_bound
+
+    def bound(lb: Any, args: List[Any]) -> Callable[[], None]:
+        def run() -> None:
+            key, values = bind(args, 0)
+            lb(g, values, 0)
+        return run
+
+    rows.append(("bind + Launcher.launch_bound", "empty", time_loop(bound(lb0, args0), n, sync)))
+    rows.append(("bind + Launcher.launch_bound", "4 args", time_loop(bound(lb4, args4), n, sync)))
 
     # full frontend path
     note = ""

@@ -19,6 +19,8 @@ Public API (the frontend builds its specialization key with `signature_of`):
   ====================================  ==========================  ============================
 
 * ``signature_key(args) -> tuple`` — `signature_of` over a sequence, for the cache key.
+* ``bind(args, stream) -> (key, values)`` — the key and the values `Launcher.launch_bound`
+  packs, in one pass (each array is read once per launch).
 * ``describe(arg, stream=-1) -> ArrayInfo`` — pointer, dtype, shape, strides (in elements) of a
   device array, never copying; host numpy arrays are rejected with a `TLXRuntimeError`.
 * ``pointer_and_dtype(arg, stream) -> (ptr, dtype)`` — the launch fast path: one cached getter
@@ -33,6 +35,7 @@ launch stream wait for it (an event, no host sync); DLPack producers are handed 
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Dict, NamedTuple, Tuple
 
 import numpy as np
@@ -221,18 +224,19 @@ def _wait_for_producer(producer: Any, stream: int) -> None:
     driver.call("cuStreamWaitEvent", drv.CUstream(stream), event, 0)
 
 
-_EVENT: Any = None
+_EVENTS = threading.local()  # one ordering event per thread: record+wait pairs never interleave
 
 
 def _order_event() -> Any:
-    global _EVENT
-    if _EVENT is None:
+    event = getattr(_EVENTS, "event", None)
+    if event is None:
         from . import driver
 
         drv = driver.bindings()
         driver.current_context()
-        _EVENT = driver.call("cuEventCreate", drv.CUevent_flags.CU_EVENT_DISABLE_TIMING.value)
-    return _EVENT
+        event = driver.call("cuEventCreate", drv.CUevent_flags.CU_EVENT_DISABLE_TIMING.value)
+        _EVENTS.event = event
+    return event
 
 
 def _cai_pointer(arg: Any, stream: int) -> Tuple[int, str]:
@@ -444,3 +448,39 @@ def signature_key(args: Any) -> Tuple[ArgSignature, ...]:
     one tuple (interned signatures, so hashing and comparing it is cheap)."""
     return tuple(map(signature_of, args))
 
+
+def bind(args: Any, stream: int = -1) -> Tuple[Tuple[ArgSignature, ...], list]:
+    """One pass over the runtime arguments for the frontend's hot path: the specialization key
+    (``signature_of`` of each) and the values `Launcher.launch_bound` packs (device arrays read
+    as their address, with the producer's stream ordered before `stream`; everything else as
+    given: scalars, TensorDescriptors, HostCopy)."""
+    key: list = []
+    values: list = []
+    kadd, vadd = key.append, values.append  # bound once: this loop runs on every launch
+    getters, ptr_sigs, torch_dtypes = _GETTER_BY_TYPE, _PTR_SIGS, _TORCH_DTYPES
+    for arg in args:
+        tp = type(arg)
+        getter = getters.get(tp)
+        if getter is _torch_pointer and arg.is_cuda:  # torch inline: no call, no tuple
+            dtype = torch_dtypes.get(arg.dtype)
+            if dtype is not None:
+                ptr = arg.data_ptr()
+                kadd(ptr_sigs[dtype][ptr % 16 == 0])
+                vadd(ptr)
+                continue
+        if tp is int:
+            kadd(int_signature(arg))
+            vadd(arg)
+            continue
+        if getter is _torch_pointer or getter is _cai_pointer or getter is _dlpack_pointer:
+            ptr, dtype = getter(arg, stream)
+            kadd(_sig("*" + dtype, ptr % 16 == 0))
+            vadd(ptr)
+            continue
+        sig = signature_of(arg)
+        kadd(sig)
+        if sig.type.startswith("*") and kind_of(arg) != "hostcopy":  # first sight of this type
+            vadd(pointer_and_dtype(arg, stream)[0])
+        else:
+            vadd(arg)
+    return tuple(key), values

@@ -6,10 +6,16 @@ Integration API (what the frontend calls)::
     launcher = Launcher(abi, ptx=ptx_text, cubin=cubin_bytes, name="matmul_kernel")
     launcher.launch(grid, args, stream=None)   # grid: (x,) (x, y) (x, y, z) or int, in CTAs
     launcher.load()                            # optional: load now instead of at the first launch
+    key, values = bind(args, s)                # tlx.runtime.arrays.bind: key and values in one pass
+    launcher.launch_bound(grid, values, s)     # the frontend's path: no second read of the arrays
 
 ``args`` are the kernel's user (non-hidden) parameters in ABI order: device arrays for
 pointers, Python/numpy numbers for scalars, `TensorDescriptor`s for descriptors, `HostCopy`
-for host arrays the user opted to copy. ``stream`` is anything `streams.stream_handle` accepts.
+for host arrays the user opted to copy. ``launch_bound`` takes what `arrays.bind` returned
+(pointers already read as ints, the stream already a handle) and skips the dtype checks (the
+specialization key already holds the dtypes). ``stream`` is anything `streams.stream_handle`
+accepts; without it the launch goes on torch's current stream when torch is imported, else on
+the legacy default stream (handle 0).
 ``grid`` counts CTAs (as TLX's ``ctas_per_cga`` and the driver do) and must be a multiple of
 ``abi.cluster``; if ``abi.extra["grid_unit"] == "cluster"`` it counts clusters (Triton's
 ``num_ctas`` convention) and is multiplied by the cluster shape. A grid with a zero dimension
@@ -43,7 +49,7 @@ from .dtypes import canonical_dtype
 from .errors import TLXRuntimeError, driver_error
 from .loader import LoadedKernel, configure_for_device, load_kernel
 from .packing import ArgLayout, ArgPack, TENSOR_MAP_BYTES, explain_bad_value
-from .streams import stream_handle
+from .streams import default_stream, stream_handle
 from .tma import DescriptorEncoder
 
 MAX_GRID = (2 ** 31 - 1, 65535, 65535)
@@ -109,7 +115,8 @@ class Launcher:
                                   kernel=self.name)
         self.grid_in_clusters = unit == "cluster"
         self.source = self._generate_source()
-        self.launch = self._first_launch  # replaced by the generated function once loaded
+        self.launch = self._first_launch  # replaced by the generated functions once loaded
+        self.launch_bound = self._first_launch_bound
 
     # -- once per specialization ---------------------------------------------------------------
 
@@ -127,11 +134,15 @@ class Launcher:
         self._devices = {loaded.device_id}  # devices whose launch attributes are set
         self._launch_ex = launch_ex
         self._config = self._build_config()
-        self.launch = self._build_fast_path()
+        self.launch, self.launch_bound = self._build_fast_path()
 
     def _first_launch(self, grid: Any, args: Sequence[Any], stream: Any = None) -> None:
         self.load()
         self.launch(grid, args, stream)
+
+    def _first_launch_bound(self, grid: Any, values: Sequence[Any], stream: int) -> None:
+        self.load()
+        self.launch_bound(grid, values, stream)
 
     def _build_config(self) -> Any:
         drv = driver.bindings()
@@ -182,16 +193,24 @@ class Launcher:
     # -- the generated per-launch function -------------------------------------------------------
 
     def _generate_source(self) -> str:
-        """The Python source of this specialization's launch function (straight-line code: one
-        local per argument, no loops, no dicts built per call)."""
+        """The Python source of this specialization's two launch functions (straight-line code:
+        one local per argument, no loops, no dicts built per call): ``launch`` reads the
+        arrays itself; ``launch_bound`` takes the values `arrays.bind` already read."""
+        return self._generate_one(bound=False) + "\n" + self._generate_one(bound=True)
+
+    def _generate_one(self, bound: bool) -> str:
         params = self.abi.params
         n_user = len(self.user_params)
         arg_of = {pi: ai for ai, pi in enumerate(self.user_params)}
         lines: List[str] = []
         emit = lines.append
-        emit("def launch(grid, args, stream=None):")
+        if bound:
+            emit("def launch_bound(grid, args, s):")
+        else:
+            emit("def launch(grid, args, stream=None):")
         emit("    nonlocal last_grid, last_stream, nonempty")
-        emit("    s = 0 if stream is None else stream_handle(stream)")
+        if not bound:
+            emit("    s = default_stream() if stream is None else stream_handle(stream)")
         emit(f"    if len(args) != {n_user}:")
         emit("        raise count_error(args)")
         names = [f"a{i}" for i in range(n_user)]
@@ -206,7 +225,7 @@ class Launcher:
                 has_scratch = True
                 continue
             a = f"a{arg_of[pi]}"
-            if p.kind == "pointer":
+            if p.kind == "pointer" and not bound:
                 reads.append(f"        p{pi}, t{pi} = pointer_and_dtype({a}, s)")
                 reads.append(f"        if t{pi} != {canonical_dtype(p.dtype)!r}:")
                 reads.append(f"            raise dtype_error({pi}, t{pi})")
@@ -216,7 +235,7 @@ class Launcher:
             emit("    try:")
             lines.extend(reads)
             emit("    except StagingNeeded:")
-            emit("        return staged_launch(grid, args, stream)")
+            emit(f"        return staged_launch(grid, args, s, {bound})")
         values = []
         for slot in self.layout.value_slots:
             pi = slot.index
@@ -224,14 +243,14 @@ class Launcher:
             if p.hidden:
                 values.append("sp")
             elif p.kind == "pointer":
-                values.append(f"p{pi}")
+                values.append(f"a{arg_of[pi]}" if bound else f"p{pi}")
             elif slot.convert is not None:
                 values.append(f"cv{pi}(a{arg_of[pi]})")
             else:
                 values.append(f"a{arg_of[pi]}")
         emit("    if grid != last_grid:")
         emit("        nonempty = set_grid(grid)")
-        emit("        last_grid = grid")
+        emit("        last_grid = grid if type(grid) is tuple else None")
         emit("    if not nonempty:")
         emit("        return")
         if has_scratch:
@@ -240,6 +259,9 @@ class Launcher:
             emit("    try:")
             emit(f"        pack_into(buf, {self.layout.values_offset}, {', '.join(values)})")
             emit("    except BAD_VALUE:")
+            if bound:  # a bound HostCopy is not an int: it lands here, off the fast path
+                emit("        if has_host_copy(args):")
+                emit("            return staged_launch(grid, args, s, True)")
             emit("        raise value_error(args)")
         emit("    if s != last_stream:")
         emit("        cfg.hStream = CUstream(s)")
@@ -254,12 +276,12 @@ class Launcher:
     def _build_fast_path(self) -> Any:
         drv = driver.bindings()
         env: Dict[str, Any] = {
-            "stream_handle": stream_handle, "pointer_and_dtype": pointer_and_dtype,
+            "stream_handle": stream_handle, "default_stream": default_stream, "pointer_and_dtype": pointer_and_dtype,
             "StagingNeeded": StagingNeeded, "staged_launch": self._staged_launch,
             "count_error": self._count_error, "dtype_error": self._dtype_error,
             "value_error": self._value_error, "set_grid": self._set_grid, "retry": self._retry,
             "scratch_alloc": self._scratch_alloc, "scratch_free": self._scratch_free,
-            "pack_into": self.layout.struct.pack_into, "buf": self.pack.buffer, "BAD_VALUE": _BAD_VALUE,
+            "has_host_copy": _has_host_copy, "pack_into": self.layout.struct.pack_into, "buf": self.pack.buffer, "BAD_VALUE": _BAD_VALUE,
             "cfg": self._config, "CUstream": drv.CUstream, "launch_ex": self._launch_ex,
             "handle": self.loaded.handle,  # type: ignore[union-attr]
         }
@@ -272,7 +294,7 @@ class Launcher:
         outer = "def make(" + ", ".join(sorted(env)) + "):\n"
         outer += "    last_grid = None\n    last_stream = 0\n    nonempty = False\n"
         outer += "".join("    " + line + "\n" for line in self.source.splitlines())
-        outer += "    return launch\n"
+        outer += "    return launch, launch_bound\n"
         namespace: Dict[str, Any] = {}
         exec(compile(outer, f"<tlx launcher {self.name}>", "exec"), namespace)
         return namespace["make"](**env)
@@ -339,10 +361,9 @@ class Launcher:
                                        f"{why}", kernel=self.name)
         return TLXRuntimeError("could not pack the kernel arguments", kernel=self.name)
 
-    def _staged_launch(self, grid: Any, args: Sequence[Any], stream: Any) -> None:
+    def _staged_launch(self, grid: Any, args: Sequence[Any], s: int, bound: bool) -> None:
         """The launch for HostCopy arguments: copy in, launch, copy back, synchronize, free."""
         drv = driver.bindings()
-        s = stream_handle(stream)
         hs = drv.CUstream(s)
         staged: List[Tuple[HostCopy, int]] = []
         new_args = list(args)
@@ -355,8 +376,11 @@ class Launcher:
                         staged.append((a, ptr))
                         driver.call("cuMemcpyHtoDAsync", ptr, a.array.ctypes.data, a.nbytes, hs,
                                     kernel=self.name)
-                    new_args[i] = _StagedArray(ptr, a)
-            self.launch(grid, new_args, s)
+                    new_args[i] = ptr if bound else _StagedArray(ptr, a)
+            if bound:
+                self.launch_bound(grid, new_args, s)
+            else:
+                self.launch(grid, new_args, s)
             for a, ptr in staged:
                 if a.write_back:
                     driver.call("cuMemcpyDtoHAsync", a.array.ctypes.data, ptr, a.nbytes, hs,
@@ -383,6 +407,10 @@ class Launcher:
         if ptr:
             drv = driver.bindings()
             driver.call("cuMemFreeAsync", ptr, drv.CUstream(stream), kernel=self.name)
+
+
+def _has_host_copy(args: Sequence[Any]) -> bool:
+    return any(type(a) is HostCopy for a in args)
 
 
 def _launch_error(err: Any, kernel: str, grid: Tuple[int, int, int], abi: KernelABI,

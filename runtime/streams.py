@@ -3,7 +3,8 @@
 
 Accepted, checked in this order:
 
-* ``None`` — handle 0, the legacy default stream (what torch's and CuPy's default streams are);
+* ``None`` — `default_stream()`: torch's current stream when torch is imported (as Triton
+  launches, so ``with torch.cuda.stream(s):`` works), else 0, the legacy default stream;
 * an ``int`` — a raw handle (0 default, 1 ``CU_STREAM_LEGACY``, 2 ``CU_STREAM_PER_THREAD``);
 * a torch ``torch.cuda.Stream`` / ``ExternalStream`` — its ``.cuda_stream``;
 * a CuPy ``cupy.cuda.Stream`` — its ``.ptr``;
@@ -17,11 +18,37 @@ dict lookup and one attribute read.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict
+import sys
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from .errors import TLXRuntimeError
 
 _RESOLVERS: Dict[type, Callable[[Any], int]] = {}
+_TORCH_STREAM: Optional[Tuple[Callable[[], int], Callable[[int], int]]] = None
+
+
+def default_stream() -> int:
+    """The stream a launch without ``stream=`` goes on: torch's current stream on its current
+    device when torch has been imported (two C calls, as Triton does), else 0 (legacy default)."""
+    fns = _TORCH_STREAM
+    if fns is None:
+        if "torch" not in sys.modules:
+            return 0
+        fns = _bind_torch_stream()
+        if fns is None:
+            return 0
+    return fns[1](fns[0]())
+
+
+def _bind_torch_stream() -> Optional[Tuple[Callable[[], int], Callable[[int], int]]]:
+    global _TORCH_STREAM
+    C = getattr(sys.modules["torch"], "_C", None)
+    get_device = getattr(C, "_cuda_getDevice", None)
+    get_stream = getattr(C, "_cuda_getCurrentRawStream", None)
+    if get_device is None or get_stream is None:  # a CPU-only torch build
+        return None
+    _TORCH_STREAM = (get_device, get_stream)
+    return _TORCH_STREAM
 
 
 def _from_int(s: Any) -> int:
@@ -74,7 +101,7 @@ def stream_handle(stream: Any) -> int:
     """The raw CUstream handle (int) for `stream` (see the module docstring for what is
     accepted). A negative or non-integer handle is a `TLXRuntimeError`."""
     if stream is None:
-        return 0
+        return default_stream()
     tp = type(stream)
     if tp is int:
         handle = stream

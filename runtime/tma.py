@@ -82,9 +82,7 @@ class TensorDescriptor:
 
     def _check_construction(self) -> None:
         """The rules Triton asserts at construction (those not about the block shape)."""
-        from .arrays import pointer_and_dtype
-
-        ptr, dtype = pointer_and_dtype(self.base, -1)
+        ptr, dtype = base_pointer(self.base, -1)
         check_tma_rules(ptr=ptr, dtype=dtype, shape=self.shape, strides=self.strides,
                         block_shape=self.block_shape, padding=self.padding,
                         round_f32_to_tf32=self.round_f32_to_tf32)
@@ -92,9 +90,7 @@ class TensorDescriptor:
     @property
     def dtype(self) -> str:
         """The Triton spelling of the base array's element type."""
-        from .arrays import pointer_and_dtype
-
-        return pointer_and_dtype(self.base, -1)[1]
+        return base_pointer(self.base, -1)[1]
 
     def signature(self) -> str:
         """The specialization type, as Triton spells it: ``tensordesc<fp16[64, 64]>``."""
@@ -107,6 +103,19 @@ class TensorDescriptor:
     def __repr__(self) -> str:
         return (f"TensorDescriptor(shape={self.shape}, strides={self.strides}, "
                 f"block_shape={self.block_shape}, padding={self.padding!r})")
+
+
+def base_pointer(base: Any, stream: int) -> Tuple[int, str]:
+    """Address and dtype of a descriptor's base array (a device array; `host_copy` is not
+    supported under a descriptor)."""
+    from .arrays import StagingNeeded, pointer_and_dtype
+
+    try:
+        return pointer_and_dtype(base, stream)
+    except StagingNeeded:
+        raise TLXRuntimeError("a TensorDescriptor's base must be a device array, not host_copy(...)",
+                              hint="copy the array to the device first (torch.as_tensor(x, "
+                                   "device='cuda'))") from None
 
 
 def parse_tensordesc_type(text: str) -> Tuple[str, Tuple[int, ...]]:
@@ -297,9 +306,7 @@ class DescriptorEncoder:
             raise TLXRuntimeError(f"parameter '{self.param}' is a tensor descriptor; got "
                                   f"{type(desc).__name__}", kernel=self.kernel,
                                   hint="pass tlx.TensorDescriptor(tensor, shape, strides, block_shape)")
-        from .arrays import pointer_and_dtype
-
-        ptr, dtype = pointer_and_dtype(desc.base, stream)
+        ptr, dtype = base_pointer(desc.base, stream)
         block = desc.block_shape
         key = (dtype, tuple(desc.shape), tuple(desc.strides),
                None if block is None else tuple(block), desc.padding, desc.round_f32_to_tf32)
@@ -307,9 +314,9 @@ class DescriptorEncoder:
         if entry is not None:
             self._maps.move_to_end(key)
             if entry[1] != ptr:
-                if ptr % 16:
-                    raise TMARuleError("base-align", f"the base address 0x{ptr:x} is not 16-byte "
-                                       "aligned", param=self.param, kernel=self.kernel)
+                # Another base array: every rule again (alignment, and the extent of the new
+                # base), then only the address changes.
+                self._check(desc, ptr, dtype, stream)
                 self._replace_address(entry[0], ptr)
                 entry[1] = ptr
                 self.replacements += 1
@@ -321,7 +328,7 @@ class DescriptorEncoder:
         self.encodes += 1
         return tmap
 
-    def _encode(self, desc: TensorDescriptor, ptr: int, dtype: str, stream: int) -> Any:
+    def _check(self, desc: TensorDescriptor, ptr: int, dtype: str, stream: int) -> None:
         from .arrays import describe
 
         info = describe(desc.base, stream)
@@ -330,6 +337,9 @@ class DescriptorEncoder:
                         round_f32_to_tf32=desc.round_f32_to_tf32, encoding=self.encoding,
                         base_extent=_base_extent(info.shape, info.strides), param=self.param,
                         kernel=self.kernel)
+
+    def _encode(self, desc: TensorDescriptor, ptr: int, dtype: str, stream: int) -> Any:
+        self._check(desc, ptr, dtype, stream)
         enc = tiled_encoding(dtype, desc.shape, desc.strides, self.encoding, desc.padding,
                              desc.round_f32_to_tf32)
         return encode_tiled(enc, ptr, kernel=self.kernel)

@@ -639,6 +639,16 @@ def check_overhead() -> Any:
 
     t = _time_loop(frontend_like, N, sync)
     rows.append(("signature_of x4 + Launcher.launch", t, t / raw4))
+    from tlx.runtime import bind
+
+    lb = e4.launch_bound
+
+    def bound_path() -> None:
+        key, values = bind(args4, 0)
+        lb(g, values, 0)
+
+    t = _time_loop(bound_path, N, sync)
+    rows.append(("bind + Launcher.launch_bound (frontend path)", t, t / raw4))
     # experiment: libcuda's cuLaunchKernelEx through ctypes, everything pre-converted
     try:
         class CfgC(ctypes.Structure):

@@ -242,3 +242,18 @@ def test_catalogue_kernel_numerics(case):
 
 def test_every_catalogue_kernel_has_a_numeric_check():
     assert {c.name for c in catalog.CASES} == set(SETUPS)
+
+
+@pytest.mark.parametrize("case", catalog.CASES, ids=lambda c: c.name)
+def test_catalogue_kernel_after_the_fence_passes_has_no_hazard(case):
+    from tlx.compiler.options import CompileOptions
+    from tlx.compiler.pipeline import PIPELINE, compile_module
+
+    names = [p.name for p in PIPELINE]
+    passes = PIPELINE[:names.index("cta_barriers") + 1]
+    m = compile_module(case.trace(), CompileOptions(num_warps=case.num_warps, verify_each_pass=True), passes=passes,
+                       snapshots=False).module
+    grid, args, check = SETUPS[case.name]()
+    hs = run(m, grid, args, raise_on_hazard=False)
+    assert hs == [], "\n".join(str(h) for h in hs)
+    check()

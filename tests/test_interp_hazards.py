@@ -622,3 +622,25 @@ def test_shared_memory_op_in_a_divergent_branch_is_rejected():
     from tlx.interpreter import InterpreterError
     with pytest.raises(InterpreterError, match="k.py:7.*only some threads take"):
         run(m, (1,), [])
+
+
+def test_spin_wait_on_another_program_ends_with_an_error():
+    m = kernel("""
+    %one = arith.constant {value = 1} : i32
+    %z = arith.constant {value = 0} : i32
+    %pid = tt.get_program_id {axis = 0} : i32
+    %r = scf.while %z : i32 {
+    ^before(%x: i32):
+      %f = tt.load %flag : i32
+      %wait = arith.cmpi %f, %one {predicate = "ne"} : i1
+      scf.condition %wait values(%x)
+    } {
+    ^after(%y: i32):
+      scf.yield %y
+    } loc(#f:5:0)
+    tt.store %flag, %pid""", "%flag: !ptr<i32>")
+    from tlx.interpreter import InterpreterError
+    t = time.perf_counter()
+    with pytest.raises(InterpreterError, match="k.py:5.*scf.while ran 1000 iterations in program"):
+        run(m, (2,), [np.zeros(1, np.int32)], max_while_iterations=1000)
+    assert time.perf_counter() - t < 1.0

@@ -259,3 +259,67 @@ def test_import_does_not_load_the_driver():
             "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_grid_given_as_a_list_is_read_every_time():
+    launcher, rec = installed(ADD)
+    x = Tensor(0x1000, (1,))
+    grid = [2]
+    launcher.launch(grid, [x, x, 1, 1.0])
+    grid[0] = 5
+    launcher.launch(grid, [x, x, 1, 1.0])
+    assert [c["grid"] for c in rec.calls] == [(2, 1, 1), (5, 1, 1)]
+
+
+def test_cai_arrays_with_a_producer_stream_are_ordered(monkeypatch):
+    from tlx.runtime import arrays
+
+    waits = []
+    monkeypatch.setattr(arrays, "_wait_for_producer", lambda prod, s: waits.append((prod, s)))
+    launcher, rec = installed(ADD)
+    x = CAIArray(0x1000, (4,), stream=0x55)
+    launcher.launch((1,), [x, x, 4, 1.0], stream=0x66)
+    assert waits == [(0x55, 0x66), (0x55, 0x66)] and rec.calls[-1]["stream"] == 0x66
+
+
+def test_bind_then_launch_bound_packs_the_same_bytes():
+    from tlx.runtime import bind
+
+    launcher, rec = installed(ADD)
+    x, y = Tensor(0x7000_0000, (10,)), CAIArray(0x7000_1004, (10,), "<f4")
+    key, values = bind([x, y, 10, 0.25], 0)
+    assert key == (("*fp32", 16), ("*fp32", 1), ("i32", 1), ("fp32", 1))
+    assert values == [0x7000_0000, 0x7000_1004, 10, 0.25]
+    launcher.launch_bound((3,), values, 0)
+    launcher.launch((3,), [x, y, 10, 0.25], stream=0)
+    assert rec.calls[0]["params"] == rec.calls[1]["params"] == [
+        struct.pack("<Q", 0x7000_0000), struct.pack("<Q", 0x7000_1004), struct.pack("<I", 10),
+        struct.pack("<f", 0.25)]
+    key2, values2 = bind([x, y, 10, 0.25], 0)   # cached getters: same result
+    assert (key2, values2) == (key, values)
+
+
+def test_bind_refuses_host_arrays_and_keeps_host_copies():
+    from tlx.runtime import bind, host_copy
+
+    with pytest.raises(TLXRuntimeError, match="host array"):
+        bind([np.zeros(3, np.float32)])
+    hc = host_copy(np.zeros(3, np.float32))
+    key, values = bind([hc, np.int64(32), True])
+    assert key == (("*fp32", 16), ("i64", 16), ("i1", 1)) and values[0] is hc
+
+
+def test_bound_host_copy_takes_the_staging_path():
+    from tlx.runtime import host_copy
+
+    launcher = Launcher(ADD, ptx="x")
+    seen = []
+    launcher._staged_launch = lambda grid, args, s, bound: seen.append((grid, bound, args[0]))
+    rec = Recorder([8, 8, 4, 4])
+    launcher._install(LoadedKernel("add", None, None, "H", 0, 0, 0), rec)
+    hc = host_copy(np.zeros(3, np.float32))
+    launcher.launch_bound((1,), [hc, 0x1000, 3, 1.0], 0)
+    launcher.launch((1,), [hc, Tensor(0x1000, (3,)), 3, 1.0], 0)
+    assert seen == [((1,), True, hc), ((1,), False, hc)] and rec.calls == []
+    with pytest.raises(TLXRuntimeError, match="parameter 'n'"):
+        launcher.launch_bound((1,), [0x1000, 0x1000, -3, 1.0], 0)

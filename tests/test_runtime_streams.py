@@ -46,3 +46,37 @@ def test_bad_streams_are_refused():
 
     with pytest.raises(TLXRuntimeError, match="version, handle"):
         stream_handle(Broken())
+
+
+def test_default_stream_follows_torch_current_stream(monkeypatch):
+    import sys
+    import types
+
+    from tlx.runtime import streams
+
+    monkeypatch.setattr(streams, "_TORCH_STREAM", None)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert stream_handle(None) == 0                     # torch not imported: legacy default
+    fake = types.ModuleType("torch")
+    current = {0: 0xAAA0, 1: 0xBBB0}
+    device = [1]
+    fake._C = types.SimpleNamespace(_cuda_getDevice=lambda: device[0],
+                                    _cuda_getCurrentRawStream=lambda d: current[d])
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    assert stream_handle(None) == 0xBBB0                # `with torch.cuda.stream(s)` is honoured
+    device[0] = 0
+    assert streams.default_stream() == 0xAAA0
+    assert stream_handle(7) == 7                        # an explicit stream wins
+
+
+def test_default_stream_with_cpu_only_torch(monkeypatch):
+    import sys
+    import types
+
+    from tlx.runtime import streams
+
+    monkeypatch.setattr(streams, "_TORCH_STREAM", None)
+    fake = types.ModuleType("torch")
+    fake._C = types.SimpleNamespace()
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    assert stream_handle(None) == 0

@@ -183,3 +183,23 @@ def test_encoder_cache_is_bounded(monkeypatch):
     for rows in range(16, 16 * 11, 16):
         enc.tensor_map(TensorDescriptor(a, [rows, 64], [64, 1], [16, 64]))
     assert enc.encodes == 10 and len(enc._maps) == 4
+
+
+def test_new_base_is_checked_again_before_the_address_is_replaced(monkeypatch):
+    monkeypatch.setattr(tma, "encode_tiled", lambda enc, ptr, kernel=None: FakeMap(ptr))
+    monkeypatch.setattr(DescriptorEncoder, "_replace_address", lambda self, m, p: None)
+    enc = DescriptorEncoder(ENC, "a_desc", "k")
+    enc.tensor_map(TensorDescriptor(Tensor(0x10000, (256, 512), "float16"), [256, 512], [512, 1], [64, 128]))
+    small = Tensor(0x90000, (128, 512), "float16")     # same descriptor, a base half as big
+    with pytest.raises(TMARuleError, match="extent"):
+        enc.tensor_map(TensorDescriptor(small, [256, 512], [512, 1], [64, 128]))
+    assert enc.replacements == 0
+
+
+def test_host_copy_cannot_be_a_descriptor_base():
+    import numpy as np
+
+    from tlx.runtime import host_copy
+
+    with pytest.raises(TLXRuntimeError, match="base must be a device array"):
+        TensorDescriptor(host_copy(np.zeros((64, 64), np.float16)), [64, 64], [64, 1], [64, 64])

@@ -13,8 +13,11 @@ when their lifetimes are disjoint:
 * an async access keeps its buffer alive until the op that completes it: a TMA / bulk store
   until the next ``tma_store_wait {pendings = 0}``, a wgmma operand until the next
   ``async_dot_wait {pendings = 0}``, a TMA / bulk load destination until the next
-  ``barrier_wait`` on its mbarrier (or the end of the kernel when no such op follows);
-* a scratch area lives only at its op.
+  ``barrier_wait`` on its mbarrier — when that wait is in an enclosing loop (the next iteration
+  waits for this one's load), until the end of that loop; the end of the kernel when no such op
+  follows;
+* a scratch area lives only at its op; mbarriers live to the end of the kernel (their bytes are
+  never reused for data, which would need an ``mbarrier.inval`` first).
 
 Alignment: 1024 B for NVMMA tiles with a 128-byte swizzle, 512 B for 64-byte, 256 B for
 32-byte, 128 B for unswizzled NVMMA tiles (TMA), 16 B for other buffers and scratch, 8 B for
@@ -114,26 +117,24 @@ class _Liveness:
 
 
 def _next_completion(op: Operation, live: _Liveness, matches) -> int:
-    """Position of the first op after `op` (in program order, around enclosing loops' back
-    edges) for which `matches(o)` holds; the end of the kernel when there is none. Enclosing
-    loops passed on the way out are covered whole (the completing op may be in the next
-    iteration)."""
-    end = live.pos[id(op)]
+    """Position of the first op after `op` for which `matches(o)` holds: later in program order,
+    or anywhere in an enclosing loop (the next iteration's wait completes this iteration's op,
+    so the buffer lives for the whole loop). The end of the kernel when there is none."""
     cur = op
     while cur.parent is not None and cur.parent.parent_op is not None:
         blk = cur.parent
         i = blk.index(cur)
         for o in blk.ops[i + 1:]:
             if matches(o):
-                return max(end, live.pos[id(o)])
+                return live.pos[id(o)]
             for n in o.iter_nested():
                 if matches(n):
-                    return max(end, live.pos[id(n)])
+                    return live.pos[id(n)]
         owner = blk.parent_op
-        if owner.name in ("scf.for", "scf.while", "tlx.warp_specialize"):
-            end = max(end, live.span_end[id(owner)])
         if owner.name == "tt.func":
             break
+        if owner.name in ("scf.for", "scf.while") and any(matches(n) for n in owner.iter_nested()):
+            return live.span_end[id(owner)]
         cur = owner
     return len(live.ops)
 
@@ -211,6 +212,11 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List
                     b = bufs.get(id(r.root))
                     if b is not None:
                         b.end = max(b.end, end)
+    # mbarriers never share bytes: reusing an mbarrier's memory for data would need an
+    # mbarrier.inval first (and they are 8 bytes each)
+    for b in order:
+        if b.op.name == "tlx.alloc_barriers":
+            b.end = len(live.ops)
     # a buffer allocated inside a warp-specialize op lives for all of it (partitions are concurrent)
     for b in order:
         a = b.op.parent_op

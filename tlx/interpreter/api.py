@@ -143,14 +143,16 @@ def _bind(module: Module, args: Sequence[Any], gmem: GlobalMemory, copies: List[
 
 
 def run(module: Module, grid: Grid, args: Sequence[Any], *, raise_on_hazard: bool = True,
-        verify: bool = True) -> List[Hazard]:
+        verify: bool = True, max_while_iterations: int = 1_000_000) -> List[Hazard]:
     """Execute `module` (traced IR, or IR after the fence passes, before layouts) on the CPU for
     every program of `grid`; `args` follow the conventions in this module's docstring and arrays
     are updated in place.
 
     Returns the hazards found (`ProxyHazard` / `SyncHazard`, one per distinct pair of ops, with a
     `count`). With `raise_on_hazard` (the default) the first hazard is raised instead. A deadlock
-    raises `DeadlockError`; an out-of-bounds access or bad argument raises `InterpreterError`.
+    raises `DeadlockError`; an out-of-bounds access or bad argument raises `InterpreterError`, and
+    so does an `scf.while` that runs `max_while_iterations` times (a spin-wait that cannot end when
+    programs run one after another).
     """
     if verify:
         verify_module(module)
@@ -158,6 +160,7 @@ def run(module: Module, grid: Grid, args: Sequence[Any], *, raise_on_hazard: boo
     copies: List[_HostCopy] = []
     bound = _bind(module, args, gmem, copies)
     interp = Interpreter(module, _grid3(grid), bound, raise_on_hazard, gmem)
+    interp.max_while_iterations = max_while_iterations
     try:
         with np.errstate(all="ignore"):
             interp.run()
