@@ -1,0 +1,48 @@
+"""The code-generation pass of the pipeline: PTX for the laid-out, allocated module, then ptxas.
+
+Fills ``asm["ptx"]``, ``asm["cubin"]`` (when ptxas ran), the `KernelABI`, and the resource
+report (registers, spills, stack, shared memory) from ``ptxas -v``. When `options.assemble` is
+on but ptxas cannot be found, the PTX is kept and ``resources["ptxas"]`` says so (assembling is
+what needs ptxas, not compiling: the runtime can also hand PTX to the driver).
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..ptxas import PTXASError, assemble, find_ptxas
+from .lower import lower_module
+
+
+def run(module, ctx) -> None:
+    """Emit PTX into ctx.asm / ctx.abi, and assemble it when asked."""
+    opts = ctx.options
+    missing = [n for n in ("layouts", "smem_allocation") if n in opts.disabled_passes]
+    if missing:
+        # PTX needs layouts and byte offsets: say why there is none instead of failing deep inside
+        ctx.resources["codegen"] = f"skipped: {', '.join(missing)} disabled"
+        return
+    ptx, abi = lower_module(module, opts.target if opts.capability >= 90 else opts.target, opts.maxnreg)
+    ctx.asm["ptx"] = ptx
+    ctx.abi = abi
+    ctx.resources["threads_per_cta"] = abi.threads_per_cta
+    ctx.resources["shared_bytes"] = abi.shared_bytes
+    if not opts.assemble:
+        return
+    if find_ptxas() is None:
+        ctx.resources["ptxas"] = "not found"
+        return
+    t0 = time.perf_counter()
+    cubin, res, log = assemble(ptx, opts.target)
+    ctx.pass_times["ptxas"] = time.perf_counter() - t0
+    ctx.asm["cubin"] = cubin
+    ctx.asm["ptxas_log"] = log
+    ctx.resources.update(res.as_dict())
+
+
+def assemble_or_raise(ptx: str, arch: str = "sm_90a"):
+    """Assemble PTX that must be assembled (raises PTXASError, with how to get ptxas)."""
+    return assemble(ptx, arch)
+
+
+__all__ = ["run", "assemble_or_raise", "PTXASError"]
