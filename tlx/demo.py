@@ -100,7 +100,8 @@ def main() -> int:
         for j in shown:
             if j != last + 1:
                 print("    ...")
-            print(lines[j])
+            line = lines[j]
+            print(line if len(line) <= 150 else line[:110] + " ... " + line[-30:])
             last = j
         print(f"({len(lines)} PTX lines; ptxas: {'ran' if k.asm.get('cubin') else 'not run'})")
         if k.resources:
