@@ -11,7 +11,16 @@ from __future__ import annotations
 import time
 
 from ..ptxas import PTXASError, assemble, find_ptxas
-from .lower import lower_module
+from .lower import KernelLowering, lower_module
+
+
+def hopper_only_op(module):
+    """The first op of `module` that exists only on sm_90a (None if there is none)."""
+    for op in module.ops():
+        if op.name in KernelLowering._HOPPER_ONLY or (op.name == "tlx.warp_specialize"
+                                                      and op.attrs.get("partition_registers")):
+            return op
+    return None
 
 
 def run(module, ctx) -> None:
@@ -22,7 +31,14 @@ def run(module, ctx) -> None:
         # PTX needs layouts and byte offsets: say why there is none instead of failing deep inside
         ctx.resources["codegen"] = f"skipped: {', '.join(missing)} disabled"
         return
-    ptx, abi = lower_module(module, opts.target if opts.capability >= 90 else opts.target, opts.maxnreg)
+    if opts.capability < 90:
+        bad = hopper_only_op(module)
+        if bad is not None:
+            # the IR passes still run for such a target (they decide about fences); PTX cannot be
+            # made: say why instead of emitting instructions the target does not have
+            ctx.resources["codegen"] = f"not generated: {bad.name} needs sm_90a, the target is {opts.target}"
+            return
+    ptx, abi = lower_module(module, opts.target, opts.maxnreg)
     ctx.asm["ptx"] = ptx
     ctx.abi = abi
     ctx.resources["threads_per_cta"] = abi.threads_per_cta

@@ -492,7 +492,22 @@ class KernelLowering:
         raise TLXCompileError(f"internal: no home registers for {t}")
 
     # -- driver -----------------------------------------------------------------------------------
+    _HOPPER_ONLY = ("tlx.async_dot", "tlx.async_dot_wait", "tlx.tma_load", "tlx.tma_store", "tlx.tma_store_wait",
+                    "tlx.tma_prefetch", "tlx.async_bulk_load", "tlx.async_store", "tlx.barrier_expect_bytes",
+                    "tlx.fence_async_shared", "tt.make_tensor_descriptor", "tt.dot", "tlx.cluster_cta_rank")
+
+    def _check_target(self) -> None:
+        """PTX is generated for sm_90a; an older target gets it only for ops that exist there."""
+        cap = int(self.target[3:].rstrip("a"))
+        if cap >= 90:
+            return
+        for op in self.func.iter_nested():  # type: ignore[union-attr]
+            if op.name in self._HOPPER_ONLY or (op.name == "tlx.warp_specialize" and op.attrs.get("partition_registers")):
+                raise TLXCompileError(f"{op.name} needs sm_90a (Hopper); the target is {self.target}", op.loc,
+                                      hint="compile for target='sm_90a'")
+
     def run(self) -> Tuple[str, KernelABI]:
+        self._check_target()
         f = self.func
         e = self.e
         body = f.regions[0].block  # type: ignore[union-attr]
