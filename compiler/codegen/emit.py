@@ -1,0 +1,64 @@
+"""The code-generation pass of the pipeline: PTX for the laid-out, allocated module, then ptxas.
+
+Fills ``asm["ptx"]``, ``asm["cubin"]`` (when ptxas ran), the `KernelABI`, and the resource
+report (registers, spills, stack, shared memory) from ``ptxas -v``. When `options.assemble` is
+on but ptxas cannot be found, the PTX is kept and ``resources["ptxas"]`` says so (assembling is
+what needs ptxas, not compiling: the runtime can also hand PTX to the driver).
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..ptxas import PTXASError, assemble, find_ptxas
+from .lower import KernelLowering, lower_module
+
+
+def hopper_only_op(module):
+    """The first op of `module` that exists only on sm_90a (None if there is none)."""
+    for op in module.ops():
+        if op.name in KernelLowering._HOPPER_ONLY or (op.name == "tlx.warp_specialize"
+                                                      and op.attrs.get("partition_registers")):
+            return op
+    return None
+
+
+def run(module, ctx) -> None:
+    """Emit PTX into ctx.asm / ctx.abi, and assemble it when asked."""
+    opts = ctx.options
+    missing = [n for n in ("layouts", "smem_allocation") if n in opts.disabled_passes]
+    if missing:
+        # PTX needs layouts and byte offsets: say why there is none instead of failing deep inside
+        ctx.resources["codegen"] = f"skipped: {', '.join(missing)} disabled"
+        return
+    if opts.capability < 90:
+        bad = hopper_only_op(module)
+        if bad is not None:
+            # the IR passes still run for such a target (they decide about fences); PTX cannot be
+            # made: say why instead of emitting instructions the target does not have
+            ctx.resources["codegen"] = f"not generated: {bad.name} needs sm_90a, the target is {opts.target}"
+            return
+    ptx, abi = lower_module(module, opts.target, opts.maxnreg)
+    ctx.asm["ptx"] = ptx
+    ctx.abi = abi
+    ctx.resources["threads_per_cta"] = abi.threads_per_cta
+    ctx.resources["shared_bytes"] = abi.shared_bytes
+    if not opts.assemble:
+        return
+    if find_ptxas() is None:
+        ctx.resources["ptxas"] = "not found"
+        return
+    t0 = time.perf_counter()
+    cubin, res, log = assemble(ptx, opts.target)
+    ctx.pass_times["ptxas"] = time.perf_counter() - t0
+    ctx.asm["cubin"] = cubin
+    ctx.asm["ptxas_log"] = log
+    ctx.resources.update(res.as_dict())
+
+
+def assemble_or_raise(ptx: str, arch: str = "sm_90a"):
+    """Assemble PTX that must be assembled (raises PTXASError, with how to get ptxas)."""
+    return assemble(ptx, arch)
+
+
+__all__ = ["run", "assemble_or_raise", "PTXASError"]
