@@ -26,6 +26,14 @@ import numpy as np
 
 import tlx
 
+class GemmArgumentError(tlx.TLXError):
+    """Operands or a config the GEMM examples cannot take; says what to change."""
+
+    def __init__(self, message: str, hint: Optional[str] = None):
+        self.message, self.hint = message, hint
+        super().__init__(message + (f"\nhint: {hint}" if hint else ""))
+
+
 #: SMs of an H200 / H100 SXM (used when no GPU can be asked, e.g. on the interpreter)
 DEFAULT_NUM_SMS = 132
 #: the dynamic shared memory one CTA may use on sm_90 (227 KiB)
@@ -67,7 +75,7 @@ def element_type(x: Any) -> str:
 
         dt = describe(x).dtype
     if dt not in ("bf16", "fp16"):
-        raise tlx.TLXError(f"the GEMM examples take bf16 or fp16 matrices, got {getattr(x, 'dtype', type(x))}",
+        raise GemmArgumentError(f"the GEMM examples take bf16 or fp16 matrices, got {getattr(x, 'dtype', type(x))}",
                            hint="convert the inputs first (numpy: bf16 as uint16 bit patterns)")
     return dt
 
@@ -98,7 +106,7 @@ def _empty_like(x: Any, shape: Tuple[int, int]) -> Any:
         from numba import cuda
 
         return cuda.device_array(shape, dtype=x.dtype)
-    raise tlx.TLXError(f"cannot allocate the output like a {type(x).__name__}", hint="pass out=")
+    raise GemmArgumentError(f"cannot allocate the output like a {type(x).__name__}", hint="pass out=")
 
 
 @dataclass
@@ -126,28 +134,28 @@ def check_operands(a: Any, b: Any, out: Any = None) -> Tuple[int, int, int, str]
     """(M, N, K, dtype) of ``a @ b``, after every check TMA needs (clear errors, never a crash)."""
     (sa, ta), (sb, tb) = _shape_strides(a), _shape_strides(b)
     if len(sa) != 2 or len(sb) != 2:
-        raise tlx.TLXError(f"matmul needs 2-D matrices, got shapes {sa} and {sb}")
+        raise GemmArgumentError(f"matmul needs 2-D matrices, got shapes {sa} and {sb}")
     (M, K), (K2, N) = sa, sb
     if K != K2:
-        raise tlx.TLXError(f"matmul inner dimensions differ: ({M}, {K}) @ ({K2}, {N})")
+        raise GemmArgumentError(f"matmul inner dimensions differ: ({M}, {K}) @ ({K2}, {N})")
     if min(M, N, K) < 1:
-        raise tlx.TLXError(f"matmul needs non-empty matrices, got ({M}, {K}) @ ({K2}, {N})")
+        raise GemmArgumentError(f"matmul needs non-empty matrices, got ({M}, {K}) @ ({K2}, {N})")
     dt = element_type(a)
     if element_type(b) != dt:
-        raise tlx.TLXError(f"matmul operands must share a dtype, got {element_type(a)} and {element_type(b)}")
+        raise GemmArgumentError(f"matmul operands must share a dtype, got {element_type(a)} and {element_type(b)}")
     if _library(a) != _library(b):
-        raise tlx.TLXError("matmul operands must both be numpy arrays (interpreter) or both device arrays")
+        raise GemmArgumentError("matmul operands must both be numpy arrays (interpreter) or both device arrays")
     for name, st in (("a", ta), ("b", tb)):
         if st[1] != 1:
-            raise tlx.TLXError(f"matmul needs row-major operands; {name} has strides {st}",
+            raise GemmArgumentError(f"matmul needs row-major operands; {name} has strides {st}",
                                hint="make it contiguous first")
         if (st[0] * 2) % 16:
-            raise tlx.TLXError(f"TMA needs 16-byte aligned rows; {name}'s row pitch is {st[0] * 2} bytes",
+            raise GemmArgumentError(f"TMA needs 16-byte aligned rows; {name}'s row pitch is {st[0] * 2} bytes",
                                hint="K and N must be multiples of 8 for bf16/fp16 (pad the matrices)")
     if out is not None:
         so, to = _shape_strides(out)
         if so != (M, N) or element_type(out) != dt or to[1] != 1:
-            raise tlx.TLXError(f"out must be a row-major ({M}, {N}) {dt} matrix, got {so} strides {to}")
+            raise GemmArgumentError(f"out must be a row-major ({M}, {N}) {dt} matrix, got {so} strides {to}")
     return M, N, K, dt
 
 
@@ -177,6 +185,7 @@ class GemmLaunch:
     out: Any
     dtype: str
     signature: Dict[str, str] = field(default_factory=dict)
+    compiled: Any = None  # what the last GPU launch ran (its asm, fences, ...)
 
     @property
     def on_cpu(self) -> bool:
@@ -188,7 +197,8 @@ class GemmLaunch:
         if self.on_cpu:
             self.interpret(raise_on_hazard=True)
         else:
-            self.kernel[self.grid](*self.args, num_warps=self.num_warps, stream=stream, **self.constexprs)
+            self.compiled = self.kernel[self.grid](*self.args, num_warps=self.num_warps, stream=stream,
+                                                   **self.constexprs)
         return self.out
 
     def interpret(self, raise_on_hazard: bool = False, fence_passes: bool = True) -> List[Any]:
@@ -255,12 +265,12 @@ class GemmConfig:
     def check(self, kind: str) -> None:
         """Reject configs the kernels cannot run (a clear error before any tracing)."""
         if self.smem_bytes() > SM90_SMEM_BYTES:
-            raise tlx.TLXError(f"{kind} config {self} needs {self.smem_bytes()} B of shared memory; "
+            raise GemmArgumentError(f"{kind} config {self} needs {self.smem_bytes()} B of shared memory; "
                                f"an sm_90 CTA has {SM90_SMEM_BYTES}", hint="use fewer stages or smaller tiles")
         if self.NUM_STAGES < 2:
-            raise tlx.TLXError(f"{kind} config needs NUM_STAGES >= 2, got {self.NUM_STAGES}")
+            raise GemmArgumentError(f"{kind} config needs NUM_STAGES >= 2, got {self.NUM_STAGES}")
         if kind != "pipelined" and self.BM % (64 * self.NUM_MMA_GROUPS):
-            raise tlx.TLXError(f"BM={self.BM} must give each of the {self.NUM_MMA_GROUPS} consumer warpgroups a "
+            raise GemmArgumentError(f"BM={self.BM} must give each of the {self.NUM_MMA_GROUPS} consumer warpgroups a "
                                f"multiple of 64 rows")
 
 

@@ -136,12 +136,23 @@ def k_loops(cfg: PtxCfg) -> List[FrozenSet[int]]:
     return [lp for lp in with_main if not any(o < lp and o & main_blocks for o in with_main)]
 
 
+_BAR_SYNC = re.compile(r"^\s*(?:@!?%?\w+\s+)?(?:bar\.sync|barrier\.sync|bar\.arrive|barrier\.arrive)\b")
+_WAIT0 = re.compile(r"wgmma\.wait_group\.sync\.aligned\s+0\s*;")
+
+
 def fence_report(ptx: str) -> Dict[str, int]:
-    """{'fences': fence.proxy.async instructions, 'fences_in_k_loop': those inside a K loop,
-    'k_loops': K loops found, 'wgmma': wgmma.mma_async instructions} of one PTX text."""
+    """What one PTX text does where: 'fences' (fence.proxy.async instructions),
+    'fences_in_k_loop' (those inside a K loop), 'k_loops', 'wgmma' (wgmma.mma_async
+    instructions), and two costs of a K loop's body that are not fences: 'bar_syncs_in_k_loop'
+    (named/CTA barriers: bar.sync / bar.arrive) and 'wgmma_wait0_in_k_loop' (waits that drain
+    every wgmma, serializing the MMAs)."""
     cfg = PtxCfg(ptx)
-    fences = [i for i, ln in enumerate(cfg.lines) if FENCE in ln]
     kls = k_loops(cfg)
-    inside = [i for i in fences if any(cfg.block_of(i) in lp for lp in kls)]
-    return {"fences": len(fences), "fences_in_k_loop": len(inside), "k_loops": len(kls),
-            "wgmma": sum("wgmma.mma_async" in ln for ln in cfg.lines)}
+
+    def inside(pred) -> int:
+        return sum(1 for i, ln in enumerate(cfg.lines) if pred(ln) and any(cfg.block_of(i) in lp for lp in kls))
+
+    return {"fences": sum(FENCE in ln for ln in cfg.lines), "fences_in_k_loop": inside(lambda ln: FENCE in ln),
+            "k_loops": len(kls), "wgmma": sum("wgmma.mma_async" in ln for ln in cfg.lines),
+            "bar_syncs_in_k_loop": inside(lambda ln: bool(_BAR_SYNC.match(ln))),
+            "wgmma_wait0_in_k_loop": inside(lambda ln: bool(_WAIT0.search(ln)))}

@@ -73,7 +73,7 @@ def cases(dtype: str = "bf16"):
     return out
 
 
-def compile_triton(mod, name, sig, consts, nw):
+def compile_triton(mod, name, sig, consts, nw, num_stages):
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -83,7 +83,7 @@ def compile_triton(mod, name, sig, consts, nw):
     attrs = {(names.index(k),): [["tt.divisibility", 16]] for k, v in sig.items() if v == "i32"}
     src = ASTSource(fn, {**sig, **{k: "constexpr" for k in consts}},
                     constexprs={(names.index(k),): v for k, v in consts.items()}, attrs=attrs)
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": nw, "num_stages": 1})
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": nw, "num_stages": num_stages})
     return k.asm["ptx"]
 
 
@@ -96,18 +96,26 @@ def main(argv=None) -> int:
     mod = load_triton_kernels()
     report = {}
     for case, name, sig, consts, nw in cases(args.dtype):
-        try:
-            ptx = compile_triton(mod, name, sig, consts, nw)
-        except Exception as e:  # report, keep going
-            report[case] = {"error": f"{type(e).__name__}: {str(e)[:2000]}"}
-            print(f"{case}: real TLX failed: {report[case]['error']}")
-            continue
-        if args.ptx_dir:
-            os.makedirs(args.ptx_dir, exist_ok=True)
-            with open(os.path.join(args.ptx_dir, f"{case}.tlxref.ptx"), "w") as f:
-                f.write(ptx)
-        report[case] = fence_report(ptx)
-        print(f"{case}: real TLX {report[case]}")
+        # num_stages=1 is what the TLX tutorials launch with; with it Triton's pipeliner still
+        # runs and drains every async wgmma it did not pipeline (a wait 0 after each dot);
+        # num_stages=0 keeps the kernel's own async_dot_wait(1) schedule. Fences: the same.
+        for ns in (1, 0):
+            try:
+                ptx = compile_triton(mod, name, sig, consts, nw, ns)
+            except Exception as e:  # report, keep going
+                report[case] = {"error": f"{type(e).__name__}: {str(e)[:2000]}"}
+                print(f"{case}: real TLX failed: {report[case]['error']}")
+                break
+            if args.ptx_dir:
+                os.makedirs(args.ptx_dir, exist_ok=True)
+                with open(os.path.join(args.ptx_dir, f"{case}.tlxref.ns{ns}.ptx"), "w") as f:
+                    f.write(ptx)
+            if ns == 1:
+                report[case] = fence_report(ptx)
+            else:
+                report[case]["num_stages_0"] = fence_report(ptx)
+        if "error" not in report[case]:
+            print(f"{case}: real TLX {report[case]}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
