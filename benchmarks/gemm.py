@@ -369,7 +369,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     path = os.path.join(out_dir, f"gemm-{stamp}{'-quick' if args.quick else ''}.json")
     with open(path, "w") as f:
         json.dump({"anchors": ANCHORS, "shapes": shapes, "dtypes": dtypes, "runs": runs,
-                   "seconds": round(time.time() - t0, 1), "records": records}, f, indent=1)
+                   "seconds": round(time.time() - t0, 1), "results": records}, f, indent=1)
     if os.environ.get("OUT"):  # the device machine sends back what is under $OUT
         with open(os.path.join(os.environ["OUT"], os.path.basename(path)), "w") as f, open(path) as g:
             f.write(g.read())

@@ -109,24 +109,10 @@ def _empty_like(x: Any, shape: Tuple[int, int]) -> Any:
     raise GemmArgumentError(f"cannot allocate the output like a {type(x).__name__}", hint="pass out=")
 
 
-@dataclass
-class HostDescriptor:
-    """A TMA descriptor over a numpy array, for the CPU interpreter (the runtime's
-    `tlx.TensorDescriptor` takes device arrays only). Shape and strides in elements."""
-
-    base: np.ndarray
-    shape: Tuple[int, ...]
-    strides: Tuple[int, ...]
-    block_shape: Tuple[int, ...]
-    padding: str = "zero"
-
-
 def descriptor(x: Any, block_shape: Sequence[int]) -> Any:
-    """A TMA descriptor over all of the 2-D array `x` moving `block_shape` tiles:
-    `tlx.TensorDescriptor` for device arrays, `HostDescriptor` for numpy arrays."""
+    """A `tlx.TensorDescriptor` over all of the 2-D array `x` (a device array, or a numpy array
+    for the interpreter) moving `block_shape` tiles."""
     shape, strides = _shape_strides(x)
-    if isinstance(x, np.ndarray):
-        return HostDescriptor(x, shape, strides, tuple(block_shape))
     return tlx.TensorDescriptor(x, list(shape), list(strides), list(block_shape))
 
 
@@ -212,7 +198,7 @@ class GemmLaunch:
         sig = {}
         names = [p.name for p in self.kernel.params if not p.is_constexpr]
         for name, arg in zip(names, self.args):
-            if isinstance(arg, (HostDescriptor, tlx.TensorDescriptor)):
+            if isinstance(arg, tlx.TensorDescriptor):
                 sig[name] = f"tensordesc<{self.dtype}[{', '.join(str(int(b)) for b in arg.block_shape)}]>"
             else:
                 sig[name] = "i32"

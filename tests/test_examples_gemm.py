@@ -175,6 +175,6 @@ def test_h200_configs_fit_shared_memory_and_match_the_descriptors():
         assert cfg.smem_bytes() <= gemm.SM90_SMEM_BYTES
     a = np.zeros((256, 256), np.float16)
     p = gemm.plan_ws(a, a)
-    assert [d.block_shape for d in p.args[:3]] == [(64, 64), (64, 256), (64, 256)]
+    assert [list(d.block_shape) for d in p.args[:3]] == [[64, 64], [64, 256], [64, 256]]
     p = gemm.plan_pipelined(a, a)
-    assert [d.block_shape for d in p.args[:3]] == [(128, 64), (64, 256), (128, 256)] and p.num_warps == 8
+    assert [list(d.block_shape) for d in p.args[:3]] == [[128, 64], [64, 256], [128, 256]] and p.num_warps == 8
