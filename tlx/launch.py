@@ -202,12 +202,7 @@ def launch(fn: JITFunction, grid: Any, args: Sequence[Any], kwargs: Dict[str, An
     d = fn.__dict__.get("_dispatch")
     if d is None:
         d = fn._dispatch = make_dispatcher(fn)
-    try:
-        return d(grid, *args, **kwargs)
-    except TypeError:
-        kw, _ = _split_kwargs(fn, kwargs)
-        bind_arguments(fn, args, kw)  # a bad call: raise the clear TLXCompileError
-        raise
+    return d(grid, *args, **kwargs)
 
 
 def dispatcher_source(fn: JITFunction) -> str:
@@ -275,7 +270,16 @@ def make_dispatcher(fn: JITFunction) -> Callable[..., Any]:
     env: Dict[str, Any] = {"bind": bind, "default_stream": default_stream, "stream_handle": stream_handle,
                            "specs": specs, "first_launch": first_launch, **defaults}
     exec(compile(src, f"<tlx launch of {fn.__name__}>", "exec"), env)
-    dispatch = env["dispatch"]
+    fast = env["dispatch"]
+
+    def dispatch(grid: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fast(grid, *args, **kwargs)
+        except TypeError:
+            kw, _ = _split_kwargs(fn, kwargs)
+            bind_arguments(fn, args, kw)  # a bad call: raise the clear TLXCompileError
+            raise
+
     dispatch.source = src  # type: ignore[attr-defined]
     dispatch.specs = specs  # type: ignore[attr-defined]
     return dispatch
