@@ -1,13 +1,16 @@
 """The code-generation pass of the pipeline: PTX for the laid-out, allocated module, then ptxas.
 
 Fills ``asm["ptx"]``, ``asm["cubin"]`` (when ptxas ran), the `KernelABI`, and the resource
-report (registers, spills, stack, shared memory) from ``ptxas -v``. When `options.assemble` is
+report (registers, spills, stack, shared memory) from ``ptxas -v``. When ptxas, left to pick
+the register count itself, spills, the kernel is assembled once more under the even split of the
+register file (``.maxnreg``) and that PTX is kept if it spills less. When `options.assemble` is
 on but ptxas cannot be found, the PTX is kept and ``resources["ptxas"]`` says so (assembling is
 what needs ptxas, not compiling: the runtime can also hand PTX to the driver).
 """
 
 from __future__ import annotations
 
+import re
 import time
 
 from ..ptxas import PTXASError, assemble, find_ptxas
@@ -50,6 +53,17 @@ def run(module, ctx) -> None:
         return
     t0 = time.perf_counter()
     cubin, res, log = assemble(ptx, opts.target)
+    if (res.spill_stores or res.spill_loads) and ".maxnreg" not in ptx:
+        # ptxas trades registers for occupancy on its own and may spill; a kernel that spills
+        # gets the register file's even split as its cap instead (one more ptxas run)
+        cap = min(255, 65536 // abi.threads_per_cta)
+        cap -= cap % 8
+        capped = re.sub(r"^(\.reqntid \d+)$", rf"\1\n.maxnreg {cap}", ptx, count=1, flags=re.M)
+        cubin2, res2, log2 = assemble(capped, opts.target)
+        if res2.spill_stores + res2.spill_loads < res.spill_stores + res.spill_loads:
+            ptx, cubin, res, log = capped, cubin2, res2, log2
+            ctx.asm["ptx"] = ptx
+            abi.extra["maxnreg"] = cap
     ctx.pass_times["ptxas"] = time.perf_counter() - t0
     ctx.asm["cubin"] = cubin
     ctx.asm["ptxas_log"] = log

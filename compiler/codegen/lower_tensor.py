@@ -11,7 +11,7 @@ butterfly shuffles, then warps through scratch shared memory.
 
 from __future__ import annotations
 
-from typing import Callable, List, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from ..errors import TLXCompileError
 from ..ir import types as T
@@ -23,11 +23,14 @@ from .lower_memory import scratch_view, smem_load, smem_store
 from .values import Scalar, Tensor, float_suffix, reg_kind
 
 
-def remap(lw: KernelLowering, src: Tensor, dst: LM.LinearMap, f: Callable, what: str, loc) -> List[str]:
+def remap(lw: KernelLowering, src: Tensor, dst: LM.LinearMap, f: Callable, what: str, loc,
+          f_lin: Optional[Callable] = None) -> List[str]:
     """Registers of `dst` taken from `src`, where f maps a dst coordinate to the src coordinate
-    (linear); every thread must already hold what it needs."""
+    (f_lin: its linear part, which maps lane and warp bases; f itself when omitted); every thread
+    must already hold what it needs."""
+    lin = f_lin or f
     for a, b in ((dst.lane, src.lmap.lane), (dst.warp, src.lmap.warp)):
-        if [f(x) for x in a] != list(b):
+        if [lin(x) for x in a] != list(b):
             raise TLXCompileError(f"internal: {what}: the source layout does not hold the result's elements in the "
                                   "same threads (the layout pass should have converted it)", loc)
     idx = src.lmap.reg_index()
@@ -118,7 +121,8 @@ def _split(lw: KernelLowering, op: Operation) -> None:
     for k, r in enumerate(op.results):
         m = lw.lmap(r.type)
         f = lambda c, k=k: tuple(c) + (k,)  # noqa: E731
-        _set_alias(lw, op, remap(lw, s, m, f, "split", op.loc), m, r.type.element, op.arg("src"), k)
+        f_lin = lambda c: tuple(c) + (0,)  # noqa: E731
+        _set_alias(lw, op, remap(lw, s, m, f, "split", op.loc, f_lin), m, r.type.element, op.arg("src"), k)
 
 
 @lowers("tt.hint")
