@@ -19,7 +19,7 @@ pytestmark = pytest.mark.gpu
 
 BENCH_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 1024, 8192), (1024, 8192, 4096)]
 RAGGED_SHAPES = [(1000, 776, 1000), (130, 264, 40), (8192 + 64, 1024 + 8, 520)]
-KINDS = ["pipelined", "ws", "persistent"]
+KINDS = ["pipelined", "ws", "persistent", "pingpong"]
 
 
 def _seed() -> int:
