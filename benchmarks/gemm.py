@@ -169,6 +169,7 @@ def measure_family(family: str, shapes, dtypes, runs: int, out_path: str) -> int
     records are appended to `out_path` (JSON lines) as they are made."""
     import torch
 
+    torch.backends.cuda.matmul.allow_tf32 = False  # the reference is plain fp32
     sys.path.insert(0, ROOT)
     results: List[Dict[str, Any]] = []
 
