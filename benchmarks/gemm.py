@@ -40,7 +40,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 1024, 8192), (1024, 8192, 4096)]
 QUICK_SHAPES = [(4096, 4096, 4096)]
 DTYPES = ["bf16", "fp16"]
-FAMILIES = ["baselines", "pipelined", "ws", "persistent"]  # one child process each
+FAMILIES = ["baselines", "pipelined", "ws", "persistent", "pingpong", "variants"]  # one child process each
+# other configs of the persistent kernels, measured at bf16 on VARIANT_SHAPES only (one child):
+# name -> (plan, GemmConfig fields changed from that plan's H200 default)
+VARIANTS = {
+    "persistent-G16": ("persistent", dict(GROUP_SIZE_M=16)),
+    "persistent-256x128": ("persistent", dict(BM=256, BN=128)),
+    "persistent-k32s6": ("persistent", dict(BK=32, NUM_STAGES=6)),
+    "pingpong-s4": ("pingpong", dict(NUM_STAGES=4)),
+    "pingpong-G16": ("pingpong", dict(GROUP_SIZE_M=16)),
+}
+VARIANT_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096)]
 L2_BYTES = 50 * 2 ** 20
 HANG_S = 20.0  # one kernel launch longer than this is a hang
 CHILD_LIMIT_S = 150.0
@@ -159,6 +169,7 @@ def measure_family(family: str, shapes, dtypes, runs: int, out_path: str) -> int
     records are appended to `out_path` (JSON lines) as they are made."""
     import torch
 
+    torch.backends.cuda.matmul.allow_tf32 = False  # the reference is plain fp32
     sys.path.insert(0, ROOT)
     results: List[Dict[str, Any]] = []
 
@@ -179,6 +190,16 @@ def measure_family(family: str, shapes, dtypes, runs: int, out_path: str) -> int
             emit({"kind": "info", "triton": triton.__version__})
         except Exception as e:
             emit({"kind": "error", "family": family, "kernel": "triton", "error": f"import: {e!r}"})
+    elif family == "variants":
+        import dataclasses
+        import functools
+
+        from tlx.examples import gemm
+
+        defaults = {"persistent": gemm.H200_PERSISTENT, "pingpong": gemm.H200_PINGPONG}
+        for name, (plan, changes) in VARIANTS.items():
+            cfg = dataclasses.replace(defaults[plan], **changes)
+            ours[name] = functools.partial(gemm.PLANS[plan], config=cfg)
     else:
         from tlx.examples import gemm
 
@@ -253,7 +274,7 @@ def measure_family(family: str, shapes, dtypes, runs: int, out_path: str) -> int
 
 # ---- orchestration (parent process) ------------------------------------------------------------
 
-def run_children(families, shapes, dtypes, runs: int) -> List[Dict[str, Any]]:
+def run_children(families, shapes, dtypes, runs: int, quick: bool = False) -> List[Dict[str, Any]]:
     records: List[Dict[str, Any]] = []
     deadline = time.time() + 340.0  # the whole benchmark stays under ~6 minutes
     for fam in families:
@@ -263,8 +284,9 @@ def run_children(families, shapes, dtypes, runs: int) -> List[Dict[str, Any]]:
             continue
         fd, path = tempfile.mkstemp(prefix=f"gemm_{fam}_", suffix=".jsonl")
         os.close(fd)
+        fam_shapes, fam_dtypes = (shapes, dtypes) if fam != "variants" or quick else (VARIANT_SHAPES, ["bf16"])
         cmd = [sys.executable, os.path.abspath(__file__), "--child", fam, "--runs", str(runs), "--out", path,
-               "--shapes", ";".join("x".join(map(str, s)) for s in shapes), "--dtypes", ",".join(dtypes)]
+               "--shapes", ";".join("x".join(map(str, s)) for s in fam_shapes), "--dtypes", ",".join(fam_dtypes)]
         t0 = time.time()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=min(CHILD_LIMIT_S, left))
@@ -287,36 +309,48 @@ def run_children(families, shapes, dtypes, runs: int) -> List[Dict[str, Any]]:
     return records
 
 
+MAIN_KERNELS = ["cublas", "triton", "pipelined", "ws", "persistent", "pingpong"]
+
+
+def _same_process_cublas(res, r):
+    return next((c for c in res if c["kernel"] == "cublas" and c.get("family_pid") == r.get("family_pid")
+                 and (c["dtype"], c["M"], c["N"], c["K"]) == (r["dtype"], r["M"], r["N"], r["K"]) and "tflops" in c),
+                None)
+
+
+def _cell(res, r, width: int = 19) -> str:
+    if "tflops" not in r:
+        return f"{'FAIL':>{width}}"
+    cub = _same_process_cublas(res, r)
+    ratio = f"{r['tflops'] / cub['tflops']:.0%}" if cub is not None and r["kernel"] != "cublas" else ""
+    return f"{r['tflops']:6.0f} {ratio:>4} [{r.get('rel_err', float('nan')):.0e}]".rjust(width)
+
+
 def table(records: List[Dict[str, Any]]) -> str:
+    """The summary printed last: TFLOP/s, ratio to the same process's cuBLAS and relative error
+    per shape and kernel; the variants; PTX facts; every failure."""
     res = [r for r in records if r.get("kind") == "result"]
-    kernels = ["cublas", "triton", "pipelined", "ws", "persistent"]
-    keys = sorted({(r["dtype"], r["M"], r["N"], r["K"]) for r in res}, key=lambda k: (k[0], k[1] * k[2] * k[3]))
+    keys = sorted({(r["dtype"], r["M"], r["N"], r["K"]) for r in res if r["kernel"] in MAIN_KERNELS},
+                  key=lambda k: (k[0], k[1] * k[2] * k[3]))
     lines = []
-    hdr = f"{'dtype':5} {'M x N x K':>17} | " + " | ".join(f"{k:>19}" for k in kernels)
+    hdr = f"{'dtype':5} {'M x N x K':>17} | " + " | ".join(f"{k:>19}" for k in MAIN_KERNELS)
     lines.append("TFLOP/s (ratio to cuBLAS measured in the same process) [rel. error vs fp32]")
     lines.append(hdr)
     lines.append("-" * len(hdr))
     for key in keys:
         dt, M, N, K = key
         cells = []
-        for k in kernels:
-            rs = [r for r in res if (r["dtype"], r["M"], r["N"], r["K"]) == key and r["kernel"] == k]
-            if not rs:
-                cells.append(f"{'-':>19}")
-                continue
-            r = rs[0]
-            if "tflops" not in r:
-                cells.append(f"{'FAIL':>19}")
-                continue
-            cub = [c for c in res if c["kernel"] == "cublas" and c.get("family_pid") == r.get("family_pid")
-                   and (c["dtype"], c["M"], c["N"], c["K"]) == key and "tflops" in c]
-            ratio = f"{r['tflops'] / cub[0]['tflops']:.0%}" if cub and k != "cublas" else ""
-            err = r.get("rel_err", float("nan"))
-            cells.append(f"{r['tflops']:6.0f} {ratio:>4} [{err:.0e}]".rjust(19))
+        for k in MAIN_KERNELS:
+            r = next((r for r in res if (r["dtype"], r["M"], r["N"], r["K"]) == key and r["kernel"] == k), None)
+            cells.append(f"{'-':>19}" if r is None else _cell(res, r))
         lines.append(f"{dt:5} {M:>5}x{N:>5}x{K:>5} | " + " | ".join(cells))
+    variants = [r for r in res if r["kernel"] not in MAIN_KERNELS]
+    if variants:
+        lines.append("variants: " + "; ".join(f"{r['kernel']} {r['dtype']} {r['M']}x{r['N']}x{r['K']} "
+                                               f"{_cell(res, r).strip()}" for r in variants))
     fen = {}
     for r in res:
-        if "fences" in r:
+        if "fences" in r and r["kernel"] not in fen:
             fen[r["kernel"]] = (r["fences"], r["fences_in_k_loop"], r.get("registers"), r.get("spill_stores"))
     if fen:
         lines.append("proxy fences in PTX (total / inside a K loop), ptxas registers / spill stores: " +
@@ -325,11 +359,11 @@ def table(records: List[Dict[str, Any]]) -> str:
         if r.get("wrong"):
             lines.append(f"WRONG {r['kernel']} {r['dtype']} {r['M']}x{r['N']}x{r['K']}: rel. error {r['rel_err']:.2e}, "
                          f"{r.get('nan', 0)} NaN (unwritten) elements")
-    fails = [r for r in records if r.get("error")]
-    for r in fails:
-        what = r.get("kernel") or r.get("family", "?")
-        where = f" {r['dtype']} {r['M']}x{r['N']}x{r['K']}" if "M" in r else ""
-        lines.append(f"FAILED {what}{where}: {r['error'].splitlines()[0][:200]}")
+    for r in records:
+        if r.get("error"):
+            what = r.get("kernel") or r.get("family", "?")
+            where = f" {r['dtype']} {r['M']}x{r['N']}x{r['K']}" if "M" in r else ""
+            lines.append(f"FAILED {what}{where}: {r['error'].splitlines()[0][:200]}")
     for r in records:
         if r.get("kind") == "child" and r.get("rc") != 0:
             lines.append(f"child {r['family']} exited with {r['rc']}")
@@ -356,7 +390,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     dtypes = ["bf16"] if args.quick else DTYPES
     runs = args.runs or (5 if args.quick else 30)
     t0 = time.time()
-    records = run_children([f for f in args.families.split(",") if f], shapes, dtypes, runs)
+    records = run_children([f for f in args.families.split(",") if f], shapes, dtypes, runs, args.quick)
     fam = None
     for r in records:  # tag results with their process, for same-process cuBLAS ratios
         if r.get("kind") == "device":

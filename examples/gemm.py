@@ -243,19 +243,21 @@ class GemmConfig:
     NUM_MMA_GROUPS: int = 2
     num_warps: int = 4
 
-    def smem_bytes(self, elem: int = 2) -> int:
-        """Shared memory the kernel allocates: the A/B ring, the C staging tile(s), the mbarriers."""
+    def smem_bytes(self, elem: int = 2, kind: str = "ws") -> int:
+        """Shared memory the kernel allocates: the A/B ring, the C staging tile(s) (one per
+        consumer of whole tiles for the ping-pong kernel), the mbarriers."""
         ring = shared_bytes(((self.BM, self.BK), elem, self.NUM_STAGES), ((self.BK, self.BN), elem, self.NUM_STAGES))
-        return ring + shared_bytes(((self.BM, self.BN), elem, 1)) + 16 * self.NUM_STAGES
+        c_tiles = 2 if kind == "pingpong" else 1
+        return ring + shared_bytes(((self.BM, self.BN), elem, c_tiles)) + 16 * self.NUM_STAGES
 
     def check(self, kind: str) -> None:
         """Reject configs the kernels cannot run (a clear error before any tracing)."""
-        if self.smem_bytes() > SM90_SMEM_BYTES:
-            raise GemmArgumentError(f"{kind} config {self} needs {self.smem_bytes()} B of shared memory; "
+        if self.smem_bytes(kind=kind) > SM90_SMEM_BYTES:
+            raise GemmArgumentError(f"{kind} config {self} needs {self.smem_bytes(kind=kind)} B of shared memory; "
                                f"an sm_90 CTA has {SM90_SMEM_BYTES}", hint="use fewer stages or smaller tiles")
         if self.NUM_STAGES < 2:
             raise GemmArgumentError(f"{kind} config needs NUM_STAGES >= 2, got {self.NUM_STAGES}")
-        if kind != "pipelined" and self.BM % (64 * self.NUM_MMA_GROUPS):
+        if kind in ("ws", "persistent") and self.BM % (64 * self.NUM_MMA_GROUPS):
             raise GemmArgumentError(f"BM={self.BM} must give each of the {self.NUM_MMA_GROUPS} consumer warpgroups a "
                                f"multiple of 64 rows")
 
@@ -268,6 +270,9 @@ H200_PIPELINED = GemmConfig(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=3,
 H200_WS = GemmConfig(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=3, NUM_MMA_GROUPS=2, num_warps=4)
 #: Persistent cooperative: as H200_WS, one CTA per SM.
 H200_PERSISTENT = GemmConfig(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=3, NUM_MMA_GROUPS=2, num_warps=4)
+#: Persistent ping-pong: each consumer owns a 128x128 tile (128 accumulator registers, two
+#: m64n128k16 per k16), 32 KiB stages, 5 of them + two 32 KiB C tiles = 224 KiB.
+H200_PINGPONG = GemmConfig(BM=128, BN=128, BK=64, GROUP_SIZE_M=8, NUM_STAGES=5, NUM_MMA_GROUPS=2, num_warps=4)
 
 
 # ---- plans and wrappers -------------------------------------------------------------------------------
@@ -325,6 +330,22 @@ def plan_persistent(a: Any, b: Any, config: Optional[GemmConfig] = None, out: An
                        cfg.num_warps, c, dt)
 
 
+def plan_pingpong(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any = None,
+                  sms: Optional[int] = None) -> GemmLaunch:
+    """A launch of `matmul_pingpong_kernel`: min(SMs, tiles) CTAs, two consumers per CTA taking
+    whole tiles in turn."""
+    from .gemm_kernels import matmul_pingpong_kernel
+
+    cfg = config or H200_PINGPONG
+    M, N, K, dt, c = _prepare(a, b, out, cfg, "pingpong")
+    tiles = tlx.cdiv(M, cfg.BM) * tlx.cdiv(N, cfg.BN)
+    programs = min(int(sms) if sms is not None else num_sms(a), tiles)
+    descs = [descriptor(a, (cfg.BM, cfg.BK)), descriptor(b, (cfg.BK, cfg.BN)), descriptor(c, (cfg.BM, cfg.BN))]
+    consts = dict(BM=cfg.BM, BN=cfg.BN, BK=cfg.BK, GROUP_SIZE_M=cfg.GROUP_SIZE_M, NUM_STAGES=cfg.NUM_STAGES,
+                  NUM_SMS=programs)
+    return make_launch(matmul_pingpong_kernel, (programs,), descs, M, N, K, consts, cfg.num_warps, c, dt)
+
+
 def matmul_pipelined(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any = None, stream: Any = None) -> Any:
     """c = a @ b with the pipelined TMA + wgmma kernel (bf16/fp16 in and out, fp32 accumulation).
     Device arrays run on the GPU, numpy arrays on the CPU interpreter (see the module docstring)."""
@@ -341,4 +362,9 @@ def matmul_persistent(a: Any, b: Any, config: Optional[GemmConfig] = None, out: 
     return plan_persistent(a, b, config, out).run(stream)
 
 
-PLANS = {"pipelined": plan_pipelined, "ws": plan_ws, "persistent": plan_persistent}
+def matmul_pingpong(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any = None, stream: Any = None) -> Any:
+    """c = a @ b with the persistent ping-pong warp-specialized kernel (one CTA per SM)."""
+    return plan_pingpong(a, b, config, out).run(stream)
+
+
+PLANS = {"pipelined": plan_pipelined, "ws": plan_ws, "persistent": plan_persistent, "pingpong": plan_pingpong}

@@ -204,3 +204,78 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
                 tlx.fence("async_shared")  # generic stores above, a TMA (async proxy) read below
                 tlx.async_descriptor_store(c_desc, c_smem[cid], [off_m, off_n])
             tlx.async_descriptor_store_wait(0)  # the CTA's shared memory must outlive the last store
+
+
+@tlx.jit
+def matmul_pingpong_kernel(a_desc, b_desc, c_desc, M, N, K,
+                           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+                           NUM_STAGES: tl.constexpr, NUM_SMS: tl.constexpr):
+    """The persistent warp-specialized GEMM in ping-pong form: each of the two consumer
+    warpgroups owns whole BM x BN tiles, taking this CTA's tiles in turn (consumer c gets its
+    j-th, j = c, c + 2, ...), and their main loops alternate — named barriers 9 and 10 hand the
+    tensor cores over once one consumer has issued all its wgmmas of a tile — so one consumer's
+    epilogue runs while the other computes. The hand-over also keeps every mbarrier wait at
+    most one ring lap ahead (a consumer only starts on its tile's k-tiles once the other has
+    waited for all of its own), which parity waits need. Producer as in the cooperative kernel,
+    one expect-tx arrive and two TMA loads per stage; a stage is released by the one consumer
+    that read it."""
+    a_smem = tlx.local_alloc((BM, BK), tlx.dtype_of(a_desc), NUM_STAGES)
+    b_smem = tlx.local_alloc((BK, BN), tlx.dtype_of(b_desc), NUM_STAGES)
+    c_smem = tlx.local_alloc((BM, BN), tlx.dtype_of(c_desc), 2)
+    full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
+    STAGE_BYTES: tl.constexpr = (BM * BK + BK * BN) * tlx.size_of(tlx.dtype_of(a_desc))
+
+    with tlx.async_tasks():
+        with tlx.async_task("default"):  # producer: TMA loads for every tile of this CTA, in order
+            num_pid_m = tl.cdiv(M, BM)
+            num_pid_n = tl.cdiv(N, BN)
+            k_tiles = tl.cdiv(K, BK)
+            count = 0
+            for tile_id in range(tl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
+                pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_SIZE_M)
+                for kt in range(0, k_tiles):
+                    slot = count % NUM_STAGES
+                    tlx.barrier_wait(empty[slot], ((count // NUM_STAGES) & 1) ^ 1)
+                    tlx.barrier_expect_bytes(full[slot], STAGE_BYTES)
+                    tlx.async_descriptor_load(a_desc, a_smem[slot], [pid_m * BM, kt * BK], full[slot])
+                    tlx.async_descriptor_load(b_desc, b_smem[slot], [kt * BK, pid_n * BN], full[slot])
+                    count += 1
+
+        with tlx.async_task(num_warps=4, replicate=2, registers=232):  # two consumers, whole tiles each
+            cid: tl.constexpr = tlx.async_task_replica_id()
+            num_pid_m = tl.cdiv(M, BM)
+            num_pid_n = tl.cdiv(N, BN)
+            k_tiles = tl.cdiv(K, BK)
+            if cid == 1:
+                tlx.named_barrier_arrive(9, 256)  # consumer 0 computes first
+            j = cid  # this consumer's tiles are the CTA's j-th, j = cid, cid + 2, ...
+            for tile_id in range(tl.program_id(0) + cid * NUM_SMS, num_pid_m * num_pid_n, 2 * NUM_SMS):
+                pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_SIZE_M)
+                count = j * k_tiles  # ring position of this tile's first k-tile
+                if cid == 0:
+                    tlx.named_barrier_wait(9, 256)  # the other consumer has issued its main loop
+                else:
+                    tlx.named_barrier_wait(10, 256)
+                slot = count % NUM_STAGES
+                tlx.barrier_wait(full[slot], (count // NUM_STAGES) & 1)  # k-tile 0, peeled
+                acc = tlx.async_dot(a_smem[slot], b_smem[slot])
+                for kt in range(1, k_tiles):
+                    slot = (count + kt) % NUM_STAGES
+                    tlx.barrier_wait(full[slot], ((count + kt) // NUM_STAGES) & 1)
+                    acc = tlx.async_dot(a_smem[slot], b_smem[slot], acc)
+                    acc = tlx.async_dot_wait(1, acc)  # the wgmma of k-tile kt-1 is done with its stage
+                    tlx.barrier_arrive(empty[(count + kt - 1) % NUM_STAGES])
+                if cid == 0:
+                    tlx.named_barrier_arrive(10, 256)  # all wgmmas issued: the other consumer's turn
+                else:
+                    tlx.named_barrier_arrive(9, 256)
+                acc = tlx.async_dot_wait(0, acc)
+                tlx.barrier_arrive(empty[(count + k_tiles - 1) % NUM_STAGES])
+
+                tlx.async_descriptor_store_wait(0)  # this consumer's previous store has read c_smem[cid]
+                tlx.local_store(c_smem[cid], acc.to(tlx.dtype_of(c_desc)))
+                tlx.fence("async_shared")  # generic stores above, a TMA (async proxy) read below
+                tlx.async_descriptor_store(c_desc, c_smem[cid], [pid_m * BM, pid_n * BN])
+                j += 2
+            tlx.async_descriptor_store_wait(0)

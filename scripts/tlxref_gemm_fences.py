@@ -70,6 +70,10 @@ def cases(dtype: str = "bf16"):
     ws = dict(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=3, NUM_MMA_GROUPS=2)
     out.append(("ws", "matmul_ws_kernel", ws_sig, ws, 4))
     out.append(("persistent", "matmul_persistent_kernel", ws_sig, dict(ws, NUM_SMS=132), 4))
+    pp_sig = {"a_desc": f"{d}[128, 64]>", "b_desc": f"{d}[64, 128]>", "c_desc": f"{d}[128, 128]>",
+              "M": i32, "N": i32, "K": i32}
+    out.append(("pingpong", "matmul_pingpong_kernel", pp_sig,
+                dict(BM=128, BN=128, BK=64, GROUP_SIZE_M=8, NUM_STAGES=5, NUM_SMS=132), 4))
     return out
 
 

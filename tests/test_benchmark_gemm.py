@@ -61,3 +61,13 @@ def test_table_reports_ratios_failures_and_wrong_results():
     assert "WRONG ws bf16 8192x8192x8192" in t and "3 NaN" in t
     assert "FAILED persistent" in t and "boom" in t and "child persistent exited with 3" in t
     assert "ws: 2/0, 168 regs/0 B" in t
+
+
+def test_variants_are_listed_apart_with_their_own_ratio():
+    b = load()
+    shape = {"dtype": "bf16", "M": 8192, "N": 8192, "K": 8192}
+    recs = [dict(shape, kind="result", kernel="cublas", tflops=800.0, rel_err=1e-3, family_pid="variants"),
+            dict(shape, kind="result", kernel="pingpong-s4", tflops=720.0, rel_err=2e-3, family_pid="variants")]
+    t = b.table(recs)
+    assert "variants: pingpong-s4 bf16 8192x8192x8192 720  90% [2e-03]" in t
+    assert set(b.VARIANTS) and all(plan in ("persistent", "pingpong") for plan, _ in b.VARIANTS.values())

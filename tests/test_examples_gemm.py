@@ -58,7 +58,7 @@ def check_product(got: np.ndarray, ref: np.ndarray) -> None:
     assert worst <= 1e-2, f"worst element error {worst:.3e} of max |ref|"
 
 
-KINDS = ["pipelined", "ws", "persistent"]
+KINDS = ["pipelined", "ws", "persistent", "pingpong"]
 
 # (M, N, K, dtype, config overrides, persistent SM count): ragged M/N edges, a K tail, a single
 # k-tile, more k-tiles than stages, several tiles per persistent CTA with the ring wrapping.
@@ -71,7 +71,8 @@ SHAPES = [
 
 
 def config_for(kind: str, overrides: dict) -> GemmConfig:
-    base = {"pipelined": gemm.H200_PIPELINED, "ws": gemm.H200_WS, "persistent": gemm.H200_PERSISTENT}[kind]
+    base = {"pipelined": gemm.H200_PIPELINED, "ws": gemm.H200_WS, "persistent": gemm.H200_PERSISTENT,
+            "pingpong": gemm.H200_PINGPONG}[kind]
     return GemmConfig(**{**base.__dict__, **overrides})
 
 
@@ -81,7 +82,7 @@ def config_for(kind: str, overrides: dict) -> GemmConfig:
 def test_gemm_example_numerics_without_hazards(kind, M, N, K, dtype, overrides, sms):
     a, b, av, bv = operands(M, N, K, dtype)
     out = poisoned_out(M, N, dtype)
-    kw = {"sms": sms} if kind == "persistent" and sms else {}
+    kw = {"sms": sms} if kind in ("persistent", "pingpong") and sms else {}
     plan = gemm.PLANS[kind](a, b, config_for(kind, overrides), out=out, **kw)
     assert plan.out is out
     hazards = plan.interpret(raise_on_hazard=False)
@@ -99,10 +100,22 @@ def test_persistent_ctas_each_take_several_tiles():
     check_product(values(plan.out, "fp16"), av @ bv)
 
 
+def test_pingpong_consumers_alternate_over_many_laps_of_the_ring():
+    """12 tiles on 2 CTAs: each consumer takes 3 tiles of 11 k-tiles through a 3-stage ring, so
+    a consumer's first k-tile is several ring laps past the other's; the named-barrier hand-over
+    must keep every parity wait within one lap (a wrong lap reads stale tiles)."""
+    a, b, av, bv = operands(512, 384, 704, "bf16")
+    cfg = GemmConfig(BM=128, BN=128, BK=64, NUM_STAGES=3, GROUP_SIZE_M=8)
+    plan = gemm.plan_pingpong(a, b, cfg, out=poisoned_out(512, 384, "bf16"), sms=2)
+    assert plan.interpret() == []
+    check_product(values(plan.out, "bf16"), av @ bv)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_matmul_wrapper_on_numpy_runs_the_interpreter(kind):
     a, b, av, bv = operands(136, 264, 96, "bf16")
-    fn = {"pipelined": gemm.matmul_pipelined, "ws": gemm.matmul_ws, "persistent": gemm.matmul_persistent}[kind]
+    fn = {"pipelined": gemm.matmul_pipelined, "ws": gemm.matmul_ws, "persistent": gemm.matmul_persistent,
+          "pingpong": gemm.matmul_pingpong}[kind]
     c = fn(a, b)
     assert c.shape == (136, 264) and c.dtype == np.uint16
     check_product(bf16_values(c), av @ bv)
@@ -170,9 +183,10 @@ def test_wrappers_reject_bad_operands_clearly():
 
 
 def test_h200_configs_fit_shared_memory_and_match_the_descriptors():
-    for kind, cfg in (("pipelined", gemm.H200_PIPELINED), ("ws", gemm.H200_WS), ("persistent", gemm.H200_PERSISTENT)):
+    for kind, cfg in (("pipelined", gemm.H200_PIPELINED), ("ws", gemm.H200_WS), ("persistent", gemm.H200_PERSISTENT),
+                      ("pingpong", gemm.H200_PINGPONG)):
         cfg.check(kind)
-        assert cfg.smem_bytes() <= gemm.SM90_SMEM_BYTES
+        assert cfg.smem_bytes(kind=kind) <= gemm.SM90_SMEM_BYTES
     a = np.zeros((256, 256), np.float16)
     p = gemm.plan_ws(a, a)
     assert [list(d.block_shape) for d in p.args[:3]] == [[64, 64], [64, 256], [64, 256]]

@@ -145,12 +145,12 @@ $L_k:
 
 # ---- our compiler on the examples ------------------------------------------------------------------
 
-EXPECTED_FENCES = {"pipelined": 1, "ws": 2, "persistent": 2}  # one per C tile store (per consumer)
+EXPECTED_FENCES = {"pipelined": 1, "ws": 2, "persistent": 2, "pingpong": 2}  # one per C tile store (per consumer)
 
 
 def compiled(kind: str, dtype: str = "bf16"):
     a = np.zeros((256, 256), np.uint16 if dtype == "bf16" else np.float16)
-    kw = {"sms": 132} if kind == "persistent" else {}
+    kw = {"sms": 132} if kind in ("persistent", "pingpong") else {}
     return gemm.PLANS[kind](a, a, **kw).compile()
 
 
@@ -167,7 +167,7 @@ def _innermost_main_loops(op: Operation, out: list) -> bool:
     return inner_main or (mine and op.name in ("scf.for", "scf.while"))
 
 
-@pytest.mark.parametrize("kind", ["pipelined", "ws", "persistent"])
+@pytest.mark.parametrize("kind", list(EXPECTED_FENCES))
 def test_example_ir_has_no_fence_in_a_k_loop(kind):
     ck = compiled(kind)
     fences = [op for op in ck.module.ops() if op.name == "tlx.fence_async_shared"]
@@ -183,7 +183,7 @@ def test_example_ir_has_no_fence_in_a_k_loop(kind):
         assert rec.readers and all(r.startswith("tlx.tma_store ") for r in rec.readers), rec.readers
 
 
-@pytest.mark.parametrize("kind", ["pipelined", "ws", "persistent"])
+@pytest.mark.parametrize("kind", list(EXPECTED_FENCES))
 def test_example_ptx_has_no_fence_in_a_k_loop(kind):
     ck = compiled(kind)
     if "ptx" not in ck.asm:
@@ -211,7 +211,7 @@ def test_no_more_fences_than_the_real_tlx(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     ref = json.loads(out.read_text())
-    for kind in ("pipelined", "ws", "persistent"):
+    for kind in EXPECTED_FENCES:
         assert "error" not in ref[kind], ref[kind]
         assert ref[kind]["fences_in_k_loop"] == 0
         ck = compiled(kind)
