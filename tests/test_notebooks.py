@@ -9,7 +9,6 @@ cell cannot slip in unchecked.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import re
@@ -93,7 +92,7 @@ CHECKED = {
                             "compiler-fence", "ptx", "run"},
     "02-debugging-fences.ipynb": {"setup", "kernel", "data", "find", "report", "explain", "compiler-fix", "hand-fix",
                                   "wrong-place", "cli"},
-    "03-gemm.ipynb": {"setup", "kernels", "fences", "correctness", "results", "live", "plot"},
+    "03-gemm.ipynb": {"setup", "kernels", "fences", "correctness", "live", "results", "plot"},
 }
 SILENT = {"kernel", "data"}  # cells that only define things
 
@@ -355,44 +354,55 @@ def test_gemm_runs_and_every_cell_shows_something(gemm):
     assert "sm_90 GPU: no" in text_of(gemm, "setup")
 
 
-def test_gemm_names_its_kernels_truthfully(gemm):
+def test_gemm_names_the_example_kernels(gemm):
+    from tlx.examples import gemm as ex
+
     out = text_of(gemm, "kernels")
-    landed = sorted(p.name for p in (ROOT / "examples").glob("*gemm*.py"))
-    if landed:
-        assert out.startswith(f"examples/ has {', '.join(landed)}")
-    else:
-        assert out.startswith("The GEMM examples (examples/) have not landed yet")
-    assert re.search(r"pipelined\s+tma_gemm_pipelined\(", out) and re.search(r"warp-specialized\s+gemm_ws_kernel\(", out)
+    for name, kernel, cfg in (("pipelined", "matmul_pipelined_kernel", ex.H200_PIPELINED),
+                              ("ws", "matmul_ws_kernel", ex.H200_WS),
+                              ("persistent", "matmul_persistent_kernel", ex.H200_PERSISTENT)):
+        assert re.search(rf"^{name}\s+{kernel}: ", out, re.M), name
+        assert f"BM={cfg.BM} BN={cfg.BN} BK={cfg.BK} stages={cfg.NUM_STAGES} consumer warpgroups={cfg.NUM_MMA_GROUPS} " \
+               f"num_warps={cfg.num_warps}" in out
 
 
 def test_gemm_fences_only_in_the_epilogue(gemm):
-    import catalog
+    from tlx.examples import gemm_kernels
 
-    lines, start = __import__("inspect").getsourcelines(catalog.tma_gemm_pipelined.fn)
-    epilogue = start + next(i for i, l in enumerate(lines) if "c_desc.store(" in l)
+    lines, start = __import__("inspect").getsourcelines(gemm_kernels.matmul_ws_kernel.fn)
+    fence = start + next(i for i, l in enumerate(lines) if 'tlx.fence("async_shared")' in l)
+    store = start + next(i for i, l in enumerate(lines) if "tlx.local_store(" in l)
     out = text_of(gemm, "fences")
-    ptx = "1 fence.proxy.async in its PTX" if codegen_available() else "no PTX in this build"
-    ptx2 = "2 fence.proxy.async in its PTX" if codegen_available() else "no PTX in this build"
-    assert has_line(out, rf"pipelined: 1 proxy fence\(s\) \(tma_lowering\), 0 inside a loop; {ptx}; \d+ bytes of shared "
-                         r"memory(, \d+ registers per thread)?")
-    assert has_line(out, rf"warp-specialized: 2 proxy fence\(s\) \(tma_lowering\), 0 inside a loop; {ptx2}; \d+ bytes of "
-                         r"shared memory(, \d+ registers per thread)?")
-    assert has_line(out, rf"fence #1 \[tma_lowering, cta\] at catalog.py:{epilogue}")
+    for name, n in (("pipelined", 1), ("ws", 2), ("persistent", 2)):
+        if codegen_available():
+            assert has_line(out, rf"{name}\s+{n} proxy fence\(s\) \(user\); PTX: {n} fence.proxy.async, 0 inside a K "
+                                 r"loop, \d+ wgmma; \d+ registers, \d+ bytes of shared memory"), name
+        else:
+            assert has_line(out, rf"{name}\s+{n} proxy fence\(s\) \(user\); no PTX in this build"), name
+    report = out[out.index("2 proxy fence(s)\n"):]
+    assert [int(x) for x in re.findall(r"fence #\d \[user, cta\] at gemm_kernels.py:(\d+)", report)] == [fence, fence]
+    assert report.count(f"generic access: tlx.local_store at gemm_kernels.py:{store}") == 2
+    assert report.count("FenceInsertion found this fence already in place") == 2
+    assert "fence_insertion, cta" not in report and "tma_lowering" not in report
 
 
 def test_gemm_correctness_on_the_interpreter(gemm):
     out = text_of(gemm, "correctness")
-    rows = re.findall(r"(pipelined|warp-specialized)\s+256x256x256 fp16 on the CPU interpreter: relative error "
-                      r"(\S+) vs numpy \(float64\), 0 hazards -> OK", out)
-    assert [r[0] for r in rows] == ["pipelined", "warp-specialized"]
-    assert all(float(r[1]) < 1e-2 for r in rows)
+    rows = re.findall(r"(pipelined|ws|persistent)\s+(\d+x\d+x\d+) fp16, (\d+) CTA\(s\) on the CPU interpreter: "
+                      r"relative error (\S+) vs numpy \(float64\), 0 hazards -> OK", out)
+    assert [(r[0], r[1]) for r in rows] == [(k, s) for s in ("256x256x256", "192x320x200")
+                                            for k in ("pipelined", "ws", "persistent")]
+    assert all(float(r[3]) < 1e-2 for r in rows)
+    assert [r[2] for r in rows if r[0] == "persistent"] == ["1", "1"]  # one CTA walks every tile
+    assert [r[2] for r in rows if r[0] != "persistent"] == ["2", "2", "4", "4"]
 
 
 def test_gemm_results_cell_reads_the_results_folder(gemm):
     out = text_of(gemm, "results")
-    files = glob.glob(str(ROOT / "benchmarks" / "results" / "*.json"))
+    files = sorted((ROOT / "benchmarks" / "results").glob("*.json"))
     if files:
-        assert re.match(r"\d+ measurements from benchmarks/results/:", out)
+        assert re.match(rf"\d+ measurements in benchmarks/results/{re.escape(files[-1].name)} \(the newest of "
+                        rf"{len(files)} result file\(s\)\):", out)
     else:
         assert out.startswith("No benchmark results: benchmarks/results/ has no *.json file")
         assert text_of(gemm, "plot").startswith("Nothing to plot")
@@ -400,19 +410,31 @@ def test_gemm_results_cell_reads_the_results_folder(gemm):
 
 
 def test_gemm_plots_results_against_cublas(tmp_path):
+    """A results file in benchmarks/gemm.py's layout: the newest one is read, ratios are taken
+    against the cuBLAS of the same process, and the plot cell draws it."""
     results = tmp_path / "results"
     results.mkdir()
-    (results / "gemm.json").write_text(json.dumps({"rows": [
-        {"dtype": "bf16", "M": 8192, "N": 8192, "K": 8192, "kernel": "tlx ws persistent", "tflops": 600.0},
-        {"dtype": "bf16", "M": 8192, "N": 8192, "K": 8192, "kernel": "torch.matmul", "tflops": 750.0},
+
+    def row(kernel, tflops, pid, **kw):
+        return {"kind": "result", "kernel": kernel, "dtype": "bf16", "M": 8192, "N": 8192, "K": 8192,
+                "tflops": tflops, "family_pid": pid, **kw}
+
+    (results / "gemm-20260101-000000.json").write_text(json.dumps({"results": [row("ws", 1.0, 1)]}))
+    (results / "gemm-20260102-000000.json").write_text(json.dumps({"results": [
+        {"kind": "device", "name": "H200"},
+        row("cublas", 750.0, 11), row("persistent", 700.0, 11),
+        row("cublas", 760.0, 12), row("ws", 608.0, 12),
+        {"kind": "result", "kernel": "pipelined", "dtype": "bf16", "M": 8192, "N": 8192, "K": 8192,
+         "error": "CUDA error", "family_pid": 13},
     ]}))
     nb = execute("03-gemm.ipynb", tmp_path, extra_env={"GEMM_RESULTS_DIR": str(results)})
     out = text_of(nb, "results")
-    assert out.startswith(f"2 measurements from {results}/:")
-    assert has_line(out, r"bf16 8192x8192x8192\s+tlx ws persistent\s+600.0 TFLOP/s\s+80.0% of cuBLAS")
-    assert has_line(out, r"bf16 8192x8192x8192\s+cuBLAS\s+750.0 TFLOP/s")
+    assert out.startswith(f"4 measurements in {results}/gemm-20260102-000000.json (the newest of 2 result file(s)):")
+    assert has_line(out, r"bf16 8192x8192x8192\s+persistent\s+700.0 TFLOP/s\s+93.3% of cuBLAS")
+    assert has_line(out, r"bf16 8192x8192x8192\s+ws\s+608.0 TFLOP/s\s+80.0% of cuBLAS")
+    assert has_line(out, r"bf16 8192x8192x8192\s+cuBLAS\s+760.0 TFLOP/s")
     assert displays(nb, "plot", "image/png"), "the plot cell shows a picture"
-    assert "plotted 2 measurements: 1 shape(s), 2 implementation(s)" in text_of(nb, "plot")
+    assert "plotted 3 bars: 1 shape(s), 3 kernel(s)" in text_of(nb, "plot")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -431,6 +453,8 @@ def test_notebooks_on_the_gpu(tmp_path):
     nb = execute("03-gemm.ipynb", tmp_path, gpu=True)
     live = text_of(nb, "live")
     if ptx:
-        assert live.startswith("measured live on this GPU:") and "cuBLAS" in live
+        assert live.startswith("measuring on this GPU: benchmarks/gemm.py --quick") and "exited with" not in live
+        assert re.match(r"\d+ measurements in benchmarks/results/gemm-", text_of(nb, "results"))
+        assert displays(nb, "plot", "image/png")
     else:
-        assert live.startswith("An sm_90 GPU is here, but this build has no PTX yet")
+        assert live.startswith("An sm_90 GPU is here, but this build has no PTX")
