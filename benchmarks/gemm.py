@@ -267,7 +267,7 @@ def measure_family(family: str, shapes, dtypes, runs: int, out_path: str) -> int
                     return info
 
                 record(kernel, make, extra)
-            del As, Bs, ref
+            As = Bs = ref = None  # free this shape's matrices before the next
             torch.cuda.empty_cache()
     return 0
 

@@ -71,3 +71,27 @@ def test_variants_are_listed_apart_with_their_own_ratio():
     t = b.table(recs)
     assert "variants: pingpong-s4 bf16 8192x8192x8192 720  90% [2e-03]" in t
     assert set(b.VARIANTS) and all(plan in ("persistent", "pingpong") for plan, _ in b.VARIANTS.values())
+
+
+def test_every_benchmarked_variant_config_is_correct_on_the_interpreter():
+    """The configs the benchmark times on the GPU compute the right product (CPU interpreter,
+    poisoned output, ragged edges, several tiles per CTA) and have no hazard."""
+    import dataclasses
+
+    import numpy as np
+
+    from tlx.examples import gemm
+
+    b = load()
+    rng = np.random.default_rng(7)
+    a16 = rng.standard_normal((260, 136)).astype(np.float16)
+    b16 = rng.standard_normal((136, 264)).astype(np.float16)
+    ref = a16.astype(np.float64) @ b16.astype(np.float64)
+    defaults = {"persistent": gemm.H200_PERSISTENT, "pingpong": gemm.H200_PINGPONG}
+    for name, (plan, changes) in b.VARIANTS.items():
+        cfg = dataclasses.replace(defaults[plan], **changes)
+        out = np.full((260, 264), np.nan, np.float16)
+        launch = gemm.PLANS[plan](a16, b16, cfg, out=out, sms=2)
+        assert launch.interpret() == [], name
+        assert not np.isnan(out).any(), name
+        assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-2, name
