@@ -9,6 +9,7 @@ cell cannot slip in unchecked.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -354,14 +355,21 @@ def test_gemm_runs_and_every_cell_shows_something(gemm):
     assert "sm_90 GPU: no" in text_of(gemm, "setup")
 
 
-def test_gemm_names_the_example_kernels(gemm):
+def example_plans():
+    """(name, plan, its H200 config, whether it is persistent) for every GEMM example."""
     from tlx.examples import gemm as ex
 
+    return [(name, plan, getattr(ex, f"H200_{name.upper()}"), "sms" in inspect.signature(plan).parameters)
+            for name, plan in ex.PLANS.items()]
+
+
+def test_gemm_names_the_example_kernels(gemm):
     out = text_of(gemm, "kernels")
-    for name, kernel, cfg in (("pipelined", "matmul_pipelined_kernel", ex.H200_PIPELINED),
-                              ("ws", "matmul_ws_kernel", ex.H200_WS),
-                              ("persistent", "matmul_persistent_kernel", ex.H200_PERSISTENT)):
-        assert re.search(rf"^{name}\s+{kernel}: ", out, re.M), name
+    plans = example_plans()
+    assert len(plans) >= 3
+    for name, plan, cfg, _ in plans:
+        kernel = plan.__doc__.split("`")[1]
+        assert re.search(rf"^{name}\s+{kernel}: \S", out, re.M), name
         assert f"BM={cfg.BM} BN={cfg.BN} BK={cfg.BK} stages={cfg.NUM_STAGES} consumer warpgroups={cfg.NUM_MMA_GROUPS} " \
                f"num_warps={cfg.num_warps}" in out
 
@@ -369,11 +377,12 @@ def test_gemm_names_the_example_kernels(gemm):
 def test_gemm_fences_only_in_the_epilogue(gemm):
     from tlx.examples import gemm_kernels
 
-    lines, start = __import__("inspect").getsourcelines(gemm_kernels.matmul_ws_kernel.fn)
+    lines, start = inspect.getsourcelines(gemm_kernels.matmul_ws_kernel.fn)
     fence = start + next(i for i, l in enumerate(lines) if 'tlx.fence("async_shared")' in l)
     store = start + next(i for i, l in enumerate(lines) if "tlx.local_store(" in l)
     out = text_of(gemm, "fences")
-    for name, n in (("pipelined", 1), ("ws", 2), ("persistent", 2)):
+    for name, _, cfg, _ in example_plans():
+        n = cfg.NUM_MMA_GROUPS  # one epilogue fence per consumer warpgroup
         if codegen_available():
             assert has_line(out, rf"{name}\s+{n} proxy fence\(s\) \(user\); PTX: {n} fence.proxy.async, 0 inside a K "
                                  r"loop, \d+ wgmma; \d+ registers, \d+ bytes of shared memory"), name
@@ -388,13 +397,17 @@ def test_gemm_fences_only_in_the_epilogue(gemm):
 
 def test_gemm_correctness_on_the_interpreter(gemm):
     out = text_of(gemm, "correctness")
-    rows = re.findall(r"(pipelined|ws|persistent)\s+(\d+x\d+x\d+) fp16, (\d+) CTA\(s\) on the CPU interpreter: "
-                      r"relative error (\S+) vs numpy \(float64\), 0 hazards -> OK", out)
-    assert [(r[0], r[1]) for r in rows] == [(k, s) for s in ("256x256x256", "192x320x200")
-                                            for k in ("pipelined", "ws", "persistent")]
-    assert all(float(r[3]) < 1e-2 for r in rows)
-    assert [r[2] for r in rows if r[0] == "persistent"] == ["1", "1"]  # one CTA walks every tile
-    assert [r[2] for r in rows if r[0] != "persistent"] == ["2", "2", "4", "4"]
+    rows = re.findall(r"^(\w+)\s+(\d+)x(\d+)x(\d+) fp16, (\d+) CTA\(s\) on the CPU interpreter: "
+                      r"relative error (\S+) vs numpy \(float64\), 0 hazards -> OK$", out, re.M)
+    plans = example_plans()
+    shapes = [(256, 256, 256), (192, 320, 200)]
+    assert [(r[0], tuple(map(int, r[1:4]))) for r in rows] == [(p[0], s) for s in shapes for p in plans]
+    assert all(float(r[5]) < 1e-2 for r in rows)
+    ctas = {}
+    for name, _, cfg, pers in plans:
+        for M, N, K in shapes:
+            ctas[(name, M, N)] = 1 if pers else -(-M // cfg.BM) * -(-N // cfg.BN)
+    assert all(int(r[4]) == ctas[(r[0], int(r[1]), int(r[2]))] for r in rows)
 
 
 def test_gemm_results_cell_reads_the_results_folder(gemm):
