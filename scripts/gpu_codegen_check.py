@@ -259,7 +259,8 @@ def dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.cons
 
 @tlx.jit
 def dot_reg_a_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
-    """A from registers (as FA's P @ V): (2A) @ B + A @ B computed as two chained wgmmas."""
+    """A from registers (as FA's P @ V): A @ B with A read back by ldmatrix, then (2A) @ B with A
+    computed in registers, chained on one accumulator."""
     m = tl.arange(0, M)
     n = tl.arange(0, N)
     k = tl.arange(0, K)
@@ -269,7 +270,7 @@ def dot_reg_a_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: t
     b_buf = tlx.local_alloc((K, N), tlx.dtype_of(b_ptr), 1)
     tlx.local_store(a_buf[0], a)
     tlx.local_store(b_buf[0], b)
-    acc = tlx.async_dot(a_buf[0], b_buf[0])
+    acc = tlx.async_dot(tlx.local_load(a_buf[0]), b_buf[0])
     acc = tlx.async_dot((a * 2.0).to(tlx.dtype_of(a_ptr)), b_buf[0], acc)
     acc = tlx.async_dot_wait(0, acc)
     tl.store(c_ptr + m[:, None] * N + n[None, :], acc)

@@ -256,3 +256,27 @@ def test_an_older_target_gets_plain_ptx_for_plain_kernels():
     m.attrs["target"] = "sm_80"
     r = compile_module(m, CompileOptions(target="sm_80", num_warps=4), snapshots=False)
     assert ".target sm_80" in r.asm["ptx"] and "cubin" in r.asm
+
+
+def test_one_value_carried_twice_gets_two_homes():
+    """scf.for inits(%x, %x) where the two carried values diverge: they must not share registers."""
+    from tests_ir_helpers import compile_ir_text
+
+    ptx = compile_ir_text('''
+    %c0 = arith.constant {value = 0} : i32
+    %c1 = arith.constant {value = 1} : i32
+    %x = arith.addi %n, %c1 : i32
+    %a, %b = scf.for %c0, %n, %c1 inits(%x, %x) : i32, i32 {
+    ^body(%i: i32, %p: i32, %q: i32):
+      %p2 = arith.addi %p, %c1 : i32
+      %q2 = arith.muli %q, %n : i32
+      scf.yield %p2, %q2
+    }
+    %s = arith.subi %a, %b : i32
+    tt.store %out, %s
+''', "%out: !ptr<i32>, %n: i32")
+    body = _loop_body(ptx)
+    p_reg = re.search(r"add\.s32 \t%p2_\d+, (%\w+),", body).group(1)
+    q_reg = re.search(r"mul\.lo\.s32 \t%q2_\d+, (%\w+),", body).group(1)
+    assert p_reg != q_reg, body  # the two carried values live in different registers
+    assert re.search(rf"mov\.b32 \t{q_reg}, %x_\d+;", ptx) or re.search(rf"mov\.b32 \t{p_reg}, %x_\d+;", ptx)

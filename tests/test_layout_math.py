@@ -381,3 +381,44 @@ def test_contiguous_registers_give_16_byte_vectors():
     sm = LM.shared_map(L.NVMMASharedLayout(128, 16, False), (64, 64), 2)
     reg, _, _ = LM.compose(m, sm)
     assert LM.contiguous_regs(reg, 2) == 8
+
+
+@pytest.mark.parametrize("layout,shape,smem", [
+    (L.MmaLayout(3, (4, 1), (16, 128, 16)), (64, 128), L.NVMMASharedLayout(128, 16, False)),
+    (L.MmaLayout(3, (8, 1), (16, 256, 16)), (128, 256), L.NVMMASharedLayout(128, 16, False)),
+    (L.DotOperandLayout(0, L.MmaLayout(3, (4, 1), (16, 64, 16)), 2), (64, 64), L.NVMMASharedLayout(64, 16, False)),
+    (L.MmaLayout(3, (4, 1), (16, 64, 16)), (64, 64), L.NVMMASharedLayout(32, 16, True)),
+], ids=str)
+def test_stmatrix_ldmatrix_row_addresses(layout, shape, smem):
+    """ldmatrix/stmatrix semantics (PTX ISA): lane t supplies the address of row t%8 of matrix
+    t//8; in matrix j, lane l holds in its register j the two elements at row l/4, columns
+    2(l%4), +1 of that matrix. Every element of every register must land at its buffer offset."""
+    from tlx.compiler.codegen.lower_memory import _matrix_groups, matrix_plan
+
+    m = LM.to_map(layout, shape)
+    sm = LM.shared_map(smem, shape, 2)
+    reg, lane, warp = LM.compose(m, sm)
+    plan = matrix_plan(2, list(reg), list(lane), list(warp))
+    if smem.transposed:  # neighbours are a row apart: no 8x8-matrix instruction
+        assert plan is None
+        return
+    assert plan is not None
+    sel, lane_vals = plan
+
+    def xor_bits(vals, x):
+        o = 0
+        for i, v in enumerate(vals):
+            if (x >> i) & 1:
+                o ^= v
+        return o
+
+    for w in range(m.num_warps):
+        for g, mats in _matrix_groups(m.num_regs, sel):
+            static = xor_bits(reg, g)
+            row_addr = [static ^ xor_bits(lane_vals, t) ^ xor_bits(warp, w) for t in range(32)]
+            for j, r in enumerate(mats):
+                for ln in range(32):
+                    for e in range(2):
+                        want = sm.offset(m.coord(r | e, ln, w))
+                        got = row_addr[8 * j + ln // 4] + 2 * (2 * (ln % 4) + e)
+                        assert got == want, (w, g, j, ln, e)

@@ -29,6 +29,9 @@ from .values import Barriers, Desc, Lowered, Partition, Scalar, SmemView, Tensor
 
 LOWERINGS: Dict[str, Callable[["KernelLowering", Operation], None]] = {}
 
+# non-root instructions that touch memory (a barrier cannot be skipped across them)
+_MEMORY_PREFIXES = ("ld.", "ldmatrix", "cp.", "st.", "stmatrix", "atom.", "red.", "mbarrier.", "wgmma.", "tensormap")
+
 PTX_VERSION = "8.7"
 SMEM_SYMBOL = "tlx_smem"
 MAX_THREADS_REGS = 65536
@@ -340,8 +343,12 @@ class KernelLowering:
         p = self.part
         args = ("0",) if p.whole_cta else (str(p.barrier_id), str(p.threads))
         code = self.e.code
-        if code and code[-1].op == "bar.sync" and tuple(code[-1].args) == args and code[-1].pred is None:
-            return
+        # the same barrier with only register arithmetic since: this one would order nothing more
+        for ins in reversed(code[-64:]):
+            if ins.op == "bar.sync" and tuple(ins.args) == args and ins.pred is None:
+                return
+            if ins.root or ins.op[0] == ":" or ins.op.startswith(_MEMORY_PREFIXES):
+                break
         self.e("bar.sync", *args)
 
     def smem_base(self) -> str:

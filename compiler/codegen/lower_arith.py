@@ -85,15 +85,23 @@ def _operand_regs(lw: KernelLowering, op: Operation, n: int) -> List[List[str]]:
 
 def elementwise(lw: KernelLowering, op: Operation, body: Callable[[str, List[str]], None],
                 result_index: int = 0) -> None:
-    """Lower an elementwise op: `body(dst, srcs)` emits one element's instructions."""
+    """Lower an elementwise op: `body(dst, srcs)` emits one element's instructions. Registers
+    whose sources repeat an earlier register's (splats, broadcasts) reuse its result."""
     res = op.results[result_index]
     t = res.type
     hint = lw.hint(res)
     if isinstance(t, T.TensorType):
         regs, m = lw.new_regs(t, hint)
         srcs = _operand_regs(lw, op, len(regs))
+        seen: dict = {}
         for i, d in enumerate(regs):
-            body(d, [s[i] for s in srcs])
+            key = tuple(s[i] for s in srcs)
+            prev = seen.get(key)
+            if prev is not None:
+                regs[i] = prev
+                continue
+            seen[key] = d
+            body(d, list(key))
         lw.set(res, Tensor(regs, m, t.element))
     else:
         d = lw.e.named(reg_kind(t), hint)

@@ -31,18 +31,18 @@ from .values import Barriers, Desc, Partition, Scalar, SmemView, Tensor, Token, 
 # homes for carried values
 # ---------------------------------------------------------------------------------------------
 
-def _home(lw: KernelLowering, init_value, region_value, op: Operation):
+def _home(lw: KernelLowering, init_value, region_value, op: Operation, claimed: set):
     """Registers where a carried value lives: the init's own registers when they may be
-    overwritten, else fresh registers initialized with a copy."""
+    overwritten (and no other carried value of this op took them), else fresh registers
+    initialized with a copy."""
     x = lw.val(init_value)
     if isinstance(x, Token):
         return x
     regs, kinds = lw.flat_regs(x)
-    if lw.can_overwrite(init_value, op) and not any(r in lw.pinned for r in regs) and len(set(regs)) == len(regs):
-        if isinstance(x, Scalar) and not x.reg.startswith("%"):
-            pass
-        else:
-            return x
+    if (lw.can_overwrite(init_value, op) and not any(r in lw.pinned or r in claimed for r in regs)
+            and len(set(regs)) == len(regs) and all(r.startswith("%") for r in regs)):
+        claimed.update(regs)
+        return x
     h = lw.fresh_like(region_value, x)
     hr, hk = lw.flat_regs(h)
     lw.copy_regs(hr, regs, kinds)
@@ -84,7 +84,8 @@ def _for(lw: KernelLowering, op: Operation) -> None:
     kind = reg_kind(it)
     iv = e.named(kind, lw.hint(blk.args[0], "iv"))
     e(f"mov.b{kind[1:]}", iv, lw.scalar(lb))
-    homes = [_home(lw, v, a, op) for v, a in zip(op.group("inits"), blk.args[1:])]
+    claimed: set = set()
+    homes = [_home(lw, v, a, op, claimed) for v, a in zip(op.group("inits"), blk.args[1:])]
     head, exit_ = e.new_label("loop"), e.new_label("loop_exit")
     p = e.tmp("pred")
     e(f"setp.ge.{ct}", p, iv, lw.scalar(ub))
@@ -139,7 +140,8 @@ def _if(lw: KernelLowering, op: Operation) -> None:
 def _while(lw: KernelLowering, op: Operation) -> None:
     e = lw.e
     before, after = op.regions[0].block, op.regions[1].block
-    bhomes = [_home(lw, v, a, op) for v, a in zip(op.group("inits"), before.args)]
+    claimed: set = set()
+    bhomes = [_home(lw, v, a, op, claimed) for v, a in zip(op.group("inits"), before.args)]
     ahomes = [lw.home_for(a) for a in after.args]
     head, exit_ = e.new_label("while"), e.new_label("while_exit")
     e.label(head)

@@ -151,6 +151,22 @@ def _mem_type(wt: str) -> str:
 # shared memory: generic register <-> buffer access
 # ---------------------------------------------------------------------------------------------
 
+def matrix_plan(eb: int, reg_off: List[int], lane_off: List[int], warp_off: List[int]):
+    """For 16-bit elements laid out as mma fragments in a shared buffer — register bit 0 the
+    right neighbour (+2 bytes), lane bits 0-1 along one 16-byte chunk (+4, +8), lane bits 2-4
+    down the rows (16-byte aligned) — the 8x8-matrix instructions apply: returns (the register
+    bits selecting matrices 1..3 of an x4 (x2, x1 when fewer), the byte offsets each lane bit
+    adds to the row address a lane supplies: lane t gives row t % 8 of matrix t // 8), else None."""
+    ro, lo = reg_off, lane_off
+    if eb != 2 or not ro or len(lo) != 5 or ro[0] != 2 or lo[0] != 4 or lo[1] != 8:
+        return None
+    if any(x % 16 or not x for x in lo[2:5]) or any(x % 16 for x in ro[1:]) or any(x % 16 for x in warp_off):
+        return None
+    sel = list(range(1, len(ro)))[:2]
+    lane_vals = [lo[2], lo[3], lo[4]] + [ro[k] for k in sel] + [0] * (2 - len(sel))
+    return sel, lane_vals
+
+
 class SmemAccess:
     """The addresses of every register group of a tensor with layout `m` in view `view`."""
 
@@ -159,11 +175,16 @@ class SmemAccess:
         self.view = view
         self.eb = view.elem_bytes if reg_kind(elem) != "pred" else 1
         self.reg_off = [view.element_bases(b) for b in m.reg]
-        lane_off = [view.element_bases(b) for b in m.lane]
-        warp_off = [view.element_bases(b) for b in m.warp]
+        self.lane_off = [view.element_bases(b) for b in m.lane]
+        self.warp_off = [view.element_bases(b) for b in m.warp]
         self.vec = LM.contiguous_regs(self.reg_off, self.eb, max_bytes)
-        self.t, self.tmask = lw.thread_linear(lane_off, warp_off)
         self.K = 0
+        self._thread(self.lane_off)
+
+    def _thread(self, lane_vals) -> None:
+        """The per-thread address part from lane values `lane_vals` (and the warp offsets)."""
+        lw, view = self.lw, self.view
+        self.t, self.tmask = lw.thread_linear(lane_vals, self.warp_off)
         origin = view.origin
         if isinstance(origin, int):
             self.K = origin
@@ -175,7 +196,19 @@ class SmemAccess:
                 lw.e("xor.b32", t, self.t, origin)
             self.t = t
             self.tmask = 0xFFFFFFFF
-        self.base_plus_t: Optional[str] = None
+        self.base_plus_t = None
+
+    def matrix_plan(self) -> Optional[List[int]]:
+        """ldmatrix / stmatrix for this access (see `matrix_plan`): the matrix-select register
+        bits, with the thread part switched to the row addresses; None when not applicable."""
+        if isinstance(self.view.origin, int) and self.view.origin % 16:
+            return None
+        plan = matrix_plan(self.eb, self.reg_off, self.lane_off, self.warp_off)
+        if plan is None:
+            return None
+        sel, lane_vals = plan
+        self._thread(lane_vals)
+        return sel
 
     def address(self, r0: int) -> str:
         """The address operand ("[reg+imm]") of the register group starting at register r0."""
@@ -205,9 +238,37 @@ class SmemAccess:
         return f"[{a}+{ra}]" if ra else f"[{a}]"
 
 
+def _matrix_groups(n: int, sel: List[int]):
+    """Register groups of one ldmatrix / stmatrix: (first register, registers of each matrix)."""
+    fixed = 1 | sum(1 << k for k in sel)
+    for g in range(n):
+        if g & fixed:
+            continue
+        mats = []
+        for j in range(1 << len(sel)):
+            r = g
+            for b, k in enumerate(sel):
+                if (j >> b) & 1:
+                    r |= 1 << k
+            mats.append(r)
+        yield g, mats
+
+
 def smem_store(lw: KernelLowering, view: SmemView, x: Tensor) -> None:
-    """Store every register of tensor x into the view (st.shared, vectorized)."""
+    """Store every register of tensor x into the view (stmatrix for mma fragments of 16-bit
+    elements, else st.shared, vectorized)."""
     acc = SmemAccess(lw, view, x.lmap, x.elem)
+    sel = acc.matrix_plan() if reg_kind(x.elem) == "b16" else None
+    if sel is not None:
+        nm = 1 << len(sel)
+        for g, mats in _matrix_groups(len(x.regs), sel):
+            words = []
+            for r in mats:
+                w = lw.e.tmp("b32")
+                lw.e("mov.b32", w, "{" + x.regs[r] + ", " + x.regs[r | 1] + "}")
+                words.append(w)
+            lw.e(f"stmatrix.sync.aligned.m8n8.x{nm}.shared.b16", acc.address(g), _vec_text(words))
+        return
     v = acc.vec
     nbytes = v * acc.eb
     for r0 in range(0, len(x.regs), v):
@@ -220,6 +281,15 @@ def smem_load(lw: KernelLowering, view: SmemView, m: LM.LinearMap, elem, hint: s
     """Load a tensor with layout m from the view (ld.shared, vectorized); its registers."""
     regs = lw.e.named_array(reg_kind(elem), m.num_regs, hint)
     acc = SmemAccess(lw, view, m, elem)
+    sel = acc.matrix_plan() if reg_kind(elem) == "b16" else None
+    if sel is not None:
+        nm = 1 << len(sel)
+        for g, mats in _matrix_groups(len(regs), sel):
+            words = [lw.e.tmp("b32") for _ in mats]
+            lw.e(f"ldmatrix.sync.aligned.m8n8.x{nm}.shared.b16", _vec_text(words), acc.address(g))
+            for w, r in zip(words, mats):
+                lw.e("mov.b32", "{" + regs[r] + ", " + regs[r | 1] + "}", w)
+        return regs
     v = acc.vec
     nbytes = v * acc.eb
     for r0 in range(0, len(regs), v):

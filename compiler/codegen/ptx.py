@@ -27,6 +27,7 @@ _ROOT_PREFIXES = ("st.", "red.", "atom.", "cp.", "bar.", "barrier.", "mbarrier."
                   "nanosleep", "ld.volatile", "ld.acquire", "ld.relaxed", "discard", "multimem")
 
 _REG = re.compile(r"%[A-Za-z_$][\w$]*")
+_BAD_NAME = re.compile(r"[^A-Za-z0-9_]")
 _TEMP_POOLS = {"b32": "%r", "b64": "%rd", "b16": "%rs", "pred": "%p"}
 
 
@@ -41,39 +42,44 @@ class Ins:
         self.args = args
         self.loc = loc
         self.root = root
-        if op[0] == ":":
-            self.dsts: Tuple[str, ...] = ()
-            self.srcs: Tuple[str, ...] = ()
+        if op[0] == ":" or not args:
+            self.dsts = ()
+            self.srcs = _regs(pred) if pred else ()
             return
-        regs_first = _regs(args[0]) if args else ()
-        rest: List[str] = []
+        first = _regs(args[0])
+        rest: Tuple[str, ...] = ()
         for a in args[1:]:
-            rest.extend(_regs(a))
+            if a[0] == "%" or "%" in a:
+                rest += _regs(a)
         if pred:
-            rest.extend(_regs(pred))
-        if root:
-            # a root's destinations are still defined by it; its other operands are read
-            self.dsts = regs_first if _defines_first(op) else ()
-            self.srcs = tuple(rest) if _defines_first(op) else tuple(regs_first) + tuple(rest)
+            rest += _regs(pred)
+        if root and not _defines_first(op):
+            self.dsts = ()
+            self.srcs = first + rest
         else:
-            self.dsts = regs_first
-            self.srcs = tuple(rest)
-        # a predicated definition merges with the old value: the old value is read too
-        if pred and self.dsts:
-            self.srcs = self.srcs + self.dsts
+            self.dsts = first
+            # a predicated definition merges with the old value: the old value is read too
+            self.srcs = rest + first if pred else rest
+
+
+_DEFINES_FIRST = ("atom.", "mbarrier.try_wait", "mbarrier.test_wait", "elect.", "vote.", "ld.", "mov.u64",
+                  "mbarrier.arrive")
 
 
 def _defines_first(op: str) -> bool:
-    return op.startswith(("atom.", "mbarrier.try_wait", "mbarrier.test_wait", "elect.", "vote.", "ld.", "mov.u64",
-                          "mbarrier.arrive")) and not op.startswith("mbarrier.arrive.noComplete")
+    return op.startswith(_DEFINES_FIRST) and not op.startswith("mbarrier.arrive.noComplete")
 
 
 def _regs(s: str) -> Tuple[str, ...]:
-    if s and s[0] == "%" and s.replace("_", "a").replace("$", "a")[1:].isalnum():
+    """Register names in an operand (a register, an address, a vector, a predicate)."""
+    if s[0] == "%" and _SIMPLE.fullmatch(s):
         return (s,)
     if "%" not in s:
         return ()
     return tuple(_REG.findall(s))
+
+
+_SIMPLE = re.compile(r"%[\w$]+")
 
 
 class Emitter:
@@ -96,7 +102,7 @@ class Emitter:
         return f"{_TEMP_POOLS[kind]}{n}"
 
     def _unique(self, hint: str) -> str:
-        base = re.sub(r"[^A-Za-z0-9_]", "_", hint or "v")
+        base = _BAD_NAME.sub("_", hint or "v")
         if not base or not base[0].isalpha():
             base = "v" + base
         if base in ("r", "rd", "rs", "p"):
