@@ -199,11 +199,11 @@ def measure_family(family: str, shapes, dtypes, runs: int, out_path: str) -> int
         defaults = {"persistent": gemm.H200_PERSISTENT, "pingpong": gemm.H200_PINGPONG}
         for name, (plan, changes) in VARIANTS.items():
             cfg = dataclasses.replace(defaults[plan], **changes)
-            ours[name] = functools.partial(gemm.PLANS[plan], config=cfg)
+            ours[name] = functools.partial(gemm.ALL_PLANS[plan], config=cfg)
     else:
         from tlx.examples import gemm
 
-        ours[family] = gemm.PLANS[family]
+        ours[family] = gemm.ALL_PLANS[family]
     tdt = {"bf16": torch.bfloat16, "fp16": torch.float16}
     for dtype in dtypes:
         for (M, N, K) in shapes:

@@ -367,4 +367,7 @@ def matmul_pingpong(a: Any, b: Any, config: Optional[GemmConfig] = None, out: An
     return plan_pingpong(a, b, config, out).run(stream)
 
 
-PLANS = {"pipelined": plan_pipelined, "ws": plan_ws, "persistent": plan_persistent, "pingpong": plan_pingpong}
+#: the three kernels of issue 6: (a) pipelined, (b) warp-specialized, (c) persistent (cooperative)
+PLANS = {"pipelined": plan_pipelined, "ws": plan_ws, "persistent": plan_persistent}
+#: every GEMM example, the persistent ping-pong variant included
+ALL_PLANS = {**PLANS, "pingpong": plan_pingpong}

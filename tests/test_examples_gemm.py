@@ -83,7 +83,7 @@ def test_gemm_example_numerics_without_hazards(kind, M, N, K, dtype, overrides, 
     a, b, av, bv = operands(M, N, K, dtype)
     out = poisoned_out(M, N, dtype)
     kw = {"sms": sms} if kind in ("persistent", "pingpong") and sms else {}
-    plan = gemm.PLANS[kind](a, b, config_for(kind, overrides), out=out, **kw)
+    plan = gemm.ALL_PLANS[kind](a, b, config_for(kind, overrides), out=out, **kw)
     assert plan.out is out
     hazards = plan.interpret(raise_on_hazard=False)
     assert hazards == [], "\n".join(str(h) for h in hazards)
@@ -130,7 +130,7 @@ def test_epilogue_without_its_fence_is_a_reported_race(kind):
     from tlx.launch import bind_arguments
 
     a, b, _, _ = operands(128, 256, 64, "fp16")
-    plan = gemm.PLANS[kind](a, b, out=poisoned_out(128, 256, "fp16"))
+    plan = gemm.ALL_PLANS[kind](a, b, out=poisoned_out(128, 256, "fp16"))
     bound = bind_arguments(plan.kernel, plan.args, plan.constexprs)
     module = prepare_module(plan.kernel, bound, None, plan.num_warps, fence_passes=False)
     fences = [op for op in module.ops() if op.name == "tlx.fence_async_shared"]
@@ -192,3 +192,8 @@ def test_h200_configs_fit_shared_memory_and_match_the_descriptors():
     assert [list(d.block_shape) for d in p.args[:3]] == [[64, 64], [64, 256], [64, 256]]
     p = gemm.plan_pipelined(a, a)
     assert [list(d.block_shape) for d in p.args[:3]] == [[128, 64], [64, 256], [128, 256]] and p.num_warps == 8
+
+
+def test_plans_name_the_issue_kernels_and_all_examples():
+    assert list(gemm.PLANS) == ["pipelined", "ws", "persistent"]
+    assert list(gemm.ALL_PLANS) == ["pipelined", "ws", "persistent", "pingpong"]

@@ -265,9 +265,17 @@ def _int_binary(lw: KernelLowering, op: Operation) -> None:
     base = _INT_BIN[n]
     signed = True if n in _SIGNED_OPS else False if n in _UNSIGNED_OPS else e.is_signed
     bits = 16 if e.bits <= 16 else e.bits
+    # a constant right operand goes in as an immediate (divisions by constants become
+    # multiplications in ptxas without relying on its constant propagation)
+    rc = lw.axis.info(op.operands[1]).constant if e.bits >= 32 else None
+    imm = None
+    if rc is not None and -(1 << 31) <= rc < (1 << 31):
+        imm = str(rc)
 
     def body(d: str, s: List[str]) -> None:
         a, b = s
+        if imm is not None and base not in ("shl", "shr"):
+            b = imm
         if base in ("and", "or", "xor"):
             em(f"{base}.b{bits}", d, a, b)
             return
