@@ -14,9 +14,12 @@ _TYPES = {"FenceRecord": FenceRecord, "Guard": Guard, "Location": Location}
 
 def _encode(v: Any) -> Any:
     if dataclasses.is_dataclass(v) and type(v).__name__ in _TYPES:
-        d = {f.name: _encode(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        # private bookkeeping fields (such as a record's set of seen op ids) stay behind
+        d = {f.name: _encode(getattr(v, f.name)) for f in dataclasses.fields(v) if not f.name.startswith("_")}
         d["__type__"] = type(v).__name__
         return d
+    if isinstance(v, (set, frozenset)):
+        return {"__set__": sorted((_encode(x) for x in v), key=repr)}
     if isinstance(v, (list, tuple)):
         return {"__tuple__": [_encode(x) for x in v]} if isinstance(v, tuple) else [_encode(x) for x in v]
     return v
@@ -26,6 +29,8 @@ def _decode(v: Any) -> Any:
     if isinstance(v, dict):
         if "__tuple__" in v:
             return tuple(_decode(x) for x in v["__tuple__"])
+        if "__set__" in v:
+            return {_decode(x) for x in v["__set__"]}
         cls = _TYPES[v.pop("__type__")]
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: _decode(x) for k, x in v.items() if k in names})

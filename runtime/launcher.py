@@ -29,6 +29,10 @@ descriptor slots that changed, ONE ``struct.pack_into`` for all pointers and sca
 the ABI and range-checked by it), update the grid/stream fields only when they changed, and
 call ``cuda.bindings.driver.cuLaunchKernelEx`` with the pre-packed ``void**``.
 
+Threads: each thread launches through its own parameter buffer and config (the first thread
+owns the launcher's; others get a per-thread copy sharing the loaded kernel), so concurrent
+launches never see each other's arguments.
+
 Hidden parameters: a hidden pointer is the kernel's global scratch; with
 ``abi.scratch_bytes_per_program > 0`` the launch allocates ``scratch * num_programs`` bytes
 stream-ordered (``cuMemAllocAsync``) and frees them after the kernel (``cuMemFreeAsync``), so
@@ -39,6 +43,7 @@ from __future__ import annotations
 
 import ctypes
 import struct
+import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tlx.compiler.abi import KernelABI
@@ -53,6 +58,7 @@ from .streams import default_stream, stream_handle
 from .tma import DescriptorEncoder
 
 MAX_GRID = (2 ** 31 - 1, 65535, 65535)
+_CLONE_LOCK = threading.Lock()
 _BAD_VALUE = (struct.error, OverflowError, TypeError, ValueError)
 
 
@@ -131,6 +137,8 @@ class Launcher:
         """Bind a loaded kernel and the launch entry point (cuLaunchKernelEx; tests on machines
         without a GPU pass a recorder) and build the fast path."""
         self.loaded = loaded
+        self._owner = threading.get_ident()  # the thread whose buffer and config these are
+        self._clones: Dict[int, "Launcher"] = {}
         self._devices = {loaded.device_id}  # devices whose launch attributes are set
         self._launch_ex = launch_ex
         self._config = self._build_config()
@@ -209,6 +217,9 @@ class Launcher:
         else:
             emit("def launch(grid, args, stream=None):")
         emit("    nonlocal last_grid, last_stream, nonempty")
+        # The buffer and config are this thread's: another thread gets its own copy.
+        emit("    if get_ident() != owner:")
+        emit(f"        return other_thread(grid, args, {'s' if bound else 'stream'}, {bound})")
         if not bound:
             emit("    s = default_stream() if stream is None else stream_handle(stream)")
         emit(f"    if len(args) != {n_user}:")
@@ -281,6 +292,8 @@ class Launcher:
             "count_error": self._count_error, "dtype_error": self._dtype_error,
             "value_error": self._value_error, "set_grid": self._set_grid, "retry": self._retry,
             "scratch_alloc": self._scratch_alloc, "scratch_free": self._scratch_free,
+            "get_ident": threading.get_ident, "owner": self._owner,
+            "other_thread": self._other_thread,
             "has_host_copy": _has_host_copy, "pack_into": self.layout.struct.pack_into, "buf": self.pack.buffer, "BAD_VALUE": _BAD_VALUE,
             "cfg": self._config, "CUstream": drv.CUstream, "launch_ex": self._launch_ex,
             "handle": self.loaded.handle,  # type: ignore[union-attr]
@@ -299,7 +312,27 @@ class Launcher:
         exec(compile(outer, f"<tlx launcher {self.name}>", "exec"), namespace)
         return namespace["make"](**env)
 
-    # -- slow paths (errors, staging, scratch) ----------------------------------------------------
+    # -- slow paths (other threads, errors, staging, scratch) ----------------------------------
+
+    def _other_thread(self, grid: Any, args: Sequence[Any], stream: Any, bound: bool) -> None:
+        """A launch from a thread other than the first one: the parameter buffer and launch
+        config are per thread (another thread could refill them between pack and launch), so
+        each thread launches through its own copy of this launcher, sharing the loaded kernel."""
+        ident = threading.get_ident()
+        clone = self._clones.get(ident)
+        if clone is None:
+            with _CLONE_LOCK:
+                clone = self._clones.get(ident)
+                if clone is None:
+                    clone = Launcher(self.abi, self.ptx, self.cubin, self.name)
+                    clone._install(self.loaded, self._launch_ex)  # type: ignore[arg-type]
+                    clone._devices = self._devices
+                    self._clones[ident] = clone
+        if bound:
+            clone.launch_bound(grid, args, stream)
+        else:
+            clone.launch(grid, args, stream)
+
 
     def _set_grid(self, grid: Any) -> bool:
         gx, gy, gz = self.grid_dims(grid)

@@ -82,7 +82,7 @@ class TensorDescriptor:
 
     def _check_construction(self) -> None:
         """The rules Triton asserts at construction (those not about the block shape)."""
-        ptr, dtype = base_pointer(self.base, -1)
+        ptr, dtype = _described_pointer(self.base)
         check_tma_rules(ptr=ptr, dtype=dtype, shape=self.shape, strides=self.strides,
                         block_shape=self.block_shape, padding=self.padding,
                         round_f32_to_tf32=self.round_f32_to_tf32)
@@ -90,7 +90,7 @@ class TensorDescriptor:
     @property
     def dtype(self) -> str:
         """The Triton spelling of the base array's element type."""
-        return base_pointer(self.base, -1)[1]
+        return _described_pointer(self.base)[1]
 
     def signature(self) -> str:
         """The specialization type, as Triton spells it: ``tensordesc<fp16[64, 64]>``."""
@@ -103,6 +103,22 @@ class TensorDescriptor:
     def __repr__(self) -> str:
         return (f"TensorDescriptor(shape={self.shape}, strides={self.strides}, "
                 f"block_shape={self.block_shape}, padding={self.padding!r})")
+
+
+def _described_pointer(base: Any) -> Tuple[int, str]:
+    """Address and dtype of a base for checks and signatures: a device array, or a host numpy
+    array (a descriptor for the CPU interpreter, `tlx.interpret`; a GPU launch refuses it when
+    it encodes the descriptor, like any host array)."""
+    import numpy as np
+
+    if isinstance(base, np.ndarray):
+        from .dtypes import dtype_of_numpy
+
+        dt = dtype_of_numpy(base.dtype)
+        if dt is None:
+            raise TLXRuntimeError(f"numpy dtype {base.dtype} has no kernel type")
+        return base.ctypes.data, dt
+    return base_pointer(base, -1)
 
 
 def base_pointer(base: Any, stream: int) -> Tuple[int, str]:

@@ -30,11 +30,15 @@ class KernelCase:
     signature: Dict[str, str]
     constexprs: Dict[str, Any] = field(default_factory=dict)
     num_warps: int = 4
+    # what a launch with contiguous, 16-byte aligned arrays specializes (as Triton does):
+    divisibility: Dict[str, int] = field(default_factory=dict)
+    equal_to_one: tuple = ()
 
     def trace(self):
         from tlx.signature import signature_to_types
 
-        return self.fn.trace(signature_to_types(self.signature), self.constexprs, num_warps=self.num_warps)
+        return self.fn.trace(signature_to_types(self.signature), self.constexprs, num_warps=self.num_warps,
+                             divisibility=self.divisibility, equal_to_one=self.equal_to_one)
 
 
 def swap_imports(src: str) -> str:
@@ -360,7 +364,9 @@ def _cases() -> List[KernelCase]:
         KernelCase("persistent_tiles", persistent_tiles, {"x_ptr": f32, "out_ptr": f32, "n_tiles": i32},
                    {"NUM_SMS": 132, "BLOCK": 256}),
         KernelCase("tlx_gemm_pipelined", gp.gemm_pipelined_kernel, gemm_sig,
-                   {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "STAGES": 3}, num_warps=8),
+                   {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "STAGES": 3}, num_warps=8,
+                   divisibility={n: 16 for n in gemm_sig if n not in ("stride_ak", "stride_bn", "stride_cn")},
+                   equal_to_one=("stride_ak", "stride_bn", "stride_cn")),
         KernelCase("tlx_gemm_ws", gw.gemm_ws_kernel,
                    {"a_desc": "tensordesc<fp16[64, 64]>", "b_desc": "tensordesc<fp16[64, 256]>",
                     "c_desc": "tensordesc<fp16[64, 256]>", "M": i32, "N": i32, "K": i32},

@@ -323,3 +323,32 @@ def test_bound_host_copy_takes_the_staging_path():
     assert seen == [((1,), True, hc), ((1,), False, hc)] and rec.calls == []
     with pytest.raises(TLXRuntimeError, match="parameter 'n'"):
         launcher.launch_bound((1,), [0x1000, 0x1000, -3, 1.0], 0)
+
+
+def test_other_threads_launch_through_their_own_buffer():
+    import threading
+
+    launcher, rec = installed(ADD)
+    x, y = Tensor(0x1000, (1,)), Tensor(0x2000, (1,))
+    launcher.launch((1,), [x, y, 1, 1.0])
+    seen = []
+    together = threading.Barrier(2)   # both alive at once: distinct thread idents
+
+    def work(n):
+        together.wait()
+        launcher.launch((n,), [y, x, n, 2.0])
+        launcher.launch_bound((n,), [0x3000, 0x4000, n, 3.0], 0)
+        seen.append(launcher._clones[threading.get_ident()].pack.address)
+        together.wait()
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in (2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    addrs = {c["params"][0] for c in rec.calls}
+    assert len(rec.calls) == 5 and addrs == {struct.pack("<Q", a) for a in (0x1000, 0x2000, 0x3000)}
+    assert len(set(seen)) == 2 and launcher.pack.address not in seen
+    for n in (2, 3):   # each thread's calls carry its own n and grid
+        mine = [c for c in rec.calls if c["grid"] == (n, 1, 1)]
+        assert [c["params"][2] for c in mine] == [struct.pack("<I", n)] * 2

@@ -107,9 +107,20 @@ def test_descriptor_construction_checks_what_triton_asserts():
         TensorDescriptor(CAIArray(0x10002, (256, 512), "<f2"), [256, 512], [512, 1], [64, 64])
     with pytest.raises(TMARuleError, match="padding"):
         TensorDescriptor(base, [256, 512], [512, 1], [64, 64], padding="inf")
-    with pytest.raises(TLXRuntimeError, match="host array"):
-        import numpy as np
+
+
+
+def test_host_numpy_base_is_for_the_interpreter_and_refused_at_gpu_encode():
+    import numpy as np
+
+    from tlx.runtime.tma import base_pointer
+
+    host = TensorDescriptor(np.zeros((64, 64), np.float16), [64, 64], [64, 1], [64, 64])
+    assert host.signature() == "tensordesc<fp16[64, 64]>"
+    with pytest.raises(TMARuleError, match="stride-align"):  # the rules still apply to host bases
         TensorDescriptor(np.zeros((4, 4), np.float16), [4, 4], [4, 1], [4, 4])
+    with pytest.raises(TLXRuntimeError, match="host array"):  # what encoding for a launch reads
+        base_pointer(host.base, -1)
 
 
 def test_from_tensor_reads_shape_and_strides():

@@ -62,15 +62,10 @@ def have_gpu() -> bool:
         return False
 
 
-class HostDescriptor:
-    """A tensor descriptor over a host numpy array, for the interpreter."""
-
-    def __init__(self, base, block_shape):
-        self.base = base
-        self.shape = list(base.shape)
-        self.strides = [s // base.itemsize for s in base.strides]
-        self.block_shape = list(block_shape)
-        self.padding = "zero"
+def descriptors(a, b, c):
+    """Host (numpy) or device arrays -> the three TMA descriptors of the kernel."""
+    return [tlx.TensorDescriptor(x, list(x.shape), [x.shape[1], 1], blk)
+            for x, blk in ((a, [BM, BK]), (b, [BK, BN]), (c, [BM, BN]))]
 
 
 def main() -> int:
@@ -100,7 +95,8 @@ def main() -> int:
         for j in shown:
             if j != last + 1:
                 print("    ...")
-            print(lines[j])
+            line = lines[j]
+            print(line if len(line) <= 150 else line[:110] + " ... " + line[-30:])
             last = j
         print(f"({len(lines)} PTX lines; ptxas: {'ran' if k.asm.get('cubin') else 'not run'})")
         if k.resources:
@@ -118,15 +114,13 @@ def main() -> int:
 
         da, db = cuda.to_device(a), cuda.to_device(b)
         dc = cuda.to_device(np.full((M, N), np.nan, dtype=np.float16))  # poisoned output
-        descs = [tlx.TensorDescriptor(x, list(x.shape), [x.shape[1], 1], blk)
-                 for x, blk in ((da, [BM, BK]), (db, [BK, BN]), (dc, [BM, BN]))]
-        matmul_tile[grid](*descs, K, num_warps=8, **CONSTEXPRS)
+        matmul_tile[grid](*descriptors(da, db, dc), K, num_warps=8, **CONSTEXPRS)
         cuda.synchronize()
         out = dc.copy_to_host().astype(np.float64)
     else:
         banner("5. No sm_90 GPU here: run on the CPU interpreter (with the proxy-hazard checker)")
         c = np.full((M, N), np.nan, dtype=np.float16)  # poisoned output
-        descs = [HostDescriptor(a, [BM, BK]), HostDescriptor(b, [BK, BN]), HostDescriptor(c, [BM, BN])]
+        descs = descriptors(a, b, c)
         hazards = tlx.interpret(matmul_tile, grid, *descs, K, num_warps=8, raise_on_hazard=False, **CONSTEXPRS)
         print(f"hazards with the compiler's fences: {len(hazards)}")
         for h in hazards:
@@ -139,7 +133,7 @@ def main() -> int:
     if not have_gpu():
         banner("6. The same kernel with the fence passes switched off: the interpreter finds the race")
         c2 = np.zeros((M, N), dtype=np.float16)
-        descs = [HostDescriptor(a, [BM, BK]), HostDescriptor(b, [BK, BN]), HostDescriptor(c2, [BM, BN])]
+        descs = descriptors(a, b, c2)
         found = tlx.interpret(matmul_tile, grid, *descs, K, num_warps=8, fence_passes=False,
                               raise_on_hazard=False, **CONSTEXPRS)
         for h in found[:1]:

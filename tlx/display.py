@@ -1,8 +1,9 @@
 """Showing compiled kernels: IR text with every fence annotated by its record, the HTML a Jupyter
-notebook renders for a CompiledKernel, and `tlx.show(kernel, stage)`."""
+notebook renders for a CompiledKernel, and `tlx.show(kernel, stage, diff=False)`."""
 
 from __future__ import annotations
 
+import difflib
 import html
 from typing import Any, Dict, List, Optional
 
@@ -30,8 +31,13 @@ def fence_note(rec: Any) -> str:
     return "\n".join(lines)
 
 
+def stage_keys(k: Any) -> List[str]:
+    """The IR stages a compiled kernel kept, in pipeline order: "ir" (as traced), then "ir.<pass>"."""
+    return [key for key in k.asm if key == "ir" or key.startswith("ir.")]
+
+
 def _stage_module(k: Any, stage: Optional[str]):
-    keys = [key for key in k.asm if key.startswith("ir")]
+    keys = stage_keys(k)
     if stage is None:
         key = keys[-1]
     else:
@@ -41,37 +47,67 @@ def _stage_module(k: Any, stage: Optional[str]):
     return key, k.asm[key]
 
 
-def fenced_ir_text(k: Any, stage: Optional[str] = None) -> str:
-    """The IR after `stage` (default: the last pass) with each fence preceded by its explanation."""
+def fenced_ir_text(k: Any, stage: Optional[str] = None, fence_ids: bool = True) -> str:
+    """The IR after `stage` (default: the last pass) with each fence preceded by its explanation.
+    In the traced IR ("ir") a user fence has no ``fence_id`` yet; it is matched to its record by
+    its source location. ``fence_ids=False`` leaves the ``fence_id`` attribute out (the note above
+    each fence names it), so that stage-to-stage diffs show only real changes."""
     key, text = _stage_module(k, stage)
     recs = _records_by_id(k.fences)
+    user_by_loc = {r.loc: r for r in k.fences if r.origin == "user"}
     module = parse_module(text)
 
     def annotate(op):
-        if op.name == "tlx.fence_async_shared" and op.attrs.get("fence_id") in recs:
-            return fence_note(recs[op.attrs["fence_id"]])
-        return None
+        if op.name != "tlx.fence_async_shared":
+            return None
+        rec = recs.get(op.attrs.get("fence_id")) if "fence_id" in op.attrs else user_by_loc.get(op.loc)
+        if not fence_ids:
+            op.attrs.pop("fence_id", None)
+        return fence_note(rec) if rec is not None else None
 
     return print_module(module, locs=False, annotate=annotate)
 
 
-def show(k: Any, stage: Optional[str] = None) -> Any:
-    """The IR of one pass (`stage` = a pass name such as "fence_insertion", or None for the last)
-    with fences highlighted; renders as HTML in Jupyter, as text elsewhere."""
-    return _IRView(k, stage)
+def ir_diff_text(k: Any, stage: str, context: int = 2) -> str:
+    """What pass `stage` changed: a unified diff (`context` lines around each change) of the fenced
+    IR before it against the fenced IR after it; "(no change)" when the pass changed nothing."""
+    key, _ = _stage_module(k, stage)
+    keys = stage_keys(k)
+    i = keys.index(key)
+    if i == 0:
+        raise KeyError(f"stage {key!r} is the traced IR; it has no stage before it")
+    before = fenced_ir_text(k, keys[i - 1], fence_ids=False).splitlines()
+    after = fenced_ir_text(k, key, fence_ids=False).splitlines()
+    lines = list(difflib.unified_diff(before, after, keys[i - 1], key, n=context, lineterm=""))
+    if not lines:
+        return f"{key}: (no change)"
+    return "\n".join(lines)
+
+
+def show(k: Any, stage: Optional[str] = None, diff: bool = False) -> Any:
+    """The IR of one pass (`stage` = a pass name such as "fence_insertion", "ir" for the traced
+    IR, or None for the last) with fences highlighted and explained; with ``diff=True`` only what
+    that pass changed, against the stage before it. Renders as HTML in Jupyter, as text elsewhere."""
+    _stage_module(k, stage)  # an unknown stage fails here, not later at display time
+    return _IRView(k, stage, diff)
 
 
 class _IRView:
-    def __init__(self, k: Any, stage: Optional[str]):
-        self.k, self.stage = k, stage
+    def __init__(self, k: Any, stage: Optional[str], diff: bool = False):
+        self.k, self.stage, self.diff = k, stage, diff
 
     def __str__(self) -> str:
+        if self.diff:
+            return ir_diff_text(self.k, _stage_module(self.k, self.stage)[0])
         return fenced_ir_text(self.k, self.stage)
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        return ir_html(fenced_ir_text(self.k, self.stage), _stage_module(self.k, self.stage)[0])
+        key = _stage_module(self.k, self.stage)[0]
+        if self.diff:
+            return diff_html(str(self), f"what {key} changed")
+        return ir_html(fenced_ir_text(self.k, self.stage), key)
 
 
 def ir_html(text: str, title: str) -> str:
@@ -86,6 +122,25 @@ def ir_html(text: str, title: str) -> str:
             out.append(f'<span style="background:#ffe9a8;font-weight:bold">{esc}</span>')
         else:
             out.append(esc)
+    return (f"<div><b>{html.escape(title)}</b><pre style='font-size:11px;line-height:1.25'>" + "\n".join(out)
+            + "</pre></div>")
+
+
+def diff_html(text: str, title: str) -> str:
+    """A unified diff of IR as HTML: added lines green, removed lines red, fences in bold."""
+    out = []
+    for line in text.splitlines():
+        esc = html.escape(line)
+        style = ""
+        if line.startswith("+") and not line.startswith("+++"):
+            style = "background:#dcf5dc"
+        elif line.startswith("-") and not line.startswith("---"):
+            style = "background:#fadcdc"
+        elif line.startswith("@@"):
+            style = "color:#777"
+        if "tlx.fence_async_shared" in line or "tlx.fence " in line:
+            style += ";font-weight:bold"
+        out.append(f'<span style="{style}">{esc}</span>' if style else esc)
     return (f"<div><b>{html.escape(title)}</b><pre style='font-size:11px;line-height:1.25'>" + "\n".join(out)
             + "</pre></div>")
 

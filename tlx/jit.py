@@ -5,6 +5,7 @@ kernel calls it, and launches with `kernel[grid](*args, **constexprs)`."""
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import inspect
 import os
@@ -20,6 +21,7 @@ from .language import core
 from .language.core import TraceContext
 
 _TRACE_DEPTH = [0]
+_environ_get = os.environ.get
 
 
 @dataclass(frozen=True)
@@ -227,9 +229,18 @@ class JITFunction:
                               hint=f"launch it as {self.__name__}[grid](...), or call it from another @tlx.jit kernel")
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
-        from .launch import launch
+        """`kernel[grid]`: the launch function with the grid bound (the generated dispatcher on
+        the hot path; the general path under TLX_INTERPRET=1)."""
+        if _environ_get("TLX_INTERPRET", "") not in ("", "0"):
+            from .launch import launch_slow
 
-        return lambda *args, **kwargs: launch(self, grid, args, kwargs)
+            return lambda *args, **kwargs: launch_slow(self, grid, args, kwargs)
+        d = self.__dict__.get("_dispatch")
+        if d is None:
+            from .launch import make_dispatcher
+
+            d = self._dispatch = make_dispatcher(self)
+        return functools.partial(d, grid)
 
     def __repr__(self) -> str:
         return f"JITFunction({self.__module__}:{self.__qualname__})"

@@ -195,15 +195,97 @@ class CachedKernel:
 
 
 def launch(fn: JITFunction, grid: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> Any:
-    """`fn[grid](*args, **kwargs)`."""
+    """`fn[grid](*args, **kwargs)`: the generated per-kernel dispatcher (`dispatcher_source`)
+    handles it; the first launch of each specialization falls back to `launch_slow`."""
     if os.environ.get("TLX_INTERPRET", "") not in ("", "0"):
-        from .interpret import interpret
+        return launch_slow(fn, grid, args, kwargs)
+    d = fn.__dict__.get("_dispatch")
+    if d is None:
+        d = fn._dispatch = make_dispatcher(fn)
+    return d(grid, *args, **kwargs)
 
-        kw, opts = _split_kwargs(fn, kwargs)
-        opts.pop("stream", None)
-        return interpret(fn, grid, *args, **kw, **{k: v for k, v in opts.items() if k in ("num_warps", "fence_passes")})
-    kw, opts = _split_kwargs(fn, kwargs)
-    bound = bind_arguments(fn, args, kw)
+
+def dispatcher_source(fn: JITFunction) -> str:
+    """Python source of the kernel's launch function: its parameters by name (defaults kept), the
+    launch options as keywords, one call to `arrays.bind` for the runtime arguments (the key and
+    the values to pack in one pass), a dict lookup, and `launch_bound` — nothing else per call."""
+    params, defaults = [], {}
+    for p in fn.params:
+        if p.has_default:
+            defaults[f"d_{p.name}"] = p.default
+            params.append(f"{p.name}=d_{p.name}")
+        else:
+            params.append(p.name)
+    opt_defaults = {"num_warps": 4, "num_ctas": 1, "ctas_per_cga": None, "stream": None, "num_stages": None,
+                    "maxnreg": None, "fence_passes": True}
+    opt_defaults.update({k: v for k, v in fn.launch_defaults.items() if k in opt_defaults})
+    names = {p.name for p in fn.params}
+    opts = [o for o in opt_defaults if o not in names]
+    for o in opts:
+        defaults[f"o_{o}"] = opt_defaults[o]
+    sig = ", ".join(["grid"] + params + (["*"] + [f"{o}=o_{o}" for o in opts] if opts else []))
+    runtime = [p.name for p in fn.params if not p.is_constexpr]
+    consts = [p.name for p in fn.params if p.is_constexpr]
+    rt = "(" + "".join(f"{n}, " for n in runtime) + ")"
+    ones = "(" + "".join(f"type({n}) is int and {n} == 1, " for n in runtime) + ")"
+    ck = "(" + "".join(f"{n}, " for n in consts) + ")"
+    ok = "(" + "".join(f"{o}, " for o in opts if o != "stream") + ")"
+    meta = "{" + ", ".join(f"{n!r}: {n}" for n in [p.name for p in fn.params]) + "}"
+    stream = "stream" if "stream" in opts else "None"
+    lines = [
+        f"def dispatch({sig}):",
+        f"    s = default_stream() if {stream} is None else stream_handle({stream})",
+        f"    sigs, values = bind({rt}, s)",
+        f"    key = (sigs, {ones}, {ck}, {ok})",
+        "    try:",
+        "        spec = specs.get(key)",
+        "    except TypeError:  # an unhashable constexpr (a list): no fast path for it",
+        "        spec = None",
+        "    if spec is None:",
+        f"        spec = first_launch(key, {meta}, {{{', '.join(f'{o!r}: {o}' for o in opts)}}})",
+        "    if callable(grid):",
+        f"        grid = grid({meta})",
+        "    spec.launcher.launch_bound(grid, values, s)",
+        "    return spec.compiled",
+    ]
+    return "\n".join(lines) + "\n", defaults
+
+
+def make_dispatcher(fn: JITFunction) -> Callable[..., Any]:
+    """Compile `dispatcher_source` for `fn`."""
+    from tlx.runtime.arrays import bind
+    from tlx.runtime.streams import default_stream, stream_handle
+
+    src, defaults = dispatcher_source(fn)
+    specs: Dict[Any, Specialization] = {}
+
+    def first_launch(key: Any, bound: Dict[str, Any], opts: Dict[str, Any]) -> Specialization:
+        spec = _specialization_for(fn, bound, opts)
+        try:
+            specs[key] = spec
+        except TypeError:  # an unhashable constexpr: this specialization takes the slow lookup
+            pass
+        return spec
+
+    env: Dict[str, Any] = {"bind": bind, "default_stream": default_stream, "stream_handle": stream_handle,
+                           "specs": specs, "first_launch": first_launch, **defaults}
+    exec(compile(src, f"<tlx launch of {fn.__name__}>", "exec"), env)
+    fast = env["dispatch"]
+
+    def dispatch(grid: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fast(grid, *args, **kwargs)
+        except TypeError:
+            kw, _ = _split_kwargs(fn, kwargs)
+            bind_arguments(fn, args, kw)  # a bad call: raise the clear TLXCompileError
+            raise
+
+    dispatch.source = src  # type: ignore[attr-defined]
+    dispatch.specs = specs  # type: ignore[attr-defined]
+    return dispatch
+
+
+def _specialization_for(fn: JITFunction, bound: Dict[str, Any], opts: Dict[str, Any]) -> Specialization:
     key, sig, consts, div, ones = specialize(fn, bound)
     options = _options_for(fn, opts)
     full_key = (key, options)
@@ -214,6 +296,20 @@ def launch(fn: JITFunction, grid: Any, args: Sequence[Any], kwargs: Dict[str, An
         current_context(fn.__name__)  # no driver or no device: say so before compiling
         spec = _build(fn, sig, consts, div, ones, options)
         fn.cache[full_key] = spec
+    return spec
+
+
+def launch_slow(fn: JITFunction, grid: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> Any:
+    """The general launch path (binding by inspect, full specialization) — also TLX_INTERPRET."""
+    if os.environ.get("TLX_INTERPRET", "") not in ("", "0"):
+        from .interpret import interpret
+
+        kw, opts = _split_kwargs(fn, kwargs)
+        opts.pop("stream", None)
+        return interpret(fn, grid, *args, **kw, **{k: v for k, v in opts.items() if k in ("num_warps", "fence_passes")})
+    kw, opts = _split_kwargs(fn, kwargs)
+    bound = bind_arguments(fn, args, kw)
+    spec = _specialization_for(fn, bound, opts)
     meta = dict(bound)
     g = _grid_tuple(grid, meta)
     runtime_args = [bound[n] for n in spec.runtime_names]

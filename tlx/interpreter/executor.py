@@ -262,7 +262,7 @@ class Program:
             if isinstance(bar, MBarrier) and bar.pending == 0 and bar.tx != 0 and not bar.transfers:
                 notes.append(f"  {bar.name}: barrier_expect_bytes declared {bar.expected} bytes in this phase but "
                              f"{bar.landed} bytes of loads arrived — the phase can never complete")
-                self.interp.checker.report_barrier(bar, "expect-bytes",
+                self.interp.report_barrier(bar, "expect-bytes",
                     f"barrier_expect_bytes declared {bar.expected} bytes but the loads on the barrier bring {bar.landed}",
                     "make the expected byte count equal the bytes of the TMA loads that complete on this barrier",
                     self.pid)
@@ -286,7 +286,6 @@ class Interpreter:
         self.args = list(args)
         self.gmem = gmem
         self.checker = Checker(raise_on_hazard)
-        self.checker.report_barrier = self._report_barrier  # type: ignore[attr-defined]
         self.num_warps = int(module.attrs.get("num_warps", 4))
         self._compiled: Dict[int, Tuple[List[Tuple[Callable, Operation, bool]], Operation]] = {}
         self._pending_checks: Dict[int, List[Value]] = {}
@@ -294,13 +293,12 @@ class Interpreter:
         self.max_while_iterations = 1_000_000
 
     # -- reporting helpers --------------------------------------------------------------------------
-    def _report_barrier(self, bar: MBarrier, kind: str, summary: str, hint: str, pid, rec: Optional[Access] = None) -> None:
+    def report_barrier(self, bar: MBarrier, kind: str, summary: str, hint: str, pid) -> None:
+        """A barrier-level hazard, attributed to the phase's last barrier_expect_bytes."""
         ck = self.checker
+        rec = bar.expect_ops[-1] if bar.expect_ops else None
         if rec is None:
-            first = bar.expect_ops[-1] if bar.expect_ops else None
-            if first is None:
-                return
-            rec = first
+            return
         ck.report(SyncHazard, kind, summary, f"{bar.name} (allocated at {describe_loc(bar.op.loc)})", None, rec, hint,
                   may_raise=False)  # the deadlock it causes is raised with it
 
@@ -742,9 +740,7 @@ def _rmw(kind: str, old: np.ndarray, val: np.ndarray, e: T.ScalarType) -> np.nda
     if kind in ("add", "fadd"):
         r = old + val
         return N.round_bf16_from_f32(r) if e.name == "bf16" else r
-    if kind in ("max", "min"):
-        if e.is_int and not e.is_signed:
-            pass
+    if kind in ("max", "min"):  # signed for iN, unsigned for uN: the numpy dtype says which
         return np.maximum(old, val) if kind == "max" else np.minimum(old, val)
     if kind in ("umax", "umin"):
         uo, uv = N.as_unsigned(old, e), N.as_unsigned(val, e)
@@ -1167,7 +1163,6 @@ def _named(th, op) -> NamedBarrier:
     nb = th.prog.named.get(bid)
     if nb is None:
         nb = th.prog.named[bid] = NamedBarrier(bid)
-        nb.released = {}  # type: ignore[attr-defined]
     return nb
 
 
@@ -1175,7 +1170,7 @@ def _named_arrive(th, op) -> Tuple[NamedBarrier, int]:
     nb = _named(th, op)
     gen = nb.arrive(th.agent, op.attrs["count"])
     if nb.generation > gen:
-        nb.released[gen] = nb.released_clock  # type: ignore[attr-defined]
+        nb.released[gen] = nb.released_clock
     return nb, gen
 
 
@@ -1195,7 +1190,7 @@ def _named_barrier_wait(it, th, op):
             return wait_info("named", op, th.agent, iters, f"named barrier {nb.id} ({op.attrs['count']} threads)",
                              f"{nb.arrived} threads have arrived (waiting: {', '.join(nb.waiting)})")
         yield Wait(lambda: nb.generation > gen, describe)
-    th.agent.join(nb.released[gen])  # type: ignore[attr-defined]
+    th.agent.join(nb.released[gen])
 
 
 @handler("tlx.cta_barrier")

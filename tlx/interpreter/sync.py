@@ -110,6 +110,7 @@ class NamedBarrier:
         self.count: Optional[int] = None
         self.clock: Dict[int, int] = {}
         self.released_clock: Dict[int, int] = {}
+        self.released: Dict[int, Dict[int, int]] = {}  # generation -> the clock its waiters acquire
         self.waiting: List[str] = []
 
     def arrive(self, agent: Agent, count: int) -> int:

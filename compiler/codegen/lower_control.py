@@ -1,0 +1,352 @@
+"""Lowering of structured control flow and warp specialization.
+
+`scf.for` becomes a rotated loop (test before entry, test at the bottom), `scf.if` a branch
+pair, `scf.while` a loop with the test after the "before" region. Loop-carried values live in
+home registers: the initial value's own registers when nothing reads it after the loop starts
+(no copies; an in-flight wgmma accumulator must not be copied), fresh ones otherwise.
+
+`tlx.warp_specialize`: the default partition runs on warps [0, num_warps); worker partitions
+follow (those of 4+ warps start on a warpgroup boundary) and the CTA is padded to whole
+warpgroups. Dispatch is by warpgroup: each warpgroup first runs its `setmaxnreg` (when
+registers are requested; every warp of a warpgroup must agree), then branches to its
+partition; worker partitions end with `ret`, padding warps return at once, and the default
+partition falls through into the code after the op. Named barriers: 0 is the default
+partition's (or the CTA's), 1 is reserved (TLX's worker switch loop), worker k uses 2+k; user
+named barriers must avoid the ids the kernel reserves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional
+
+from ..errors import TLXCompileError
+from ..ir import types as T
+from ..ir.core import Operation
+from .lower import KernelLowering, lowers
+from .values import Barriers, Desc, Partition, Scalar, SmemView, Tensor, Token, reg_kind
+
+
+# ---------------------------------------------------------------------------------------------
+# homes for carried values
+# ---------------------------------------------------------------------------------------------
+
+def _home(lw: KernelLowering, init_value, region_value, op: Operation, claimed: set):
+    """Registers where a carried value lives: the init's own registers when they may be
+    overwritten (and no other carried value of this op took them), else fresh registers
+    initialized with a copy."""
+    x = lw.val(init_value)
+    if isinstance(x, Token):
+        return x
+    regs, kinds = lw.flat_regs(x)
+    if (lw.can_overwrite(init_value, op) and not any(r in lw.pinned or r in claimed for r in regs)
+            and len(set(regs)) == len(regs) and all(r.startswith("%") for r in regs)):
+        claimed.update(regs)
+        return x
+    h = lw.fresh_like(region_value, x)
+    hr, hk = lw.flat_regs(h)
+    lw.copy_regs(hr, regs, kinds)
+    return h
+
+
+def _yield_into(lw: KernelLowering, homes: List, values, loc_op: Operation) -> None:
+    dsts: List[str] = []
+    srcs: List[str] = []
+    kinds: List[str] = []
+    for h, v in zip(homes, values):
+        x = lw.val(v)
+        if isinstance(h, SmemView) and isinstance(x, SmemView):
+            if (h.origin if not isinstance(h.origin, str) else None) != (x.origin if not isinstance(x.origin, str) else None) \
+                    and not (isinstance(h.origin, str) and isinstance(x.origin, str)):
+                raise TLXCompileError("a loop-carried shared-memory view changes its sub-slice origin across "
+                                      "iterations", loc_op.loc, hint="carry the buffer index instead of the view")
+        hr, hk = lw.flat_regs(h)
+        xr, _ = lw.flat_regs(x)
+        if len(hr) != len(xr):
+            raise TLXCompileError("internal: a carried value changes its register count", loc_op.loc)
+        dsts += hr
+        srcs += xr
+        kinds += hk
+    lw.copy_regs(dsts, srcs, kinds)
+
+
+def _cmp_type(t: T.ScalarType) -> str:
+    return f"{'s' if t.is_signed else 'u'}{t.bits}"
+
+
+@lowers("scf.for")
+def _for(lw: KernelLowering, op: Operation) -> None:
+    e = lw.e
+    lb, ub, st = op.arg("lb"), op.arg("ub"), op.arg("step")
+    it = lb.type
+    blk = op.regions[0].block
+    ct = _cmp_type(it)  # type: ignore[arg-type]
+    kind = reg_kind(it)
+    iv = e.named(kind, lw.hint(blk.args[0], "iv"))
+    e(f"mov.b{kind[1:]}", iv, lw.scalar(lb))
+    claimed: set = set()
+    homes = [_home(lw, v, a, op, claimed) for v, a in zip(op.group("inits"), blk.args[1:])]
+    head, exit_ = e.new_label("loop"), e.new_label("loop_exit")
+    p = e.tmp("pred")
+    e(f"setp.ge.{ct}", p, iv, lw.scalar(ub))
+    e("bra.uni", exit_, pred=p)
+    e.label(head)
+    lw.set(blk.args[0], Scalar(iv, it))
+    for a, h in zip(blk.args[1:], homes):
+        lw.set(a, h)
+    lw.lower_ops(blk.ops[:-1])
+    e.set_loc(blk.ops[-1].loc if blk.ops else op.loc)
+    _yield_into(lw, homes, blk.terminator.operands, op)  # type: ignore[union-attr]
+    e(f"add.{ct if ct.startswith('s') else ct}", iv, iv, lw.scalar(st))
+    q = e.tmp("pred")
+    e(f"setp.lt.{ct}", q, iv, lw.scalar(ub))
+    e("bra.uni", head, pred=q)
+    e.label(exit_)
+    for r, h in zip(op.results, homes):
+        lw.set(r, h)
+        _alias_home(lw, r, h, op)
+
+
+def _alias_home(lw: KernelLowering, result, home, op: Operation) -> None:
+    """Results share the home registers with the region's block arguments."""
+    for r in op.regions:
+        for a in r.block.args:
+            if lw.vals.get(id(a)) is home:
+                lw.alias(result, a)
+
+
+@lowers("scf.if")
+def _if(lw: KernelLowering, op: Operation) -> None:
+    e = lw.e
+    c = lw.scalar(op.arg("cond"))
+    homes = [lw.home_for(r) for r in op.results]
+    then_b, else_b = op.regions[0].block, op.regions[1].block
+    else_empty = len(else_b.ops) == 1 and not homes
+    l_else, l_end = e.new_label("else"), e.new_label("endif")
+    e("bra", l_end if else_empty else l_else, pred="!" + c)
+    lw.lower_ops(then_b.ops[:-1])
+    _yield_into(lw, homes, then_b.terminator.operands, op)  # type: ignore[union-attr]
+    if not else_empty:
+        e("bra.uni", l_end)
+        e.label(l_else)
+        lw.lower_ops(else_b.ops[:-1])
+        _yield_into(lw, homes, else_b.terminator.operands, op)  # type: ignore[union-attr]
+    e.label(l_end)
+    for r, h in zip(op.results, homes):
+        lw.set(r, h)
+
+
+@lowers("scf.while")
+def _while(lw: KernelLowering, op: Operation) -> None:
+    e = lw.e
+    before, after = op.regions[0].block, op.regions[1].block
+    claimed: set = set()
+    bhomes = [_home(lw, v, a, op, claimed) for v, a in zip(op.group("inits"), before.args)]
+    ahomes = [lw.home_for(a) for a in after.args]
+    head, exit_ = e.new_label("while"), e.new_label("while_exit")
+    e.label(head)
+    for a, h in zip(before.args, bhomes):
+        lw.set(a, h)
+    lw.lower_ops(before.ops[:-1])
+    cond = before.terminator
+    _yield_into(lw, ahomes, cond.operands[1:], op)  # type: ignore[union-attr]
+    e("bra", exit_, pred="!" + lw.scalar(cond.operands[0]))  # type: ignore[union-attr]
+    for a, h in zip(after.args, ahomes):
+        lw.set(a, h)
+    lw.lower_ops(after.ops[:-1])
+    _yield_into(lw, bhomes, after.terminator.operands, op)  # type: ignore[union-attr]
+    e("bra.uni", head)
+    e.label(exit_)
+    for r, h in zip(op.results, ahomes):
+        lw.set(r, h)
+
+
+@lowers("scf.yield", "scf.condition", "tlx.ws_yield")
+def _terminator(lw: KernelLowering, op: Operation) -> None:
+    """Handled by the region op that owns the block."""
+
+
+@lowers("tt.return")
+def _return(lw: KernelLowering, op: Operation) -> None:
+    lw.e("ret")
+
+
+@lowers("tlx.ws_return")
+def _ws_return(lw: KernelLowering, op: Operation) -> None:
+    lw.e("ret")
+
+
+# ---------------------------------------------------------------------------------------------
+# warp specialization
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class PartitionPlan:
+    """Where each partition runs: first warp and warp count (index 0 = default), the CTA's
+    warps, and the register count of each warpgroup (None without setmaxnreg)."""
+
+    first_warp: List[int]
+    num_warps: List[int]
+    total_warps: int
+    wg_regs: Optional[List[int]]
+    entry_regs: int
+
+
+def plan_partitions(lw: KernelLowering, op: Operation) -> PartitionPlan:
+    """Place partitions on warps and split the register file (TLX's rule, see the module doc)."""
+    nw = [lw.num_warps] + [int(w) for w in op.attrs.get("partition_num_warps", [])]
+    first = [0]
+    start = lw.num_warps + (-lw.num_warps) % 4  # workers never share the default's warpgroups
+    for w in nw[1:]:
+        if w <= 0 or w & (w - 1):
+            raise TLXCompileError(f"a warp-specialize partition has {w} warps; use 1, 2, 4, 8...", op.loc)
+        if w >= 4 and start % 4:
+            start += 4 - start % 4
+        elif w < 4 and start % w:
+            start += w - start % w
+        if w < 4 and (start % 4) + w > 4:
+            start += 4 - start % 4
+        first.append(start)
+        start += w
+    total = start + (-start) % 4
+    nwg = total // 4
+    regs_attr = list(op.attrs.get("partition_registers", []) or [])
+    dflt = op.attrs.get("default_registers")
+    requested = [dflt] + (regs_attr if regs_attr else [None] * (len(nw) - 1))
+    requested = [None if (r is None or r == 0) else int(r) for r in requested]
+    per_thread = min(248, 65536 // (total * 32))  # the entry cap: a multiple of 8, at most 255
+    per_thread -= per_thread % 8
+    wg_regs: Optional[List[int]] = None
+    if any(r is not None for r in requested):
+        for r in requested:
+            if r is not None and (r % 8 or r < 24 or r > 256):
+                raise TLXCompileError(f"registers={r}: setmaxnreg needs a multiple of 8 in [24, 256]", op.loc)
+        # warpgroup → the partitions in it
+        owners: List[List[int]] = [[] for _ in range(nwg)]
+        for k, (f, w) in enumerate(zip(first, nw)):
+            for wi in range(f, f + w):
+                if k not in owners[wi // 4]:
+                    owners[wi // 4].append(k)
+        fixed: List[Optional[int]] = []
+        for g, ks in enumerate(owners):
+            vals = {requested[k] for k in ks if requested[k] is not None}
+            if len(vals) > 1:
+                raise TLXCompileError(f"partitions {ks} share warpgroup {g} but ask for different registers {sorted(vals)}",
+                                      op.loc, hint="give partitions that share a warpgroup the same registers=")
+            fixed.append(vals.pop() if vals else None)
+        left = per_thread * nwg - sum(r for r in fixed if r is not None)
+        free = [g for g, r in enumerate(fixed) if r is None]
+        if free:
+            share = left // len(free)
+            share -= share % 8
+            share = min(share, 256)
+            if share < 24:
+                raise TLXCompileError(f"the requested registers leave {share} per thread for the other partitions "
+                                      "(at least 24 are needed)", op.loc, hint="request fewer registers")
+            for g in free:
+                fixed[g] = share
+        if sum(fixed) > per_thread * nwg:  # type: ignore[arg-type]
+            raise TLXCompileError(f"the partitions ask for {sum(fixed)} registers per thread-warpgroup, more than the "  # type: ignore
+                                  f"{per_thread * nwg} the register file holds for {total * 32} threads", op.loc,
+                                  hint="request fewer registers")
+        wg_regs = [int(r) for r in fixed]  # type: ignore[arg-type]
+    return PartitionPlan(first, nw, total, wg_regs, per_thread)
+
+
+@lowers("tlx.warp_specialize")
+def _warp_specialize(lw: KernelLowering, op: Operation) -> None:
+    e = lw.e
+    plan = plan_partitions(lw, op)
+    main = lw.part
+    if main.index != -1:
+        raise TLXCompileError("warp_specialize cannot be nested", op.loc)
+    nparts = len(plan.num_warps)
+    for k in range(1, nparts):
+        lw.reserved_barriers[2 + (k - 1)] = f"partition {k - 1}"
+    lw.reserved_barriers[0] = "the default partition"
+    lw.reserved_barriers[1] = "warp specialization"
+    if plan.wg_regs is not None:
+        lw.setmaxnreg_used = True
+    # entering warp specialization synchronizes the CTA (the CTA-barrier pass relies on it)
+    lw.part_barrier()
+    # dispatch by warpgroup
+    raw = e.tmp("b32")
+    e("mov.u32", raw, "%tid.x")
+    wg = e.tmp("b32")
+    e("shr.u32", wg, raw, "7")
+    wgu = e.tmp("b32")
+    e("shfl.sync.idx.b32", wgu, wg, "0", "31", "-1")
+    nwg = plan.total_warps // 4
+    wg_of_part = {}
+    labels = [e.new_label(f"wg{g}") for g in range(nwg)]
+    l_default = e.new_label("ws_default")
+    default_wgs = {w // 4 for w in range(plan.first_warp[0], plan.first_warp[0] + plan.num_warps[0])}
+    for g in range(nwg):
+        if g in default_wgs:
+            continue
+        p = e.tmp("pred")
+        e("setp.eq.u32", p, wgu, str(g))
+        e("bra", labels[g], pred=p)
+    e("bra.uni", l_default)
+    # worker warpgroups
+    warp_raw = e.tmp("b32")
+    e("shr.u32", warp_raw, raw, "5")
+    warp_u = e.tmp("b32")
+    e("shfl.sync.idx.b32", warp_u, warp_raw, "0", "31", "-1")
+    part_labels = [None] + [e.new_label(f"partition{k - 1}") for k in range(1, nparts)]
+    for g in range(nwg):
+        if g in default_wgs:
+            continue
+        e.label(labels[g])
+        _setmaxnreg(lw, plan, g)
+        for k in range(1, nparts):
+            f, w = plan.first_warp[k], plan.num_warps[k]
+            if f // 4 <= g <= (f + w - 1) // 4:
+                lo, hi = max(f, 4 * g), min(f + w, 4 * g + 4)
+                p = e.tmp("pred")
+                q = e.tmp("pred")
+                e("setp.ge.u32", p, warp_u, str(lo))
+                e("setp.lt.u32", q, warp_u, str(hi))
+                pq = e.tmp("pred")
+                e("and.pred", pq, p, q)
+                e("bra", part_labels[k], pred=pq)
+        e("ret")  # padding warps
+    # worker partitions
+    caps = op.group("captures")
+    for c in caps:
+        if isinstance(c.type, T.TensorType):
+            raise TLXCompileError("a register tensor cannot be captured by a warp-specialize partition (other "
+                                  "warps hold its registers)", op.loc,
+                                  hint="recompute the tensor inside the partition, or pass it through shared memory")
+    for k in range(1, nparts):
+        region = op.regions[k]
+        e.label(part_labels[k])  # type: ignore[arg-type]
+        part = lw.make_partition(k - 1, plan.num_warps[k], plan.first_warp[k], 2 + (k - 1), False)
+        saved = lw.part
+        lw.part = part
+        for a, c in zip(region.block.args, caps):
+            lw.set(a, lw.val(c))
+        start = len(e.code)
+        lw.lower_ops(region.block.ops)
+        e.code[start:start] = part.prologue
+        part.prologue = []
+        lw.part = saved
+        if not region.block.ops or region.block.ops[-1].name != "tlx.ws_return":
+            e("ret")
+    # the default partition, then the code after the op
+    e.label(l_default)
+    _setmaxnreg(lw, plan, min(default_wgs))
+    main.whole_cta = False
+    main.num_warps = plan.num_warps[0]
+    main.index = 0
+    lw.lower_ops(op.regions[0].block.ops)
+
+
+def _setmaxnreg(lw: KernelLowering, plan: PartitionPlan, g: int) -> None:
+    if plan.wg_regs is None:
+        return
+    r = plan.wg_regs[g]
+    if r == plan.entry_regs:
+        return
+    kind = "inc" if r > plan.entry_regs else "dec"
+    lw.e(f"setmaxnreg.{kind}.sync.aligned.u32", str(r))

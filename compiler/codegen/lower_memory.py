@@ -1,0 +1,755 @@
+"""Lowering of memory ops: global loads, stores and atomics; shared-memory allocations, views,
+`local_store` / `local_load`; cp.async with commit and wait groups.
+
+Global accesses are vectorized up to 16 bytes per thread where the layout gives a thread
+consecutive elements and the axis analysis proves them contiguous, aligned and equally masked.
+Shared accesses use the linear element → byte map of the buffer: one address per thread (XOR
+of lane and warp offsets, computed once per partition) plus a constant per register group —
+added when its bits do not meet the thread's, XORed when a swizzle makes them meet — and as
+many registers per instruction as sit at consecutive addresses (up to 16 bytes).
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+from ..errors import TLXCompileError
+from ..ir import layouts as L
+from ..ir import types as T
+from ..ir.core import Operation, Value
+from . import layout_math as LM
+from .lower import KernelLowering, lowers
+from .values import Barriers, Scalar, SmemView, Tensor, Token, reg_kind
+
+
+def _eb(e) -> int:
+    if isinstance(e, T.PointerType):
+        return 8
+    return max(1, e.bits // 8)
+
+
+# ---------------------------------------------------------------------------------------------
+# packing registers into memory words
+# ---------------------------------------------------------------------------------------------
+
+def _width_ops(nbytes: int, eb: int) -> Tuple[str, int, str]:
+    """(vector suffix, number of words, word type) for an access of `nbytes` bytes."""
+    if eb == 8:
+        return ("" if nbytes == 8 else ".v2"), nbytes // 8, "b64"
+    if nbytes >= 4:
+        n = nbytes // 4
+        return ("" if n == 1 else f".v{n}"), n, "b32"
+    if nbytes == 2:
+        return "", 1, "b16"
+    return "", 1, "b8"
+
+
+def pack_words(lw: KernelLowering, regs: List[str], e, nbytes: int) -> Tuple[List[str], str]:
+    """Registers of one vector access packed into memory words."""
+    em = lw.e
+    eb = _eb(e)
+    vec, n, wt = _width_ops(nbytes, eb)
+    kind = reg_kind(e)
+    if kind == "pred":
+        regs2 = []
+        for r in regs:
+            t = em.tmp("b16")
+            em("selp.u16", t, "1", "0", r)
+            regs2.append(t)
+        regs = regs2
+    if wt in ("b64",) or (wt == "b32" and eb == 4):
+        return list(regs), wt
+    if wt == "b16" or wt == "b8":
+        if eb == 1 and wt == "b16":
+            lo, hi = regs
+            a, b, c = em.tmp("b16"), em.tmp("b16"), em.tmp("b16")
+            em("and.b16", a, lo, "255")
+            em("shl.b16", b, hi, "8")
+            em("or.b16", c, a, b)
+            return [c], "b16"
+        return [regs[0]], wt
+    words = []
+    per = 4 // eb
+    for w in range(n):
+        part = regs[w * per:(w + 1) * per]
+        t = em.tmp("b32")
+        if eb == 2:
+            em("mov.b32", t, "{" + ", ".join(part) + "}")
+        else:  # four bytes
+            acc = None
+            for k, r in enumerate(part):
+                x = em.tmp("b32")
+                em("cvt.u32.u16", x, r)
+                if acc is None:
+                    y = em.tmp("b32")
+                    em("and.b32", y, x, "255")
+                    acc = y
+                else:
+                    y = em.tmp("b32")
+                    em("bfi.b32", y, x, acc, str(8 * k), "8")
+                    acc = y
+            em("mov.b32", t, acc)
+        words.append(t)
+    return words, "b32"
+
+
+def word_regs(lw: KernelLowering, e, nbytes: int) -> Tuple[List[str], str]:
+    """Temporaries to load one vector access into (memory words)."""
+    eb = _eb(e)
+    vec, n, wt = _width_ops(nbytes, eb)
+    if wt == "b8":
+        return [lw.e.tmp("b16")], "b8"
+    return [lw.e.tmp(wt) for _ in range(n)], wt
+
+
+def unpack_words(lw: KernelLowering, words: List[str], wt: str, dsts: List[str], e) -> None:
+    """Move loaded memory words into element registers."""
+    em = lw.e
+    eb = _eb(e)
+    kind = reg_kind(e)
+    if kind == "pred":
+        tmp = [em.tmp("b16") for _ in dsts]
+        unpack_words(lw, words, wt, tmp, T.u8)
+        for d, t in zip(dsts, tmp):
+            em("setp.ne.b16", d, t, "0")
+        return
+    if wt == "b64" or (wt == "b32" and eb == 4):
+        for d, w in zip(dsts, words):
+            em(f"mov.{wt}", d, w)
+        return
+    if wt == "b8":
+        em("mov.b16", dsts[0], words[0])
+        return
+    if wt == "b16":
+        if eb == 2:
+            em("mov.b16", dsts[0], words[0])
+        else:
+            em("and.b16", dsts[0], words[0], "255")
+            em("shr.u16", dsts[1], words[0], "8")
+        return
+    per = 4 // eb
+    for w, word in enumerate(words):
+        part = dsts[w * per:(w + 1) * per]
+        if eb == 2:
+            em("mov.b32", "{" + ", ".join(part) + "}", word)
+        else:
+            for k, d in enumerate(part):
+                x = em.tmp("b32")
+                em("bfe.u32", x, word, str(8 * k), "8")
+                em("cvt.u16.u32", d, x)
+
+
+def _vec_text(regs: List[str]) -> str:
+    return regs[0] if len(regs) == 1 else "{" + ", ".join(regs) + "}"
+
+
+def _mem_type(wt: str) -> str:
+    return {"b8": "b8", "b16": "b16", "b32": "b32", "b64": "b64"}[wt]
+
+
+# ---------------------------------------------------------------------------------------------
+# shared memory: generic register <-> buffer access
+# ---------------------------------------------------------------------------------------------
+
+def matrix_plan(eb: int, reg_off: List[int], lane_off: List[int], warp_off: List[int]):
+    """For 16-bit elements laid out as mma fragments in a shared buffer — register bit 0 the
+    right neighbour (+2 bytes), lane bits 0-1 along one 16-byte chunk (+4, +8), lane bits 2-4
+    down the rows (16-byte aligned) — the 8x8-matrix instructions apply: returns (the register
+    bits selecting matrices 1..3 of an x4 (x2, x1 when fewer), the byte offsets each lane bit
+    adds to the row address a lane supplies: lane t gives row t % 8 of matrix t // 8), else None."""
+    ro, lo = reg_off, lane_off
+    if eb != 2 or not ro or len(lo) != 5 or ro[0] != 2 or lo[0] != 4 or lo[1] != 8:
+        return None
+    if any(x % 16 or not x for x in lo[2:5]) or any(x % 16 for x in ro[1:]) or any(x % 16 for x in warp_off):
+        return None
+    sel = list(range(1, len(ro)))[:2]
+    lane_vals = [lo[2], lo[3], lo[4]] + [ro[k] for k in sel] + [0] * (2 - len(sel))
+    return sel, lane_vals
+
+
+class SmemAccess:
+    """The addresses of every register group of a tensor with layout `m` in view `view`."""
+
+    def __init__(self, lw: KernelLowering, view: SmemView, m: LM.LinearMap, elem, max_bytes: int = 16):
+        self.lw = lw
+        self.view = view
+        self.eb = view.elem_bytes if reg_kind(elem) != "pred" else 1
+        self.reg_off = [view.element_bases(b) for b in m.reg]
+        self.lane_off = [view.element_bases(b) for b in m.lane]
+        self.warp_off = [view.element_bases(b) for b in m.warp]
+        self.vec = LM.contiguous_regs(self.reg_off, self.eb, max_bytes)
+        self.K = 0
+        self._thread(self.lane_off)
+
+    def _thread(self, lane_vals) -> None:
+        """The per-thread address part from lane values `lane_vals` (and the warp offsets)."""
+        lw, view = self.lw, self.view
+        self.t, self.tmask = lw.thread_linear(lane_vals, self.warp_off)
+        origin = view.origin
+        if isinstance(origin, int):
+            self.K = origin
+        elif origin:
+            t = lw.e.tmp("b32")
+            if self.t is None:
+                lw.e("mov.b32", t, origin)
+            else:
+                lw.e("xor.b32", t, self.t, origin)
+            self.t = t
+            self.tmask = 0xFFFFFFFF
+        self.base_plus_t = None
+
+    def matrix_plan(self) -> Optional[List[int]]:
+        """ldmatrix / stmatrix for this access (see `matrix_plan`): the matrix-select register
+        bits, with the thread part switched to the row addresses; None when not applicable."""
+        if isinstance(self.view.origin, int) and self.view.origin % 16:
+            return None
+        plan = matrix_plan(self.eb, self.reg_off, self.lane_off, self.warp_off)
+        if plan is None:
+            return None
+        sel, lane_vals = plan
+        self._thread(lane_vals)
+        return sel
+
+    def address(self, r0: int) -> str:
+        """The address operand ("[reg+imm]") of the register group starting at register r0."""
+        ro = self.K
+        i = 0
+        x = r0
+        while x:
+            if x & 1:
+                ro ^= self.reg_off[i]
+            x >>= 1
+            i += 1
+        rx, ra = ro & self.tmask, ro & ~self.tmask
+        em = self.lw.e
+        base = self.view.base
+        if self.t is None:
+            return f"[{base}+{ra}]" if ra else f"[{base}]"
+        if rx == 0:
+            if self.base_plus_t is None:
+                self.base_plus_t = em.tmp("b32")
+                em("add.s32", self.base_plus_t, base, self.t)
+            a = self.base_plus_t
+        else:
+            xr = em.tmp("b32")
+            em("xor.b32", xr, self.t, str(rx))
+            a = em.tmp("b32")
+            em("add.s32", a, base, xr)
+        return f"[{a}+{ra}]" if ra else f"[{a}]"
+
+
+def _matrix_groups(n: int, sel: List[int]):
+    """Register groups of one ldmatrix / stmatrix: (first register, registers of each matrix)."""
+    fixed = 1 | sum(1 << k for k in sel)
+    for g in range(n):
+        if g & fixed:
+            continue
+        mats = []
+        for j in range(1 << len(sel)):
+            r = g
+            for b, k in enumerate(sel):
+                if (j >> b) & 1:
+                    r |= 1 << k
+            mats.append(r)
+        yield g, mats
+
+
+def smem_store(lw: KernelLowering, view: SmemView, x: Tensor) -> None:
+    """Store every register of tensor x into the view (stmatrix for mma fragments of 16-bit
+    elements, else st.shared, vectorized)."""
+    acc = SmemAccess(lw, view, x.lmap, x.elem)
+    sel = acc.matrix_plan() if reg_kind(x.elem) == "b16" else None
+    if sel is not None:
+        nm = 1 << len(sel)
+        for g, mats in _matrix_groups(len(x.regs), sel):
+            words = []
+            for r in mats:
+                w = lw.e.tmp("b32")
+                lw.e("mov.b32", w, "{" + x.regs[r] + ", " + x.regs[r | 1] + "}")
+                words.append(w)
+            lw.e(f"stmatrix.sync.aligned.m8n8.x{nm}.shared.b16", acc.address(g), _vec_text(words))
+        return
+    v = acc.vec
+    nbytes = v * acc.eb
+    for r0 in range(0, len(x.regs), v):
+        words, wt = pack_words(lw, x.regs[r0:r0 + v], x.elem if reg_kind(x.elem) != "pred" else T.i1, nbytes)
+        vec, _, _ = _width_ops(nbytes, acc.eb if reg_kind(x.elem) != "pred" else 1)
+        lw.e(f"st.shared{vec}.{_mem_type(wt)}", acc.address(r0), _vec_text(words))
+
+
+def smem_load(lw: KernelLowering, view: SmemView, m: LM.LinearMap, elem, hint: str) -> List[str]:
+    """Load a tensor with layout m from the view (ld.shared, vectorized); its registers."""
+    regs = lw.e.named_array(reg_kind(elem), m.num_regs, hint)
+    acc = SmemAccess(lw, view, m, elem)
+    sel = acc.matrix_plan() if reg_kind(elem) == "b16" else None
+    if sel is not None:
+        nm = 1 << len(sel)
+        for g, mats in _matrix_groups(len(regs), sel):
+            words = [lw.e.tmp("b32") for _ in mats]
+            lw.e(f"ldmatrix.sync.aligned.m8n8.x{nm}.shared.b16", _vec_text(words), acc.address(g))
+            for w, r in zip(words, mats):
+                lw.e("mov.b32", "{" + regs[r] + ", " + regs[r | 1] + "}", w)
+        return regs
+    v = acc.vec
+    nbytes = v * acc.eb
+    for r0 in range(0, len(regs), v):
+        words, wt = word_regs(lw, elem if reg_kind(elem) != "pred" else T.u8, nbytes)
+        vec, _, _ = _width_ops(nbytes, acc.eb)
+        lw.e(f"ld.shared{vec}.{_mem_type(wt) if wt != 'b8' else 'u8'}", _vec_text(words), acc.address(r0))
+        unpack_words(lw, words, wt, regs[r0:r0 + v], elem)
+    return regs
+
+
+def scratch_view(lw: KernelLowering, op: Operation, shape: Tuple[int, ...], elem) -> SmemView:
+    """A view of an op's scratch, laid out so that both sides of a conversion access it with wide,
+    conflict-free vectors (NVMMA-style 16-byte chunk swizzle when rows are long enough)."""
+    base = lw.scratch(op)
+    e = elem if isinstance(elem, T.ScalarType) and elem.bits > 1 else (T.u64 if isinstance(elem, T.PointerType) else T.u8)
+    eb = max(1, e.bits // 8)
+    lay: L.SharedLayout
+    if len(shape) >= 2 and shape[-1] * eb >= 16:
+        rows = 1
+        for s in shape[:-1]:
+            rows *= s
+        sw = 0
+        for s in (128, 64, 32):
+            if (shape[-1] * eb) % s == 0 and rows >= 8:
+                sw = s
+                break
+        lay = L.NVMMASharedLayout(sw, e.bits, False)
+    else:
+        lay = L.SwizzledSharedLayout(1, 1, 1, tuple(range(len(shape) - 1, -1, -1)))
+    return SmemView(base, e, lay, tuple(shape), tuple(range(len(shape))), tuple(shape))
+
+
+# ---------------------------------------------------------------------------------------------
+# allocations and views
+# ---------------------------------------------------------------------------------------------
+
+def view_of_alloc(lw: KernelLowering, base: str, t: T.MemDescType) -> SmemView:
+    shape = t.buffer_shape
+    eb = max(1, t.element.bits // 8)
+    nbytes = eb
+    for s in shape:
+        nbytes *= s
+    if t.layout is None:
+        raise TLXCompileError(f"buffer {t} has no shared layout: run the layout pass before code generation")
+    return SmemView(base, t.element, t.layout, tuple(shape), tuple(range(len(shape))), tuple(t.shape),
+                    t.buffers, nbytes)
+
+
+@lowers("tlx.local_alloc")
+def _local_alloc(lw: KernelLowering, op: Operation) -> None:
+    t = op.result.type
+    if "offset" not in op.attrs:
+        raise TLXCompileError("internal: local_alloc has no offset (run shared-memory allocation first)", op.loc)
+    base = lw.smem_addr(int(op.attrs["offset"]))
+    view = view_of_alloc(lw, base, t)
+    lw.set(op.result, view)
+    src = op.arg("src")
+    if src is not None:
+        smem_store(lw, view, lw.tensor(src))
+
+
+def _add_index(lw: KernelLowering, base: str, idx_v: Value, stride: int) -> str:
+    """base + idx * stride (a constant index folds)."""
+    info = lw.axis.info(idx_v)
+    em = lw.e
+    if info.constant is not None:
+        off = info.constant * stride
+        if off == 0:
+            return base
+        r = em.tmp("b32")
+        em("add.s32", r, base, str(off))
+        return r
+    idx = lw.scalar(idx_v)
+    it = idx_v.type
+    if it.bits == 64:  # type: ignore[union-attr]
+        i32 = em.tmp("b32")
+        em("cvt.u32.u64", i32, idx)
+        idx = i32
+    elif it.bits < 32:  # type: ignore[union-attr]
+        i32 = em.tmp("b32")
+        em("cvt.u32.u16", i32, idx)
+        idx = i32
+    r = em.tmp("b32")
+    em("mad.lo.s32", r, idx, str(stride), base)
+    return r
+
+
+@lowers("tlx.memdesc_index")
+def _memdesc_index(lw: KernelLowering, op: Operation) -> None:
+    src = lw.val(op.arg("src"))
+    idx = op.arg("index")
+    if isinstance(src, Barriers):
+        lw.set(op.result, Barriers(_add_index(lw, src.addr, idx, 8), 1, False))
+        return
+    if not isinstance(src, SmemView):
+        raise TLXCompileError("internal: memdesc_index of a non-buffer", op.loc)
+    if src.buffers:
+        base = _add_index(lw, src.base, idx, src.buffer_bytes)
+        lw.set(op.result, SmemView(base, src.elem, src.layout, src.storage_shape, src.perm, tuple(src.shape[1:]), 0, 0,
+                                   src.origin, src.origin_coords))
+        return
+    if len(src.shape) == 1:
+        # an element view of a 1-D buffer
+        if not (isinstance(src.layout, L.SwizzledSharedLayout) and src.layout.vec == 1 and src.layout.max_phase == 1):
+            raise TLXCompileError("indexing a 1-D buffer needs its unswizzled layout", op.loc)
+        base = _add_index(lw, src.base, idx, src.elem_bytes)
+        lw.set(op.result, SmemView(base, src.elem, src.layout, (1,), (0,), (1,), 0, 0, src.origin, None))
+        return
+    raise TLXCompileError("memdesc_index needs a buffer array (or a 1-D buffer)", op.loc)
+
+
+@lowers("tlx.memdesc_subslice")
+def _memdesc_subslice(lw: KernelLowering, op: Operation) -> None:
+    src: SmemView = lw.val(op.arg("src"))  # type: ignore[assignment]
+    offs = list(op.attrs["static_offsets"])
+    dyn = list(op.group("offsets"))
+    rshape = tuple(op.result.type.shape)
+    if src.buffers:
+        raise TLXCompileError("sub-slice a single buffer (index the array first)", op.loc)
+    smap = src.smap()
+    static = [0] * len(offs)
+    dyn_terms = []
+    k = 0
+    for d, o in enumerate(offs):
+        if o == -1:
+            dyn_terms.append((d, dyn[k]))
+            k += 1
+        else:
+            if o % rshape[d]:
+                raise TLXCompileError(f"sub-slice offset {o} along dim {d} is not a multiple of the slice size "
+                                      f"{rshape[d]}", op.loc, hint="slice at multiples of the slice shape")
+            static[d] = o
+    so = src.storage_coord(tuple(static))
+    origin = src.origin
+    K = smap.offset(so)
+    if isinstance(origin, int):
+        origin = origin ^ K
+    elif K:
+        t = lw.e.tmp("b32")
+        lw.e("xor.b32", t, origin, str(K))
+        origin = t
+    em = lw.e
+    for d, v in dyn_terms:
+        # XOR of the byte offsets of the offset's bits (the offset is a multiple of the slice size)
+        sd = src.perm[d]
+        r = lw.scalar(v)
+        for bit in range(LM.log2(rshape[d]), LM.log2(src.storage_shape[sd])):
+            unit = [0] * len(src.storage_shape)
+            unit[sd] = 1 << bit
+            boff = smap.offset(tuple(unit))
+            b = em.tmp("b32")
+            em("bfe.u32", b, r, str(bit), "1")
+            m = em.tmp("b32")
+            em("mul.lo.u32", m, b, str(boff))
+            if isinstance(origin, int):
+                t = em.tmp("b32")
+                em("xor.b32", t, m, str(origin))
+            else:
+                t = em.tmp("b32")
+                em("xor.b32", t, m, origin)
+            origin = t
+    coords = None
+    if not dyn_terms and src.origin_coords is not None:
+        coords = tuple(a + b for a, b in zip(src.origin_coords if len(src.origin_coords) == len(so) else (0,) * len(so), so))
+    lw.set(op.result, SmemView(src.base, src.elem, src.layout, src.storage_shape, src.perm, rshape, 0, 0, origin, coords))
+
+
+@lowers("tlx.memdesc_trans")
+def _memdesc_trans(lw: KernelLowering, op: Operation) -> None:
+    src: SmemView = lw.val(op.arg("src"))  # type: ignore[assignment]
+    order = list(op.attrs["order"])
+    if src.buffers:
+        raise TLXCompileError("transpose a single buffer (index the array first)", op.loc)
+    lw.set(op.result, SmemView(src.base, src.elem, src.layout, src.storage_shape, tuple(src.perm[o] for o in order),
+                               tuple(src.shape[o] for o in order), 0, 0, src.origin, src.origin_coords))
+
+
+@lowers("tlx.memdesc_reinterpret")
+def _memdesc_reinterpret(lw: KernelLowering, op: Operation) -> None:
+    src = lw.val(op.arg("src"))
+    t = op.result.type
+    if isinstance(src, Barriers):
+        lw.set(op.result, src)
+        return
+    if not isinstance(src, SmemView) or (src.origin != 0):
+        raise TLXCompileError("reinterpret a whole buffer (not a sub-slice)", op.loc)
+    if isinstance(t, T.BarrierType):
+        lw.set(op.result, Barriers(src.base, t.count, t.array))
+        return
+    lw.set(op.result, view_of_alloc(lw, src.base, t))
+
+
+@lowers("tlx.local_store")
+def _local_store(lw: KernelLowering, op: Operation) -> None:
+    smem_store(lw, lw.val(op.arg("dst")), lw.tensor(op.arg("src")))  # type: ignore[arg-type]
+
+
+@lowers("tlx.local_load")
+def _local_load(lw: KernelLowering, op: Operation) -> None:
+    view: SmemView = lw.val(op.arg("src"))  # type: ignore[assignment]
+    t = op.result.type
+    m = lw.lmap(t)
+    regs = smem_load(lw, view, m, t.element, lw.hint(op.result, "ld"))
+    lw.set(op.result, Tensor(regs, m, t.element))
+
+
+# ---------------------------------------------------------------------------------------------
+# global memory
+# ---------------------------------------------------------------------------------------------
+
+def global_vec(lw: KernelLowering, ptr_v: Value, m: LM.LinearMap, eb: int, mask_v: Optional[Value]) -> int:
+    """Registers per global access: the layout's consecutive elements that the axis analysis
+    proves contiguous, aligned and equally masked, up to 16 bytes."""
+    if not m.reg:
+        return 1
+    b0 = m.reg[0]
+    nz = [d for d, x in enumerate(b0) if x]
+    if len(nz) != 1 or b0[nz[0]] != 1:
+        return 1
+    d = nz[0]
+    k = 1
+    while k < len(m.reg) and m.reg[k] == tuple((1 << k) if i == d else 0 for i in range(m.rank)):
+        k += 1
+    v = 1 << k
+    v = min(v, lw.axis.vector_elems(ptr_v, d, eb, mask_v), max(1, 16 // eb))
+    return max(1, v)
+
+
+def _regs_of(lw: KernelLowering, v: Optional[Value], n: int) -> Optional[List[str]]:
+    if v is None:
+        return None
+    x = lw.val(v)
+    if isinstance(x, Tensor):
+        return x.regs
+    return [x.reg] * n  # type: ignore[union-attr]
+
+
+@lowers("tt.load")
+def _load(lw: KernelLowering, op: Operation) -> None:
+    em = lw.e
+    ptr_v, mask_v, other_v = op.arg("ptr"), op.arg("mask"), op.arg("other")
+    ptr = lw.val(ptr_v)
+    t = op.result.type
+    e = T.element_of(t)
+    eb = _eb(e)
+    cache = op.attrs.get("cache", "")
+    cmod = {"ca": ".ca", "cg": ".cg", "cs": ".cs", "cv": ".cv", "lu": ".lu"}.get(cache, "")
+    vol = ".volatile" if op.attrs.get("volatile") else ""
+    if isinstance(ptr, Scalar):
+        d = em.named(reg_kind(e), lw.hint(op.result, "ld"))
+        mask = lw.scalar(mask_v) if mask_v is not None else None
+        if other_v is not None:
+            lw.mov(reg_kind(e), d, lw.scalar(other_v))
+        words, wt = word_regs(lw, e if reg_kind(e) != "pred" else T.u8, eb)
+        em(f"ld{vol}.global{cmod}.{_mem_type(wt) if wt != 'b8' else 'u8'}", _vec_text(words), f"[{ptr.reg}]", pred=mask)
+        unpack_words(lw, words, wt, [d], e)
+        lw.set(op.result, Scalar(d, e))  # type: ignore[arg-type]
+        return
+    m = ptr.lmap  # type: ignore[union-attr]
+    regs = em.named_array(reg_kind(e), m.num_regs, lw.hint(op.result, "ld"))
+    v = global_vec(lw, ptr_v, m, eb, mask_v)
+    masks = _regs_of(lw, mask_v, len(regs))
+    others = _regs_of(lw, other_v, len(regs))
+    nbytes = v * eb
+    for r0 in range(0, len(regs), v):
+        words, wt = word_regs(lw, e if reg_kind(e) != "pred" else T.u8, nbytes)
+        p = masks[r0] if masks else None
+        if others is not None:
+            # masked-off elements read `other`: start from it, the load overwrites the rest
+            ow, _ = pack_words(lw, others[r0:r0 + v], e, nbytes)
+            for w, o in zip(words, ow):
+                em(f"mov.{wt if wt != 'b8' else 'b16'}", w, o)
+        vec, _, _ = _width_ops(nbytes, eb)
+        em(f"ld{vol}.global{cmod}{vec}.{_mem_type(wt) if wt != 'b8' else 'u8'}", _vec_text(words),
+           f"[{ptr.regs[r0]}]", pred=p)  # type: ignore[union-attr]
+        unpack_words(lw, words, wt, regs[r0:r0 + v], e)
+    lw.set(op.result, Tensor(regs, m, e))
+
+
+@lowers("tt.store")
+def _store(lw: KernelLowering, op: Operation) -> None:
+    em = lw.e
+    ptr_v, val_v, mask_v = op.arg("ptr"), op.arg("value"), op.arg("mask")
+    ptr = lw.val(ptr_v)
+    e = T.element_of(val_v.type)
+    eb = _eb(e)
+    if isinstance(ptr, Scalar):
+        mask = lw.scalar(mask_v) if mask_v is not None else None
+        p = lw.and_pred(lw.part.leader, mask)
+        words, wt = pack_words(lw, [lw.scalar(val_v)], e, eb)
+        em(f"st.global.{_mem_type(wt)}", f"[{ptr.reg}]", words[0], pred=p)
+        return
+    m = ptr.lmap  # type: ignore[union-attr]
+    vals = lw.tensor(val_v).regs
+    v = global_vec(lw, ptr_v, m, eb, mask_v)
+    masks = _regs_of(lw, mask_v, len(vals))
+    owner = lw.owner_pred(m)
+    nbytes = v * eb
+    for r0 in range(0, len(vals), v):
+        words, wt = pack_words(lw, vals[r0:r0 + v], e, nbytes)
+        p = lw.and_pred(owner, masks[r0] if masks else None)
+        vec, _, _ = _width_ops(nbytes, eb)
+        em(f"st.global{vec}.{_mem_type(wt)}", f"[{ptr.regs[r0]}]", _vec_text(words), pred=p)  # type: ignore[union-attr]
+
+
+_ATOM = {"add": "add", "fadd": "add", "max": "max", "min": "min", "umax": "max", "umin": "min", "and": "and",
+         "or": "or", "xor": "xor", "xchg": "exch"}
+
+
+def _atom_type(kind: str, e: T.ScalarType, loc) -> str:
+    if kind == "fadd":
+        if e.name == "f32":
+            return "f32"
+        if e.name == "f64":
+            return "f64"
+        if e.name in ("f16", "bf16"):
+            return "noftz." + e.name
+        raise TLXCompileError(f"atomic fadd on {e.name} is not supported", loc)
+    if e.is_float:
+        if kind == "xchg":
+            return f"b{e.bits}"
+        raise TLXCompileError(f"atomic {kind} on {e.name} is not supported", loc, hint="use an integer type")
+    if e.bits not in (32, 64):
+        raise TLXCompileError(f"atomics need 32- or 64-bit elements, got {e.name}", loc)
+    if kind in ("and", "or", "xor", "xchg"):
+        return f"b{e.bits}"
+    if kind in ("umax", "umin"):
+        return f"u{e.bits}"
+    if kind in ("max", "min"):
+        return f"{'s' if e.is_signed else 'u'}{e.bits}"
+    return f"u{e.bits}"
+
+
+def _sem_scope(op: Operation) -> str:
+    sem = op.attrs.get("sem", "acq_rel")
+    scope = op.attrs.get("scope", "gpu")
+    sem = {"acq_rel": "acq_rel", "acquire": "acquire", "release": "release", "relaxed": "relaxed"}.get(sem, "acq_rel")
+    scope = {"gpu": "gpu", "cta": "cta", "sys": "sys"}.get(scope, "gpu")
+    return f".{sem}.{scope}"
+
+
+def _atomic(lw: KernelLowering, op: Operation, cas: bool) -> None:
+    em = lw.e
+    ptr_v = op.arg("ptr")
+    ptr = lw.val(ptr_v)
+    res = op.result
+    e: T.ScalarType = T.element_of(res.type)  # type: ignore[assignment]
+    if cas:
+        if e.bits not in (32, 64):
+            raise TLXCompileError("atomic_cas needs 32- or 64-bit elements", op.loc)
+        ins = f"atom{_sem_scope(op)}.global.cas.b{e.bits}"
+        operand_vals = [op.arg("cmp"), op.arg("value")]
+    else:
+        kind = op.attrs["op"]
+        ins = f"atom{_sem_scope(op)}.global.{_ATOM[kind]}.{_atom_type(kind, e, op.loc)}"
+        operand_vals = [op.arg("value")]
+    mask_v = op.arg("mask") if not cas else None
+    used = bool(res.uses)
+    if isinstance(ptr, Scalar):
+        d = em.named(reg_kind(e), lw.hint(res, "old"))
+        p = lw.and_pred(lw.part.leader, lw.scalar(mask_v) if mask_v is not None else None)
+        em(ins, d, f"[{ptr.reg}]", *[lw.scalar(v) for v in operand_vals], pred=p)
+        if used:
+            s = lw.scratch(op)
+            em(f"st.shared.b{e.bits}", f"[{s}]", d, pred=lw.part.leader)
+            lw.part_barrier()
+            d2 = em.named(reg_kind(e), lw.hint(res, "old"))
+            em(f"ld.shared.b{e.bits}", d2, f"[{s}]")
+            d = d2
+        lw.set(res, Scalar(d, e))
+        return
+    m = ptr.lmap  # type: ignore[union-attr]
+    n = m.num_regs
+    regs = em.named_array(reg_kind(e), n, lw.hint(res, "old"))
+    owner = lw.owner_pred(m)
+    masks = _regs_of(lw, mask_v, n)
+    ops = [_regs_of(lw, v, n) for v in operand_vals]
+    for i in range(n):
+        p = lw.and_pred(owner, masks[i] if masks else None)
+        em(ins, regs[i], f"[{ptr.regs[i]}]", *[o[i] for o in ops], pred=p)  # type: ignore[index, union-attr]
+    if used and (m.free_lane_mask() or m.free_warp_mask()):
+        if m.free_warp_mask():
+            raise TLXCompileError("the result of this atomic is needed by warps that hold copies of its elements",
+                                  op.loc, hint="use a tensor with at least as many elements as the threads")
+        src = em.tmp("b32")
+        em("and.b32", src, lw.part.lane, str(31 & ~m.free_lane_mask()))
+        for i in range(n):
+            if e.bits == 32:
+                em("shfl.sync.idx.b32", regs[i], regs[i], src, "31", "-1")
+            else:
+                lo, hi = em.tmp("b32"), em.tmp("b32")
+                em("mov.b64", "{" + lo + ", " + hi + "}", regs[i])
+                em("shfl.sync.idx.b32", lo, lo, src, "31", "-1")
+                em("shfl.sync.idx.b32", hi, hi, src, "31", "-1")
+                em("mov.b64", regs[i], "{" + lo + ", " + hi + "}")
+    lw.set(res, Tensor(regs, m, e))
+
+
+@lowers("tt.atomic_rmw")
+def _atomic_rmw(lw: KernelLowering, op: Operation) -> None:
+    _atomic(lw, op, False)
+
+
+@lowers("tt.atomic_cas")
+def _atomic_cas(lw: KernelLowering, op: Operation) -> None:
+    _atomic(lw, op, True)
+
+
+# ---------------------------------------------------------------------------------------------
+# cp.async
+# ---------------------------------------------------------------------------------------------
+
+@lowers("tlx.async_load")
+def _async_load(lw: KernelLowering, op: Operation) -> None:
+    em = lw.e
+    src_v, mask_v, other_v = op.arg("src"), op.arg("mask"), op.arg("other")
+    view: SmemView = lw.val(op.arg("dst"))  # type: ignore[assignment]
+    if other_v is not None:
+        info = lw.axis.info(other_v)
+        cv = other_v.defining_op
+        if not (cv is not None and cv.name == "arith.constant" and cv.attrs.get("value") in (0, 0.0)):
+            raise TLXCompileError("cp.async fills masked-off elements with zeros only", op.loc,
+                                  hint="drop other=, or use tl.load + local_store")
+        del info
+    ptr = lw.val(src_v)
+    if not isinstance(ptr, Tensor):
+        raise TLXCompileError("async_load needs a tensor of pointers", op.loc)
+    m = ptr.lmap
+    e = view.elem
+    eb = max(1, e.bits // 8)
+    gv = global_vec(lw, src_v, m, eb, mask_v)
+    acc = SmemAccess(lw, view, m, e)
+    v = min(gv, acc.vec)
+    nbytes = v * eb
+    if nbytes < 4:
+        raise TLXCompileError(f"cp.async moves 4, 8 or 16 bytes per thread, but only {nbytes} contiguous aligned "
+                              "bytes could be proven", op.loc,
+                              hint="make the contiguous dimension's pointers aligned (tl.multiple_of / divisibility "
+                                   "of the base and strides)")
+    masks = _regs_of(lw, mask_v, len(ptr.regs))
+    owner = lw.owner_pred(m)
+    cmod = ".cg" if nbytes == 16 else ".ca"
+    for r0 in range(0, len(ptr.regs), v):
+        addr = acc.address(r0)
+        if masks is not None:
+            sz = em.tmp("b32")
+            em("selp.b32", sz, str(nbytes), "0", masks[r0])
+            em(f"cp.async{cmod}.shared.global", addr, f"[{ptr.regs[r0]}]", str(nbytes), sz, pred=owner)
+        else:
+            em(f"cp.async{cmod}.shared.global", addr, f"[{ptr.regs[r0]}]", str(nbytes), pred=owner)
+    lw.set(op.result, Token())
+
+
+@lowers("tlx.async_commit_group")
+def _commit(lw: KernelLowering, op: Operation) -> None:
+    lw.e("cp.async.commit_group")
+    lw.set(op.result, Token())
+
+
+@lowers("tlx.async_wait_group")
+def _wait(lw: KernelLowering, op: Operation) -> None:
+    lw.e("cp.async.wait_group", str(int(op.attrs["pendings"])))
+    lw.set(op.result, Token())

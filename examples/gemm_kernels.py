@@ -1,0 +1,281 @@
+"""The Hopper GEMM kernels of tlx.examples, written as TLX users write them: device code only.
+
+This file uses nothing but the TLX API: with its imports (and decorators) swapped for
+``triton`` / ``triton.language`` / ``triton.language.extra.tlx`` it compiles with Meta's TLX
+unchanged (`scripts/tlxref_gemm_fences.py` does exactly that to compare proxy fences). The host
+side (configs, descriptors, launches) is `tlx.examples.gemm`.
+
+Kernels (C = A @ B, A: M x K, B: K x N, row-major, bf16/fp16 in and out, fp32 accumulation):
+
+* `matmul_pipelined_kernel` — one CTA per C tile: TMA loads into a NUM_STAGES ring with full
+  mbarriers, wgmma with one group in flight, TMA-store epilogue.
+* `matmul_ws_kernel` — one CTA per C tile, warp-specialized: a TMA producer task and
+  NUM_MMA_GROUPS consumer warpgroups splitting the tile along M, full/empty mbarrier rings.
+* `matmul_persistent_kernel` — the warp-specialized kernel made persistent (cooperative): one
+  CTA per SM walks the tiles in the grouped order; each consumer's TMA store of one tile
+  overlaps its main loop of the next.
+
+Proxy fences: every shared-memory access inside the K loops is async-proxy (TMA writes, wgmma
+reads), ordered by mbarriers and wgmma waits, so no fence belongs there. The only generic write
+is the epilogue's register -> shared store of C, fenced once before its TMA store.
+"""
+import tlx
+import tlx.language as tl
+
+
+@tlx.jit
+def grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_SIZE_M: tl.constexpr):
+    """(pid_m, pid_n) of tile `tile_id` in the grouped order: tiles are numbered down a column
+    group of GROUP_SIZE_M tile rows before moving one tile column right, so the tiles running at
+    the same time share A row panels and B column panels in L2."""
+    tiles_per_group = GROUP_SIZE_M * num_pid_n
+    group = tile_id // tiles_per_group
+    first_m = group * GROUP_SIZE_M
+    rows = min(num_pid_m - first_m, GROUP_SIZE_M)  # the last group may be shorter
+    in_group = tile_id % tiles_per_group
+    return first_m + in_group % rows, in_group // rows
+
+
+@tlx.jit
+def matmul_pipelined_kernel(a_desc, b_desc, c_desc, M, N, K,
+                            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                            GROUP_SIZE_M: tl.constexpr, NUM_STAGES: tl.constexpr):
+    """Software-pipelined TMA + wgmma GEMM, one BM x BN tile per CTA. Schedule (S = NUM_STAGES,
+    k-tile kt lives in slot kt % S): the prologue issues the loads of k-tiles 0 .. S-2; then for
+    each kt: wait full[kt % S], issue wgmma kt, async_dot_wait(1) (wgmma kt-1 is done, so its
+    slot is free), issue the loads of k-tile kt+S-1 into that slot. Epilogue: wait(0), C to
+    shared memory, fence, TMA store."""
+    num_pid_m = tl.cdiv(M, BM)
+    num_pid_n = tl.cdiv(N, BN)
+    pid_m, pid_n = grouped_tile(tl.program_id(0), num_pid_m, num_pid_n, GROUP_SIZE_M)
+    off_m = pid_m * BM
+    off_n = pid_n * BN
+
+    a_smem = tlx.local_alloc((BM, BK), tlx.dtype_of(a_desc), NUM_STAGES)
+    b_smem = tlx.local_alloc((BK, BN), tlx.dtype_of(b_desc), NUM_STAGES)
+    c_smem = tlx.local_alloc((BM, BN), tlx.dtype_of(c_desc), 1)
+    full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
+    STAGE_BYTES: tl.constexpr = (BM * BK + BK * BN) * tlx.size_of(tlx.dtype_of(a_desc))
+
+    k_tiles = tl.cdiv(K, BK)
+    for s in tl.static_range(NUM_STAGES - 1):  # prologue: NUM_STAGES - 1 k-tiles in flight
+        if s < k_tiles:
+            tlx.barrier_expect_bytes(full[s], STAGE_BYTES)
+            tlx.async_descriptor_load(a_desc, a_smem[s], [off_m, s * BK], full[s])
+            tlx.async_descriptor_load(b_desc, b_smem[s], [s * BK, off_n], full[s])
+
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for kt in range(0, k_tiles):
+        slot = kt % NUM_STAGES
+        tlx.barrier_wait(full[slot], (kt // NUM_STAGES) & 1)
+        acc = tlx.async_dot(a_smem[slot], b_smem[slot], acc)
+        acc = tlx.async_dot_wait(1, acc)  # the wgmma of k-tile kt-1 has read its slot
+        nxt = kt + NUM_STAGES - 1
+        if nxt < k_tiles:
+            ns = nxt % NUM_STAGES  # the slot k-tile kt-1 used
+            tlx.barrier_expect_bytes(full[ns], STAGE_BYTES)
+            tlx.async_descriptor_load(a_desc, a_smem[ns], [off_m, nxt * BK], full[ns])
+            tlx.async_descriptor_load(b_desc, b_smem[ns], [nxt * BK, off_n], full[ns])
+    acc = tlx.async_dot_wait(0, acc)
+
+    tlx.local_store(c_smem[0], acc.to(tlx.dtype_of(c_desc)))
+    tlx.fence("async_shared")  # generic stores above, a TMA (async proxy) read below
+    tlx.async_descriptor_store(c_desc, c_smem[0], [off_m, off_n])
+    tlx.async_descriptor_store_wait(0)  # the CTA's shared memory must outlive the store
+
+
+@tlx.jit
+def matmul_ws_kernel(a_desc, b_desc, c_desc, M, N, K,
+                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+                     NUM_STAGES: tl.constexpr, NUM_MMA_GROUPS: tl.constexpr):
+    """Warp-specialized TMA + wgmma GEMM, one BM x BN tile per CTA. The default task (4 warps,
+    few registers) is the TMA producer; NUM_MMA_GROUPS consumer warpgroups (232 registers each)
+    own BM / NUM_MMA_GROUPS rows of the tile. Stage s of the ring: full[s] (one expect-tx arrive
+    by the producer, completed by the TMA bytes) and empty[s] (one arrive per consumer). Each
+    consumer keeps one wgmma in flight and releases a stage one k-tile late."""
+    BM_SPLIT: tl.constexpr = BM // NUM_MMA_GROUPS
+    a_smem = tlx.local_alloc((BM_SPLIT, BK), tlx.dtype_of(a_desc), NUM_STAGES * NUM_MMA_GROUPS)
+    b_smem = tlx.local_alloc((BK, BN), tlx.dtype_of(b_desc), NUM_STAGES)
+    c_smem = tlx.local_alloc((BM_SPLIT, BN), tlx.dtype_of(c_desc), NUM_MMA_GROUPS)
+    full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=NUM_MMA_GROUPS)
+    STAGE_BYTES: tl.constexpr = (BM * BK + BK * BN) * tlx.size_of(tlx.dtype_of(a_desc))
+
+    with tlx.async_tasks():
+        with tlx.async_task("default"):  # producer: TMA loads
+            pid_m, pid_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_SIZE_M)
+            off_m = pid_m * BM
+            off_n = pid_n * BN
+            for kt in range(0, tl.cdiv(K, BK)):
+                slot = kt % NUM_STAGES
+                # a fresh barrier passes a wait on parity 1: the first lap does not block
+                tlx.barrier_wait(empty[slot], ((kt // NUM_STAGES) & 1) ^ 1)
+                tlx.barrier_expect_bytes(full[slot], STAGE_BYTES)
+                for g in tl.static_range(NUM_MMA_GROUPS):
+                    tlx.async_descriptor_load(a_desc, a_smem[slot * NUM_MMA_GROUPS + g],
+                                              [off_m + g * BM_SPLIT, kt * BK], full[slot])
+                tlx.async_descriptor_load(b_desc, b_smem[slot], [kt * BK, off_n], full[slot])
+
+        with tlx.async_task(num_warps=4, replicate=NUM_MMA_GROUPS, registers=232):  # consumers: wgmma
+            cid: tl.constexpr = tlx.async_task_replica_id()
+            pid_m, pid_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_SIZE_M)
+            off_m = pid_m * BM + cid * BM_SPLIT
+            off_n = pid_n * BN
+            k_tiles = tl.cdiv(K, BK)
+            tlx.barrier_wait(full[0], 0)  # k-tile 0, peeled: a fresh accumulator
+            acc = tlx.async_dot(a_smem[cid], b_smem[0])
+            for kt in range(1, k_tiles):
+                slot = kt % NUM_STAGES
+                tlx.barrier_wait(full[slot], (kt // NUM_STAGES) & 1)
+                acc = tlx.async_dot(a_smem[slot * NUM_MMA_GROUPS + cid], b_smem[slot], acc)
+                acc = tlx.async_dot_wait(1, acc)  # the wgmma of k-tile kt-1 is done with its stage
+                tlx.barrier_arrive(empty[(kt - 1) % NUM_STAGES])
+            acc = tlx.async_dot_wait(0, acc)
+            tlx.barrier_arrive(empty[(k_tiles - 1) % NUM_STAGES])
+
+            tlx.local_store(c_smem[cid], acc.to(tlx.dtype_of(c_desc)))
+            tlx.fence("async_shared")  # generic stores above, a TMA (async proxy) read below
+            tlx.async_descriptor_store(c_desc, c_smem[cid], [off_m, off_n])
+            tlx.async_descriptor_store_wait(0)
+
+
+@tlx.jit
+def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
+                             BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+                             NUM_STAGES: tl.constexpr, NUM_MMA_GROUPS: tl.constexpr, NUM_SMS: tl.constexpr):
+    """The warp-specialized GEMM made persistent and cooperative: NUM_SMS CTAs (one per SM);
+    CTA p computes tiles p, p + NUM_SMS, ... in the grouped order, its consumers splitting each
+    tile along M. The mbarrier ring runs on across tiles (a running k-tile count gives slot and
+    phase), so the producer loads the next tile while the consumers finish this one, and each
+    consumer's TMA store of a tile is waited for only before it writes its C buffer again."""
+    BM_SPLIT: tl.constexpr = BM // NUM_MMA_GROUPS
+    a_smem = tlx.local_alloc((BM_SPLIT, BK), tlx.dtype_of(a_desc), NUM_STAGES * NUM_MMA_GROUPS)
+    b_smem = tlx.local_alloc((BK, BN), tlx.dtype_of(b_desc), NUM_STAGES)
+    c_smem = tlx.local_alloc((BM_SPLIT, BN), tlx.dtype_of(c_desc), NUM_MMA_GROUPS)
+    full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=NUM_MMA_GROUPS)
+    STAGE_BYTES: tl.constexpr = (BM * BK + BK * BN) * tlx.size_of(tlx.dtype_of(a_desc))
+
+    with tlx.async_tasks():
+        with tlx.async_task("default"):  # producer: TMA loads for every tile of this CTA
+            num_pid_m = tl.cdiv(M, BM)
+            num_pid_n = tl.cdiv(N, BN)
+            k_tiles = tl.cdiv(K, BK)
+            count = 0  # k-tiles loaded so far: slot count % NUM_STAGES, lap count // NUM_STAGES
+            for tile_id in range(tl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
+                pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_SIZE_M)
+                off_m = pid_m * BM
+                off_n = pid_n * BN
+                for kt in range(0, k_tiles):
+                    slot = count % NUM_STAGES
+                    tlx.barrier_wait(empty[slot], ((count // NUM_STAGES) & 1) ^ 1)
+                    tlx.barrier_expect_bytes(full[slot], STAGE_BYTES)
+                    for g in tl.static_range(NUM_MMA_GROUPS):
+                        tlx.async_descriptor_load(a_desc, a_smem[slot * NUM_MMA_GROUPS + g],
+                                                  [off_m + g * BM_SPLIT, kt * BK], full[slot])
+                    tlx.async_descriptor_load(b_desc, b_smem[slot], [kt * BK, off_n], full[slot])
+                    count += 1
+
+        with tlx.async_task(num_warps=4, replicate=NUM_MMA_GROUPS, registers=232):  # consumers: wgmma + store
+            cid: tl.constexpr = tlx.async_task_replica_id()
+            num_pid_m = tl.cdiv(M, BM)
+            num_pid_n = tl.cdiv(N, BN)
+            k_tiles = tl.cdiv(K, BK)
+            count = 0  # k-tiles consumed so far (the producer's count, one tile behind at most)
+            for tile_id in range(tl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
+                pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_SIZE_M)
+                off_m = pid_m * BM + cid * BM_SPLIT
+                off_n = pid_n * BN
+                slot = count % NUM_STAGES
+                tlx.barrier_wait(full[slot], (count // NUM_STAGES) & 1)  # k-tile 0, peeled
+                acc = tlx.async_dot(a_smem[slot * NUM_MMA_GROUPS + cid], b_smem[slot])
+                for kt in range(1, k_tiles):
+                    slot = (count + kt) % NUM_STAGES
+                    tlx.barrier_wait(full[slot], ((count + kt) // NUM_STAGES) & 1)
+                    acc = tlx.async_dot(a_smem[slot * NUM_MMA_GROUPS + cid], b_smem[slot], acc)
+                    acc = tlx.async_dot_wait(1, acc)  # the wgmma of k-tile kt-1 is done with its stage
+                    tlx.barrier_arrive(empty[(count + kt - 1) % NUM_STAGES])
+                acc = tlx.async_dot_wait(0, acc)
+                count += k_tiles
+                tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES])
+
+                tlx.async_descriptor_store_wait(0)  # the previous tile's store has read c_smem[cid]
+                tlx.local_store(c_smem[cid], acc.to(tlx.dtype_of(c_desc)))
+                tlx.fence("async_shared")  # generic stores above, a TMA (async proxy) read below
+                tlx.async_descriptor_store(c_desc, c_smem[cid], [off_m, off_n])
+            tlx.async_descriptor_store_wait(0)  # the CTA's shared memory must outlive the last store
+
+
+@tlx.jit
+def matmul_pingpong_kernel(a_desc, b_desc, c_desc, M, N, K,
+                           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+                           NUM_STAGES: tl.constexpr, NUM_SMS: tl.constexpr):
+    """The persistent warp-specialized GEMM in ping-pong form: each of the two consumer
+    warpgroups owns whole BM x BN tiles, taking this CTA's tiles in turn (consumer c gets its
+    j-th, j = c, c + 2, ...), and their main loops alternate — named barriers 9 and 10 hand the
+    tensor cores over once one consumer has issued all its wgmmas of a tile — so one consumer's
+    epilogue runs while the other computes. The hand-over also keeps every mbarrier wait at
+    most one ring lap ahead (a consumer only starts on its tile's k-tiles once the other has
+    waited for all of its own), which parity waits need. Producer as in the cooperative kernel,
+    one expect-tx arrive and two TMA loads per stage; a stage is released by the one consumer
+    that read it."""
+    a_smem = tlx.local_alloc((BM, BK), tlx.dtype_of(a_desc), NUM_STAGES)
+    b_smem = tlx.local_alloc((BK, BN), tlx.dtype_of(b_desc), NUM_STAGES)
+    c_smem = tlx.local_alloc((BM, BN), tlx.dtype_of(c_desc), 2)
+    full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
+    STAGE_BYTES: tl.constexpr = (BM * BK + BK * BN) * tlx.size_of(tlx.dtype_of(a_desc))
+
+    with tlx.async_tasks():
+        with tlx.async_task("default"):  # producer: TMA loads for every tile of this CTA, in order
+            num_pid_m = tl.cdiv(M, BM)
+            num_pid_n = tl.cdiv(N, BN)
+            k_tiles = tl.cdiv(K, BK)
+            count = 0
+            for tile_id in range(tl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
+                pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_SIZE_M)
+                for kt in range(0, k_tiles):
+                    slot = count % NUM_STAGES
+                    tlx.barrier_wait(empty[slot], ((count // NUM_STAGES) & 1) ^ 1)
+                    tlx.barrier_expect_bytes(full[slot], STAGE_BYTES)
+                    tlx.async_descriptor_load(a_desc, a_smem[slot], [pid_m * BM, kt * BK], full[slot])
+                    tlx.async_descriptor_load(b_desc, b_smem[slot], [kt * BK, pid_n * BN], full[slot])
+                    count += 1
+
+        with tlx.async_task(num_warps=4, replicate=2, registers=232):  # two consumers, whole tiles each
+            cid: tl.constexpr = tlx.async_task_replica_id()
+            num_pid_m = tl.cdiv(M, BM)
+            num_pid_n = tl.cdiv(N, BN)
+            k_tiles = tl.cdiv(K, BK)
+            if cid == 1:
+                tlx.named_barrier_arrive(9, 256)  # consumer 0 computes first
+            j = cid  # this consumer's tiles are the CTA's j-th, j = cid, cid + 2, ...
+            for tile_id in range(tl.program_id(0) + cid * NUM_SMS, num_pid_m * num_pid_n, 2 * NUM_SMS):
+                pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_SIZE_M)
+                count = j * k_tiles  # ring position of this tile's first k-tile
+                if cid == 0:
+                    tlx.named_barrier_wait(9, 256)  # the other consumer has issued its main loop
+                else:
+                    tlx.named_barrier_wait(10, 256)
+                slot = count % NUM_STAGES
+                tlx.barrier_wait(full[slot], (count // NUM_STAGES) & 1)  # k-tile 0, peeled
+                acc = tlx.async_dot(a_smem[slot], b_smem[slot])
+                for kt in range(1, k_tiles):
+                    slot = (count + kt) % NUM_STAGES
+                    tlx.barrier_wait(full[slot], ((count + kt) // NUM_STAGES) & 1)
+                    acc = tlx.async_dot(a_smem[slot], b_smem[slot], acc)
+                    acc = tlx.async_dot_wait(1, acc)  # the wgmma of k-tile kt-1 is done with its stage
+                    tlx.barrier_arrive(empty[(count + kt - 1) % NUM_STAGES])
+                if cid == 0:
+                    tlx.named_barrier_arrive(10, 256)  # all wgmmas issued: the other consumer's turn
+                else:
+                    tlx.named_barrier_arrive(9, 256)
+                acc = tlx.async_dot_wait(0, acc)
+                tlx.barrier_arrive(empty[(count + k_tiles - 1) % NUM_STAGES])
+
+                tlx.async_descriptor_store_wait(0)  # this consumer's previous store has read c_smem[cid]
+                tlx.local_store(c_smem[cid], acc.to(tlx.dtype_of(c_desc)))
+                tlx.fence("async_shared")  # generic stores above, a TMA (async proxy) read below
+                tlx.async_descriptor_store(c_desc, c_smem[cid], [pid_m * BM, pid_n * BN])
+                j += 2
+            tlx.async_descriptor_store_wait(0)

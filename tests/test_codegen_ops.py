@@ -1,0 +1,106 @@
+"""Ops the catalogue kernels do not reach, each lowered from IR text and assembled by ptxas,
+with the instruction it must become."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from tests_ir_helpers import compile_ir_text  # noqa: E402
+
+T = "tensor<256xi32>"
+F = "tensor<256xf32>"
+
+LOAD = f"""
+    %r = tt.make_range {{start = 0, end = 256}} : {T}
+    %ps = tt.splat %x : tensor<256x!ptr<i32>>
+    %p = tt.addptr %ps, %r : tensor<256x!ptr<i32>>
+    %a = tt.load %p : {T}
+    %fs = tt.splat %f : tensor<256x!ptr<f32>>
+    %fp = tt.addptr %fs, %r : tensor<256x!ptr<f32>>
+    %b = tt.load %fp : {F}
+"""
+ARGS = "%x: !ptr<i32>, %f: !ptr<f32>"
+
+
+@pytest.mark.parametrize("op,ty,want", [
+    ("arith.divui %a, %a", T, "div.u32"), ("arith.remui %a, %a", T, "rem.u32"),
+    ("arith.shrui %a, %a", T, "shr.u32"), ("arith.maxui %a, %a", T, "max.u32"),
+    ("arith.minui %a, %a", T, "min.u32"), ("arith.ori %a, %a", T, "or.b32"),
+    ("math.absi %a", T, "abs.s32"), ("arith.maximumf %b, %b", F, "max.NaN.f32"),
+    ("arith.minimumf %b, %b", F, "min.NaN.f32"), ("arith.uitofp %a", F, "cvt.rn.f32.u32"),
+    ("arith.fptoui %b", T, "cvt.rzi.u32.f32"),
+])
+def test_elementwise_op(op, ty, want):
+    body = LOAD + f"    %y = {op} : {ty}\n    %o = tt.addptr %ps, %r : tensor<256x!ptr<i32>>\n"
+    if ty == F:
+        body += "    tt.store %fp, %y\n"
+    else:
+        body += "    tt.store %o, %y\n"
+    ptx = compile_ir_text(body, ARGS, divs="[16, 16]")
+    assert want in ptx
+
+
+def test_bitcast_and_pointer_int_casts_move_no_data():
+    body = LOAD + f"""
+    %y = arith.bitcast %b : {T}
+    tt.store %p, %y
+    %pi = tt.ptr_to_int %x : i64
+    %c = arith.constant {{value = 1024}} : i64
+    %q = arith.addi %pi, %c : i64
+    %xp = tt.int_to_ptr %q : !ptr<i32>
+    %v = arith.constant {{value = 7}} : i32
+    tt.store %xp, %v
+"""
+    ptx = compile_ir_text(body, ARGS, divs="[16, 16]")
+    assert "cvt" not in ptx.split("ld.global")[-1].split("st.global")[0] and "st.global" in ptx
+
+
+def test_hint_gives_vector_width():
+    body = """
+    %r = tt.make_range {start = 0, end = 256} : tensor<256xi32>
+    %ps = tt.splat %x : tensor<256x!ptr<i32>>
+    %p0 = tt.addptr %ps, %r : tensor<256x!ptr<i32>>
+    %p = tt.hint %p0 {divisibility = [16], contiguity = [256]} : tensor<256x!ptr<i32>>
+    %a = tt.load %p : tensor<256xi32>
+    tt.store %p, %a
+"""
+    assert "ld.global.v2.b32" in compile_ir_text(body, "%x: !ptr<i32>")
+
+
+def test_cluster_rank_reinterpret_and_prefetch():
+    body = """
+    %rank = tlx.cluster_cta_rank : i32
+    %c0 = arith.constant {value = 0} : i32
+    tlx.tma_prefetch %d offsets(%rank, %c0)
+    %buf = tlx.local_alloc : !smem<64x64xf16, mutable>
+    %as_i16 = tlx.memdesc_reinterpret %buf : !smem<64x64xi16, mutable>
+    %r = tt.make_range {start = 0, end = 64} : tensor<64xi32>
+    %v = tlx.local_load %as_i16 : tensor<64x64xi16>
+    %s = tt.reduce %v {axis = 1, kind = "sum"} : tensor<64xi16>
+    %e = arith.extsi %s : tensor<64xi32>
+    %ps = tt.splat %x : tensor<64x!ptr<i32>>
+    %p = tt.addptr %ps, %r : tensor<64x!ptr<i32>>
+    tt.store %p, %e
+"""
+    ptx = compile_ir_text(body, "%d: !tensordesc<64x64xf16>, %x: !ptr<i32>")
+    assert "%cluster_ctarank" in ptx and "cp.async.bulk.prefetch.tensor.2d.L2.global.tile" in ptx
+
+
+def test_f64_math_that_ptx_lacks_is_a_clear_error():
+    from tlx.compiler.errors import TLXCompileError
+
+    body = """
+    %r = tt.make_range {start = 0, end = 128} : tensor<128xi32>
+    %ps = tt.splat %x : tensor<128x!ptr<f64>>
+    %p = tt.addptr %ps, %r : tensor<128x!ptr<f64>>
+    %a = tt.load %p : tensor<128xf64>
+    %y = math.exp %a : tensor<128xf64>
+    tt.store %p, %y
+"""
+    with pytest.raises(TLXCompileError, match="math.exp on f64 is not supported"):
+        compile_ir_text(body, "%x: !ptr<f64>")

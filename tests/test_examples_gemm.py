@@ -1,0 +1,199 @@
+"""The Hopper GEMM examples (tlx.examples.gemm) on the CPU interpreter: every kernel's numerics at
+small shapes (ragged edges, K tails, one k-tile, several tiles per persistent CTA, ring wrap
+across tiles) against numpy in float64, outputs poisoned first, fresh random inputs, bf16 and
+fp16, and no proxy or synchronization hazard. A kernel with its epilogue fence removed must
+report the race (so the no-hazard checks can fail). Plus the host wrappers' checks and the
+grouped tile order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tlx
+from tlx.examples import gemm
+from tlx.examples.gemm import GemmConfig
+
+rng = np.random.default_rng(20261202)
+
+
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float64 -> bf16 bit patterns, rounding to nearest even."""
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return u.astype(np.uint16)
+
+
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def operands(M: int, N: int, K: int, dtype: str):
+    """Random A, B in the kernel's representation and their float64 values."""
+    a, b = rng.standard_normal((M, K)), rng.standard_normal((K, N))
+    if dtype == "fp16":
+        a16, b16 = a.astype(np.float16), b.astype(np.float16)
+        return a16, b16, a16.astype(np.float64), b16.astype(np.float64)
+    abits, bbits = bf16_bits(a), bf16_bits(b)
+    return abits, bbits, bf16_values(abits), bf16_values(bbits)
+
+
+def values(c: np.ndarray, dtype: str) -> np.ndarray:
+    return c.astype(np.float64) if dtype == "fp16" else bf16_values(c)
+
+
+def poisoned_out(M: int, N: int, dtype: str) -> np.ndarray:
+    if dtype == "fp16":
+        return np.full((M, N), np.nan, np.float16)
+    return np.full((M, N), 0x7FC0, np.uint16)  # bf16 NaN
+
+
+def check_product(got: np.ndarray, ref: np.ndarray) -> None:
+    """Every element written (no NaN), relative error <= 1e-2 as a whole (||.||_F) and per
+    element against the largest reference value (bf16 output rounding is ~4e-3 relative)."""
+    assert not np.isnan(got).any(), f"{int(np.isnan(got).sum())} output elements were never written"
+    rel = np.linalg.norm(got - ref) / np.linalg.norm(ref)
+    worst = np.abs(got - ref).max() / np.abs(ref).max()
+    assert rel <= 1e-2, f"relative error {rel:.3e}"
+    assert worst <= 1e-2, f"worst element error {worst:.3e} of max |ref|"
+
+
+KINDS = ["pipelined", "ws", "persistent", "pingpong"]
+
+# (M, N, K, dtype, config overrides, persistent SM count): ragged M/N edges, a K tail, a single
+# k-tile, more k-tiles than stages, several tiles per persistent CTA with the ring wrapping.
+SHAPES = [
+    (256, 256, 256, "fp16", {}, None),
+    (200, 136, 72, "bf16", {}, None),
+    (130, 264, 40, "fp16", {}, None),
+    (384, 520, 200, "bf16", {"BN": 128, "NUM_STAGES": 2}, 2),
+]
+
+
+def config_for(kind: str, overrides: dict) -> GemmConfig:
+    base = {"pipelined": gemm.H200_PIPELINED, "ws": gemm.H200_WS, "persistent": gemm.H200_PERSISTENT,
+            "pingpong": gemm.H200_PINGPONG}[kind]
+    return GemmConfig(**{**base.__dict__, **overrides})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("M,N,K,dtype,overrides,sms", SHAPES, ids=lambda v: str(v) if not isinstance(v, dict) else
+                         ",".join(f"{k}={x}" for k, x in v.items()) or "h200")
+def test_gemm_example_numerics_without_hazards(kind, M, N, K, dtype, overrides, sms):
+    a, b, av, bv = operands(M, N, K, dtype)
+    out = poisoned_out(M, N, dtype)
+    kw = {"sms": sms} if kind in ("persistent", "pingpong") and sms else {}
+    plan = gemm.ALL_PLANS[kind](a, b, config_for(kind, overrides), out=out, **kw)
+    assert plan.out is out
+    hazards = plan.interpret(raise_on_hazard=False)
+    assert hazards == [], "\n".join(str(h) for h in hazards)
+    check_product(values(out, dtype), av @ bv)
+
+
+def test_persistent_ctas_each_take_several_tiles():
+    """With 3 CTAs for 12 tiles every CTA runs its producer/consumer ring across 4 tiles."""
+    a, b, av, bv = operands(512, 384, 136, "fp16")
+    cfg = GemmConfig(BM=128, BN=128, BK=64, NUM_STAGES=3, NUM_MMA_GROUPS=2, GROUP_SIZE_M=2)
+    plan = gemm.plan_persistent(a, b, cfg, out=poisoned_out(512, 384, "fp16"), sms=3)
+    assert plan.grid == (3,) and plan.constexprs["NUM_SMS"] == 3
+    assert plan.interpret() == []
+    check_product(values(plan.out, "fp16"), av @ bv)
+
+
+def test_pingpong_consumers_alternate_over_many_laps_of_the_ring():
+    """12 tiles on 2 CTAs: each consumer takes 3 tiles of 11 k-tiles through a 3-stage ring, so
+    a consumer's first k-tile is several ring laps past the other's; the named-barrier hand-over
+    must keep every parity wait within one lap (a wrong lap reads stale tiles)."""
+    a, b, av, bv = operands(512, 384, 704, "bf16")
+    cfg = GemmConfig(BM=128, BN=128, BK=64, NUM_STAGES=3, GROUP_SIZE_M=8)
+    plan = gemm.plan_pingpong(a, b, cfg, out=poisoned_out(512, 384, "bf16"), sms=2)
+    assert plan.interpret() == []
+    check_product(values(plan.out, "bf16"), av @ bv)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_matmul_wrapper_on_numpy_runs_the_interpreter(kind):
+    a, b, av, bv = operands(136, 264, 96, "bf16")
+    fn = {"pipelined": gemm.matmul_pipelined, "ws": gemm.matmul_ws, "persistent": gemm.matmul_persistent,
+          "pingpong": gemm.matmul_pingpong}[kind]
+    c = fn(a, b)
+    assert c.shape == (136, 264) and c.dtype == np.uint16
+    check_product(bf16_values(c), av @ bv)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_epilogue_without_its_fence_is_a_reported_race(kind):
+    """Delete the user's fence from the traced kernel: the interpreter must report the generic
+    store of C racing the TMA store that reads it (so `hazards == []` above means something)."""
+    from tlx.interpret import prepare_module
+    from tlx.interpreter import run
+    from tlx.launch import bind_arguments
+
+    a, b, _, _ = operands(128, 256, 64, "fp16")
+    plan = gemm.ALL_PLANS[kind](a, b, out=poisoned_out(128, 256, "fp16"))
+    bound = bind_arguments(plan.kernel, plan.args, plan.constexprs)
+    module = prepare_module(plan.kernel, bound, None, plan.num_warps, fence_passes=False)
+    fences = [op for op in module.ops() if op.name == "tlx.fence_async_shared"]
+    assert fences, "the example lost its epilogue fence"
+    for op in fences:
+        op.erase()
+    hazards = run(module, plan.grid, plan.args, raise_on_hazard=False)
+    assert {(h.kind, h.first.op, h.second.op) for h in hazards} == {("raw", "tlx.local_store", "tlx.tma_store")}
+
+
+def test_grouped_tile_order_matches_its_host_twin_and_covers_every_tile():
+    """The device helper (run through a tiny kernel on the interpreter) and the host formula
+    give the same order, and the order is a permutation of the tiles."""
+    import tlx.language as tl
+    from tlx.examples.gemm_kernels import grouped_tile
+
+    @tlx.jit
+    def order(out_ptr, num_pid_m, num_pid_n, GROUP_SIZE_M: tl.constexpr):
+        pid = tl.program_id(0)
+        pm, pn = grouped_tile(pid, num_pid_m, num_pid_n, GROUP_SIZE_M)
+        tl.store(out_ptr + 2 * pid, pm)
+        tl.store(out_ptr + 2 * pid + 1, pn)
+
+    for pm_, pn_, g in [(5, 3, 2), (7, 4, 8), (3, 9, 1)]:
+        out = np.full(2 * pm_ * pn_, -1, np.int32)
+        tlx.interpret(order, (pm_ * pn_,), out, pm_, pn_, GROUP_SIZE_M=g)
+        got = [tuple(out[2 * t:2 * t + 2]) for t in range(pm_ * pn_)]
+        assert got == [gemm.grouped_tile_host(t, pm_, pn_, g) for t in range(pm_ * pn_)]
+        assert sorted(got) == [(i, j) for i in range(pm_) for j in range(pn_)]
+    # grouping: with GROUP_SIZE_M=2 the first tiles walk down a 2-row column group
+    assert [gemm.grouped_tile_host(t, 4, 3, 2) for t in range(4)] == [(0, 0), (1, 0), (0, 1), (1, 1)]
+
+
+def test_wrappers_reject_bad_operands_clearly():
+    a = np.zeros((64, 64), np.float16)
+    with pytest.raises(tlx.TLXError, match="inner dimensions differ"):
+        gemm.plan_ws(a, np.zeros((32, 64), np.float16))
+    with pytest.raises(tlx.TLXError, match="bf16 or fp16"):
+        gemm.plan_ws(a.astype(np.float32), np.zeros((64, 64), np.float32))
+    with pytest.raises(tlx.TLXError, match="share a dtype"):
+        gemm.plan_ws(a, np.zeros((64, 64), np.uint16))
+    with pytest.raises(tlx.TLXError, match="16-byte aligned rows"):
+        gemm.plan_pipelined(np.zeros((64, 20), np.float16), np.zeros((20, 64), np.float16))
+    with pytest.raises(tlx.TLXError, match="row-major"):
+        gemm.plan_pipelined(np.zeros((64, 64), np.float16).T, a)
+    with pytest.raises(tlx.TLXError, match="shared memory"):
+        gemm.plan_ws(a, a, GemmConfig(NUM_STAGES=5))
+    with pytest.raises(tlx.TLXError, match="out must be"):
+        gemm.plan_persistent(a, a, out=np.zeros((64, 32), np.float16))
+
+
+def test_h200_configs_fit_shared_memory_and_match_the_descriptors():
+    for kind, cfg in (("pipelined", gemm.H200_PIPELINED), ("ws", gemm.H200_WS), ("persistent", gemm.H200_PERSISTENT),
+                      ("pingpong", gemm.H200_PINGPONG)):
+        cfg.check(kind)
+        assert cfg.smem_bytes(kind=kind) <= gemm.SM90_SMEM_BYTES
+    a = np.zeros((256, 256), np.float16)
+    p = gemm.plan_ws(a, a)
+    assert [list(d.block_shape) for d in p.args[:3]] == [[64, 64], [64, 256], [64, 256]]
+    p = gemm.plan_pipelined(a, a)
+    assert [list(d.block_shape) for d in p.args[:3]] == [[128, 64], [64, 256], [128, 256]] and p.num_warps == 8
+
+
+def test_plans_name_the_issue_kernels_and_all_examples():
+    assert list(gemm.PLANS) == ["pipelined", "ws", "persistent"]
+    assert list(gemm.ALL_PLANS) == ["pipelined", "ws", "persistent", "pingpong"]
