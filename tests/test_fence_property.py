@@ -26,14 +26,14 @@ from hypothesis import strategies as st
 
 from tlx.compiler.ir import parse_module, print_module
 from tlx.compiler.options import CompileOptions
-from tlx.compiler.pipeline import compile_module
+from tlx.compiler.pipeline import PIPELINE, compile_module
 
-TILE = "32x32xf16"
-ARR = "!smem<2x32x32xf16, buffers=2, mutable>"
-ONE = "!smem<32x32xf16, mutable>"
-VIEW = "!smem<32x32xf16, alloc=2x32x32, mutable>"
-TEN = "tensor<32x32xf16>"
-ACC = "tensor<32x32xf32>"
+TILE = "64x64xf16"
+ARR = "!smem<2x64x64xf16, buffers=2, mutable>"
+ONE = "!smem<64x64xf16, mutable>"
+VIEW = "!smem<64x64xf16, alloc=2x64x64, mutable>"
+TEN = "tensor<64x64xf16>"
+ACC = "tensor<64x64xf32>"
 
 # --------------------------------------------------------------------------------------------
 # random programs
@@ -159,7 +159,7 @@ def program_text(prog) -> str:
                 live.add(b)
         if pos < len(body):
             e.stmt(body[pos], ind, None, live)
-    args = (f"%t: {TEN}, %ptrs: tensor<32x32x!ptr<f16>>, %desc: !tensordesc<32x32xf16>, %bar: !mbarrier, "
+    args = (f"%t: {TEN}, %ptrs: tensor<64x64x!ptr<f16>>, %desc: !tensordesc<64x64xf16>, %bar: !mbarrier, "
             "%n: i32, %p: i1, %dyn: i32")
     return ('module attributes {num_warps = 4, target = "sm_90a"} {\n'
             f"  tt.func @prop({args}) {{\n" + "\n".join(e.lines) + "\n    tt.return\n  }\n}\n")
@@ -291,7 +291,7 @@ def _profile():
 @given(programs())
 def test_no_unfenced_hazard_and_no_needless_fence(prog):
     text = program_text(prog)
-    res = compile_module(parse_module(text), CompileOptions(verify_each_pass=True), snapshots=False)
+    res = compile_module(parse_module(text), CompileOptions(verify_each_pass=True), passes=PIPELINE, snapshots=False)
     out = res.module
     # the checker reads the output as text, independently of the passes' objects
     checker = PathChecker(parse_module(print_module(out)))
@@ -307,9 +307,9 @@ def test_no_unfenced_hazard_and_no_needless_fence(prog):
 def test_the_checker_itself_finds_a_hazard_and_a_needless_fence():
     # the checker is not the code under test: show it can fail
     text = '''module attributes {num_warps = 4, target = "sm_90a"} {
-  tt.func @k(%t: tensor<32x32xf16>, %desc: !tensordesc<32x32xf16>) {
+  tt.func @k(%t: tensor<64x64xf16>, %desc: !tensordesc<64x64xf16>) {
     %c0 = arith.constant {value = 0} : i32
-    %b = tlx.local_alloc {offset = 0} : !smem<32x32xf16, mutable>
+    %b = tlx.local_alloc {offset = 0} : !smem<64x64xf16, mutable>
     tlx.local_store %b, %t
     tlx.tma_store %desc, %b offsets(%c0, %c0)
     tlx.fence_async_shared {cluster = false, origin = "fence_insertion"}
@@ -318,7 +318,7 @@ def test_the_checker_itself_finds_a_hazard_and_a_needless_fence():
 }
 '''
     hazards, needed, seen = PathChecker(parse_module(text)).check()
-    assert hazards == ["tlx.local_store -> tlx.tma_store bytes [0, 2048)"]
+    assert hazards == ["tlx.local_store -> tlx.tma_store bytes [0, 8192)"]
     assert len(seen) == 1 and not needed
     fenced = text.replace("    tlx.tma_store %desc", '    tlx.fence_async_shared {cluster = false, origin = "user"}\n'
                                                       "    tlx.tma_store %desc")
