@@ -362,7 +362,7 @@ def example_plans():
     from tlx.examples import gemm as ex
 
     return [(name, plan, getattr(ex, f"H200_{name.upper()}"), "sms" in inspect.signature(plan).parameters)
-            for name, plan in ex.PLANS.items()]
+            for name, plan in ex.ALL_PLANS.items()]
 
 
 def test_gemm_names_the_example_kernels(gemm):
