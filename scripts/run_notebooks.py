@@ -4,6 +4,7 @@ no outputs) untouched. Prints one line per notebook with its time and its cells'
 output, and exits non-zero if a cell fails.
 
     python3 scripts/run_notebooks.py [--out DIR] [NOTEBOOK ...]
+    python3 scripts/run_notebooks.py --strip [NOTEBOOK ...]     # clear outputs in place before committing
 
 On a GPU machine the notebooks take their GPU branches (launch, live GEMM timing).
 """
@@ -22,11 +23,27 @@ from nbclient.exceptions import CellExecutionError
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def strip(path: Path) -> None:
+    """Remove every code cell's outputs, execution count and execution metadata (as committed)."""
+    nb = nbformat.read(path, as_version=4)
+    for c in nb.cells:
+        if c.cell_type == "code":
+            c.outputs, c.execution_count = [], None
+            c.metadata.pop("execution", None)
+    nbformat.write(nb, path)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=str(ROOT / "notebooks" / "executed"), help="where the executed copies go")
+    p.add_argument("--strip", action="store_true", help="clear outputs and execution counts in place, run nothing")
     p.add_argument("notebooks", nargs="*", help="default: notebooks/*.ipynb")
     args = p.parse_args(argv)
+    if args.strip:
+        for path in [Path(n) for n in args.notebooks] or sorted((ROOT / "notebooks").glob("*.ipynb")):
+            strip(path)
+            print(f"stripped {path}")
+        return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     paths = [Path(n) for n in args.notebooks] or sorted((ROOT / "notebooks").glob("*.ipynb"))

@@ -17,9 +17,11 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
+
+nbformat = pytest.importorskip("nbformat")  # the `test` extra installs them; a bare GPU box may not have them
+nbclient = pytest.importorskip("nbclient")
+NotebookClient = nbclient.NotebookClient
 
 import tlx
 
@@ -113,7 +115,7 @@ def test_committed_notebooks_have_no_outputs(path):
     assert nb.metadata["kernelspec"]["name"] == "python3"
     for c in nb.cells:
         if c.cell_type == "code":
-            assert c.outputs == [] and c.execution_count is None, f"{path.name}: cell {c.id} has outputs (strip them)"
+            assert c.outputs == [] and c.execution_count is None, f"{path.name}: cell {c.id} has outputs (python3 scripts/run_notebooks.py --strip)"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -360,7 +362,7 @@ def example_plans():
     from tlx.examples import gemm as ex
 
     return [(name, plan, getattr(ex, f"H200_{name.upper()}"), "sms" in inspect.signature(plan).parameters)
-            for name, plan in ex.PLANS.items()]
+            for name, plan in ex.ALL_PLANS.items()]
 
 
 def test_gemm_names_the_example_kernels(gemm):
