@@ -422,3 +422,113 @@ def test_stmatrix_ldmatrix_row_addresses(layout, shape, smem):
                         want = sm.offset(m.coord(r | e, ln, w))
                         got = row_addr[8 * j + ln // 4] + 2 * (2 * (ln % 4) + e)
                         assert got == want, (w, g, j, ln, e)
+
+
+# ---------------------------------------------------------------------------------------------
+# wgmma shared-memory descriptors, read back as the hardware reads them
+# ---------------------------------------------------------------------------------------------
+
+def _wgmma_reads(start, lbo, sbo, swizzle, mn_major, ebytes, mn, k):
+    """The byte address wgmma reads element (mn, k) of an operand tile from (PTX ISA canonical
+    layouts): 8-row swizzle atoms of `S` bytes per row (S = swizzle width, 16 without one); K-major:
+    rows = MN at S bytes, 8-row groups SBO apart, K beyond one atom row LBO apart; MN-major: rows
+    = K, 8-row groups SBO apart, MN beyond one atom row LBO apart (no swizzle: the two swap). The
+    swizzle XORs address bits 7.. into the 16-byte chunk bits 4.. of the final address."""
+    S = max(swizzle, 16)
+    if mn_major:
+        if swizzle == 0:
+            lbo, sbo = sbo, lbo
+        a = start + ((mn * ebytes) // S) * lbo + (k // 8) * sbo + (k % 8) * S + (mn * ebytes) % S
+    else:
+        a = start + (mn // 8) * sbo + (mn % 8) * S + ((k * ebytes) // S) * lbo + (k * ebytes) % S
+    if swizzle >= 32:
+        a ^= ((a >> 7) & (swizzle // 16 - 1)) << 4
+    return a
+
+
+DESCRIPTOR_CASES = [
+    # (storage shape, swizzle, bits, view transposed?, operand, MN extent of one instruction)
+    ((128, 64), 128, 16, False, "A", 64),     # A K-major, two warpgroups' / m-reps' rows
+    ((64, 256), 128, 16, False, "B", 256),    # B MN-major: four atom columns per instruction
+    ((128, 64), 128, 16, True, "B", 128),     # B K-major (a transposed [N, K] buffer)
+    ((64, 128), 128, 16, True, "A", 64),      # A MN-major (a transposed [K, M] buffer)
+    ((64, 32), 64, 16, False, "A", 64),       # 64-byte swizzle
+    ((32, 64), 64, 16, False, "B", 64),       # MN-major, 64-byte swizzle, one atom column per 32
+    ((64, 16), 32, 16, False, "A", 64),       # 32-byte swizzle
+    ((64, 128), 128, 8, False, "A", 64),      # fp8 K-major (k32)
+    ((64, 32), 128, 32, False, "A", 64),      # tf32 K-major (k8)
+    ((64, 16), 0, 16, False, "A", 64),        # no swizzle: 16-byte atoms, LBO steps along K
+    ((64, 16), 0, 16, True, "B", 64),         # no swizzle, K-major B (storage [N=64, K=16])
+    ((16, 64), 0, 16, False, "B", 64),        # no swizzle, MN-major B (LBO and SBO swap)
+]
+
+
+@pytest.mark.parametrize("case", DESCRIPTOR_CASES, ids=str)
+def test_wgmma_descriptor_addresses_match_the_buffer_layout(case):
+    from tlx.compiler.codegen.lower_async import operand_geometry
+    from tlx.compiler.codegen.values import SmemView
+
+    shape, sw, bits, trans, which, mn_ext = case
+    eb = bits // 8
+    lay = L.NVMMASharedLayout(sw, bits, False)
+    perm = (1, 0) if trans else (0, 1)
+    vshape = (shape[1], shape[0]) if trans else shape
+    view = SmemView("%base", T.SCALAR_TYPES[{16: "f16", 8: "f8e4m3", 32: "f32"}[bits]], lay, shape, perm, vshape)
+    kstep = 32 // eb
+    mn_dim = 0 if which == "A" else 1
+    k_dim = 1 - mn_dim
+    lbo, sbo, mode, mn_major = operand_geometry(view, mn_dim, mn_ext, kstep)
+    sm = view.smap()
+    assert mode == {0: 0, 128: 1, 64: 2, 32: 3}[sw]
+    for t0 in range(0, vshape[mn_dim], mn_ext):
+        for k0 in range(0, vshape[k_dim], kstep):
+            origin = [0, 0]
+            origin[mn_dim], origin[k_dim] = t0, k0
+            start = view.element_bases(tuple(origin))
+            if sw:
+                assert (start >> 7) & (sw // 16 - 1) == 0, "a tile starts inside a swizzle pattern"
+            for mn in range(mn_ext):
+                for k in range(kstep):
+                    c = [0, 0]
+                    c[mn_dim], c[k_dim] = t0 + mn, k0 + k
+                    want = sm.offset(view.storage_coord(tuple(c)))
+                    got = _wgmma_reads(start, lbo, sbo, sw, mn_major, eb, mn, k)
+                    assert got == want, (case, t0, k0, mn, k, got, want)
+
+
+def _tma_writes(dst, ebytes, swizzle, box, r, c):
+    """Where a TMA box copy puts element (r, c) of its box: rows of the box's inner extent
+    (box_inner * ebytes bytes, at most the swizzle width), consecutive; the swizzle XORs the
+    16-byte chunk index with address bits 7.. (CUDA's CU_TENSOR_MAP_SWIZZLE_*)."""
+    row = box[-1] * ebytes
+    a = dst + r * row + c * ebytes
+    if swizzle >= 32:
+        a ^= ((a >> 7) & (swizzle // 16 - 1)) << 4
+    return a
+
+
+@pytest.mark.parametrize("shape,sw,bits", [((64, 64), 128, 16), ((64, 256), 128, 16), ((128, 32), 64, 16),
+                                            ((64, 16), 32, 16),
+                                            ((512, 64), 128, 16), ((64, 128), 128, 8), ((32, 64), 128, 32)],
+                         ids=str)
+def test_tma_boxes_land_where_the_layout_expects(shape, sw, bits):
+    """The code generator splits a tile into TMA copies (atom columns, 256-row chunks); each
+    copy's box, written by the TMA unit, must put every element at its NVMMA offset."""
+    from tlx.compiler.codegen.lower_async import tma_box
+    from tlx.compiler.codegen.values import SmemView
+
+    eb = bits // 8
+    lay = L.NVMMASharedLayout(sw, bits, False)
+    view = SmemView("%b", T.SCALAR_TYPES[{16: "f16", 8: "f8e4m3", 32: "f32"}[bits]], lay, shape, (0, 1), shape)
+    box = tma_box(shape, eb, sw)
+    sm = view.smap()
+    seen = set()
+    for c0 in range(0, shape[1], box[1]):
+        for r0 in range(0, shape[0], box[0]):
+            dst = view.element_bases((r0, c0))
+            for r in range(box[0]):
+                for c in range(box[1]):
+                    got = _tma_writes(dst, eb, sw, box, r, c)
+                    assert got == sm.offset((r0 + r, c0 + c)), (r0, c0, r, c)
+                    seen.add(got)
+    assert len(seen) == shape[0] * shape[1]

@@ -420,10 +420,12 @@ def _phys(view: SmemView) -> Tuple[int, int]:
     return vi, 1 - vi
 
 
-def _operand(lw: KernelLowering, view: SmemView, mn_dim: int, mn_extent: int, k_extent: int, loc,
-             warp_vals: List[int]) -> Tuple[str, bool, Dict]:
-    """The base descriptor (a b64 register) of a wgmma operand view and whether it is MN-major.
-    `warp_vals[j]`: the view coordinate (along mn_dim) that warp bit j adds (warpgroup offsets)."""
+def operand_geometry(view: SmemView, mn_dim: int, mn_extent: int, k_extent: int, loc=None) -> Tuple[int, int, int, bool]:
+    """(LBO, SBO, swizzle mode, MN-major) of a wgmma operand tile of mn_extent x k_extent in
+    `view` (view dim `mn_dim` is M or N). The tile is a grid of swizzle atoms (8 rows of the
+    atom width); LBO steps to the next atom along the contiguous dim when one instruction spans
+    several, SBO to the next 8 rows; without a swizzle and MN-major the two swap (PTX ISA, as
+    Triton and CUTLASS use them)."""
     lay = view.layout
     if not isinstance(lay, L.NVMMASharedLayout):
         raise TLXCompileError(f"a wgmma operand needs an NVMMA shared layout, got {lay}", loc)
@@ -433,7 +435,7 @@ def _operand(lw: KernelLowering, view: SmemView, mn_dim: int, mn_extent: int, k_
     sw = lay.swizzle
     atom = LM.nvmma_atom_bytes(lay)
     w = atom // eb
-    inner_v, row_v = _phys(view)
+    inner_v, _ = _phys(view)
     mn_major = inner_v == mn_dim
     st_rows = view.storage_shape[0] if not lay.transposed else view.storage_shape[1]
     inner_extent = mn_extent if mn_major else k_extent
@@ -443,6 +445,15 @@ def _operand(lw: KernelLowering, view: SmemView, mn_dim: int, mn_extent: int, k_
     if sw == 0 and mn_major:
         lbo, sbo = sbo, lbo
     mode = {0: 0, 128: 1, 64: 2, 32: 3}[sw]
+    return lbo, sbo, mode, mn_major
+
+
+def _operand(lw: KernelLowering, view: SmemView, mn_dim: int, mn_extent: int, k_extent: int, loc,
+             warp_vals: List[int]) -> Tuple[str, bool, Dict]:
+    """The base descriptor (a b64 register) of a wgmma operand view and whether it is MN-major.
+    `warp_vals[j]`: the view coordinate (along mn_dim) that warp bit j adds (warpgroup offsets)."""
+    lbo, sbo, mode, mn_major = operand_geometry(view, mn_dim, mn_extent, k_extent, loc)
+    sw = view.layout.swizzle  # type: ignore[union-attr]
     em = lw.e
     # runtime part of the start: buffer base, view origin, warpgroup offset
     offs = []

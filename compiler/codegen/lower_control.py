@@ -276,6 +276,12 @@ def _warp_specialize(lw: KernelLowering, op: Operation) -> None:
     e("shr.u32", wg, raw, "7")
     wgu = e.tmp("b32")
     e("shfl.sync.idx.b32", wgu, wg, "0", "31", "-1")
+    # the warp index the worker warpgroups test below: computed here, before the branches (code
+    # placed after the default partition's unconditional branch would never run)
+    warp_raw = e.tmp("b32")
+    e("shr.u32", warp_raw, raw, "5")
+    warp_u = e.tmp("b32")
+    e("shfl.sync.idx.b32", warp_u, warp_raw, "0", "31", "-1")
     nwg = plan.total_warps // 4
     wg_of_part = {}
     labels = [e.new_label(f"wg{g}") for g in range(nwg)]
@@ -289,10 +295,6 @@ def _warp_specialize(lw: KernelLowering, op: Operation) -> None:
         e("bra", labels[g], pred=p)
     e("bra.uni", l_default)
     # worker warpgroups
-    warp_raw = e.tmp("b32")
-    e("shr.u32", warp_raw, raw, "5")
-    warp_u = e.tmp("b32")
-    e("shfl.sync.idx.b32", warp_u, warp_raw, "0", "31", "-1")
     part_labels = [None] + [e.new_label(f"partition{k - 1}") for k in range(1, nparts)]
     for g in range(nwg):
         if g in default_wgs:

@@ -72,14 +72,12 @@ def _defines_first(op: str) -> bool:
 
 def _regs(s: str) -> Tuple[str, ...]:
     """Register names in an operand (a register, an address, a vector, a predicate)."""
-    if s[0] == "%" and _SIMPLE.fullmatch(s):
+    if s[0] == "%" and s[1:].isidentifier():
         return (s,)
     if "%" not in s:
         return ()
     return tuple(_REG.findall(s))
 
-
-_SIMPLE = re.compile(r"%[\w$]+")
 
 
 class Emitter:
