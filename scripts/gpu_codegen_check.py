@@ -210,6 +210,18 @@ def smem_kernel(x_ptr, y_ptr, z_ptr, M: tl.constexpr, N: tl.constexpr):
 
 
 @tlx.jit
+def dyn_slice_kernel(x_ptr, y_ptr, row0, M: tl.constexpr, N: tl.constexpr, R: tl.constexpr):
+    """A sub-slice at a runtime row offset (a multiple of its R rows) of a swizzled tile."""
+    r = tl.arange(0, M)
+    c = tl.arange(0, N)
+    buf = tlx.local_alloc((M, N), tlx.dtype_of(x_ptr), 1)
+    tlx.local_store(buf[0], tl.load(x_ptr + r[:, None] * N + c[None, :]))
+    q = tlx.local_load(tlx.local_slice(buf[0], [row0, 0], [R, N]))
+    rr = tl.arange(0, R)
+    tl.store(y_ptr + rr[:, None] * N + c[None, :], q)
+
+
+@tlx.jit
 def cp_async_kernel(x_ptr, y_ptr, M: tl.constexpr, N: tl.constexpr, STAGES: tl.constexpr):
     r = tl.arange(0, M)
     c = tl.arange(0, N)
@@ -603,6 +615,20 @@ for _dt in ("float16", "float32", "int8"):
     check(f"shared memory: swizzled {_dt} tile, transposed and sliced views")(_smem)
 
 
+@check("shared memory: sub-slice at a runtime offset")
+def _dyn_slice():
+    torch = _torch()
+    M, N, R = 64, 64, 16
+    x = torch.randn(M, N, device="cuda").half()
+    errs = []
+    for row0 in (0, 16, 48):
+        y = _poisoned((R, N), torch.float16)
+        dyn_slice_kernel[(1,)](x, y, row0, M=M, N=N, R=R, num_warps=4)
+        torch.cuda.synchronize()
+        errs.append(_cmp(_np(y), _np(x)[row0:row0 + R], 0, 0, f"slice at {row0}"))
+    return max(errs)
+
+
 @check("cp.async with zero-filled masked tails")
 def _cp_async():
     torch = _torch()
@@ -837,6 +863,7 @@ _spec("atomics", atomic_kernel, {"cnt_ptr": "*i32", "fsum_ptr": "*fp32", "mx_ptr
                                  "cas_ptr": "*i32"}, {"SLOTS": 8, "BLOCK": 64})
 for _dt, _n in (("fp16", 128), ("fp32", 64), ("i8", 128)):
     _spec(f"smem {_dt}", smem_kernel, {"x_ptr": f"*{_dt}", "y_ptr": f"*{_dt}", "z_ptr": f"*{_dt}"}, {"M": 64, "N": _n})
+_spec("dynamic slice", dyn_slice_kernel, {"x_ptr": "*fp16", "y_ptr": "*fp16", "row0": "i32"}, {"M": 64, "N": 64, "R": 16})
 _spec("cp.async", cp_async_kernel, {"x_ptr": "*fp16", "y_ptr": "*fp32"}, {"M": 64, "N": 64, "STAGES": 3})
 for _d in DOTS:
     for _nw in ((4, 8) if _d[1] >= 128 else (4,)):
