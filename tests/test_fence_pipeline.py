@@ -304,3 +304,53 @@ def test_records_survive_later_passes_and_the_printer_shows_the_origin():
     report = res.explain_fences()
     assert "fence #1 [fence_insertion, cta] at kernel.py:41" in report
     assert "RAW: tlx.local_alloc at kernel.py:40 -> tlx.async_dot at kernel.py:42" in report
+
+
+WS_LOOP_READER = f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %c1 = arith.constant {{value = 1}} : i32
+    %x = tlx.local_alloc : {SM}
+    %bars = tlx.alloc_barriers {{num = 1, arrive_count = 1}} : !mbarriers<1>
+    tlx.warp_specialize %x, %bars, %d, %n {{partition_num_warps = [4]}} {{
+    ^default:
+      tlx.local_store %x, %t loc(#f0:10:6)
+      @RELEASE@
+      tlx.ws_yield
+    }} {{
+    ^partition0(%px: {SM}, %pb: !mbarriers<1>, %pd: {DESC}, %m: i32):
+      %z = arith.constant {{value = 0}} : i32
+      %o = arith.constant {{value = 1}} : i32
+      scf.for %z, %m, %o {{
+      ^body(%i: i32):
+        @ACQUIRE@
+        tlx.tma_store %pd, %px offsets(%i, %z) loc(#f0:20:8)
+        tlx.tma_store_wait {{pendings = 0}}
+        scf.yield
+      }}
+      tlx.ws_return
+    }}"""
+
+
+def test_derived_writer_in_one_partition_tma_store_in_a_loop_of_another():
+    # fence-passes.md §3.3 (derived): Triton keeps A's fence inside P1's loop. With the mbarrier
+    # hand-off we fence once, in the writer's partition before its arrive; without any
+    # synchronization there is no order for a fence to enforce, and none stays.
+    synced = WS_LOOP_READER.replace(
+        "@RELEASE@", "%b = tlx.memdesc_index %bars, %c0 : !mbarrier\n      tlx.barrier_arrive %b").replace(
+        "@ACQUIRE@", "%pbar = tlx.memdesc_index %pb, %z : !mbarrier\n        tlx.barrier_wait %pbar, %z")
+    res = check(module(synced, f"%d: {DESC}, %t: {T16}, %n: i32"), """
+    CHECK: ^default:
+    CHECK: tlx.local_store %x, %t
+    CHECK-NEXT: tlx.memdesc_index
+    CHECK-NEXT: tlx.fence_async_shared {cluster = false, origin = "fence_insertion"
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.barrier_arrive
+    CHECK: ^partition0
+    CHECK-NOT: tlx.fence_async_shared
+    CHECK: tt.return
+    """, ALL)
+    (rec,) = res.fences
+    assert [str(g.async_loc) for g in rec.guards] == ["kernel.py:20"]
+    unsynced = WS_LOOP_READER.replace("@RELEASE@", "").replace("@ACQUIRE@", "")
+    text, res = run(module(unsynced, f"%d: {DESC}, %t: {T16}, %n: i32"), ALL)
+    assert count_fences(text) == 0 and [r.origin for r in res.removed_fences] == ["fence_insertion"]

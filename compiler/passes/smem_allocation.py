@@ -91,6 +91,8 @@ class _Liveness:
         self.pos: Dict[int, int] = {}
         self.span_end: Dict[int, int] = {}
         self.index: Dict[int, int] = {}  # id(op) -> index in its block, filled on demand
+        self.users: List[Operation] = []  # ops that may use shared memory, in program order
+        self._user_kind: Dict[str, bool] = {}
         self.ops: List[Operation] = []
         self._number(module.func)
 
@@ -101,12 +103,19 @@ class _Liveness:
         self.span_end[id(root)] = len(self.ops) - 1
 
     def _number_block(self, blk) -> None:
-        # pre-order positions; span_end[op] = last position inside a region op
-        pos, ops = self.pos, self.ops
+        # pre-order positions; span_end[op] = last position inside a region op; on the way, the
+        # ops that may take shared memory as an operand (and the scratch owners)
+        pos, ops, users, kinds = self.pos, self.ops, self.users, self._user_kind
         for op in blk.ops:
             k = id(op)
             pos[k] = len(ops)
             ops.append(op)
+            n = op.name
+            u = kinds.get(n)
+            if u is None:
+                u = kinds[n] = may_use_smem(n)
+            if u or (op.attrs and "scratch_bytes" in op.attrs):
+                users.append(op)
             if op.regions:
                 for r in op.regions:
                     self._number_block(r.block)
@@ -159,7 +168,7 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List
     bufs: Dict[int, Buffer] = {}
     order: List[Buffer] = []
     scratch: List[Buffer] = []
-    for op in live.ops:
+    for op in live.users:
         if op.name in ("tlx.local_alloc", "tlx.alloc_barriers"):
             p = live.pos[id(op)]
             b = Buffer(op, alloc_bytes(op), alignment_of(op), p, p)
@@ -182,13 +191,7 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List
         b.start, b.end = min(b.start, lo), max(b.end, hi)
 
     smem_types = (T.MemDescType, T.BarrierType)
-    users: Dict[str, bool] = {}
-    for op in live.ops:
-        u = users.get(op.name)
-        if u is None:
-            u = users[op.name] = may_use_smem(op.name)
-        if not u:
-            continue
+    for op in live.users:
         for v in op._operands:  # (read-only: the list itself, without the copy `operands` makes)
             if not isinstance(v.type, smem_types):
                 continue
