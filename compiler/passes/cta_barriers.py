@@ -301,9 +301,17 @@ class _Walker:
                     hits.append(it)
         if hits and self.restarting is None:
             st = self.insert_barrier(op, hits, st)
-        new = [(lo, hi, w, op, "g", "U", -1 if op.name == "tlx.async_load" else None) for lo, hi, w in gen]
+        fl = -1 if op.name == "tlx.async_load" else None
+        new = [(lo, hi, w, op, "g", "U", fl) for lo, hi, w in gen]
         new += [(lo, hi, False, op, "a", "P", None) for lo, hi in ards]
         new += [(lo, hi, True, op, "b", "U", None) for lo, hi in binit]
+        if new and st:
+            # a new unsynced access supersedes a pending one of the same kind to the same bytes
+            # (it conflicts with everything the old one does, now and after any barrier, fence
+            # or wait): the state stays as small as the set of distinct byte ranges
+            keys = {(it[LO], it[HI], it[W], it[CLS], it[FLIGHT], it[OP].name if it[CLS] == "a" else "") for it in new}
+            st = frozenset(it for it in st if (it[LO], it[HI], it[W], it[CLS], it[FLIGHT],
+                                               it[OP].name if it[CLS] == "a" else "") not in keys)
         return st | frozenset(new)
 
     def insert_barrier(self, op: Operation, hits, st: FrozenSet) -> FrozenSet:

@@ -233,20 +233,35 @@ class _Forward:
         self.ctx = ctx
         self.insert = insert
         self.pending_at: Dict[int, Tuple] = {}  # fence id -> state before it
-        self.handoff: Dict[Tuple, Tuple] = {}  # (key, part) -> state published
+        self.handoff: Dict[int, Dict[Tuple, Tuple]] = {}  # ws id -> (key, part) -> state published
         self.changed = False
         self.unfenced: List[Tuple] = []  # conflicts seen while not inserting
         self.inserted: List[Operation] = []
         self.planned: Dict[int, List[Operation]] = {}  # id(anchor) -> fences to insert before it
         self.anchors: Dict[int, Operation] = {}
+        self.version = 0  # bumped whenever a hand-off state grows
 
     def run(self) -> None:
-        for _ in range(10):
-            self.changed = False
-            self.unfenced = []
-            self.block(self.m.module.func.regions[0].block, EMPTY)
-            if not self.changed:
-                break
+        self.unfenced = []
+        self.block(self.m.module.func.regions[0].block, EMPTY)
+
+    def norm(self, items: FrozenSet) -> FrozenSet:
+        """One pending item per (bytes, kind, flight, fence state): the latest op in program order
+        stands for the others (they conflict with exactly the same async accesses)."""
+        rank = self.m.order
+        seen: Dict[Tuple, Tuple] = {}
+        for it in items:
+            key = it[:4] + it[5:]
+            o = seen.get(key)
+            if o is None or rank.get(id(it[4]), 0) > rank.get(id(o[4]), 0):
+                seen[key] = it
+        return items if len(seen) == len(items) else frozenset(seen.values())
+
+    def union(self, a, b):
+        u = _union(a, b)
+        if u is a or u is b:
+            return u
+        return (self.norm(u[0]), u[1])
 
     def block(self, blk: Block, st):
         planned = self.planned
@@ -281,13 +296,20 @@ class _Forward:
             if op.attrs.get("cluster") or not m.has_cluster:
                 keep = frozenset(it for it in st[0] if it[5] is not None)  # in-flight cp.async stays
             else:  # a CTA fence: still pending for async ops that reach other CTAs
-                keep = frozenset(it if it[5] is not None else it[:6] + (True,) for it in st[0])
+                keep = self.norm(frozenset(it if it[5] is not None else it[:6] + (True,) for it in st[0]))
             marks = frozenset((op,)) | (st[1] if m.has_cluster else frozenset())
             return (keep, marks)
         if k == K_GENERIC:
-            new = [(lo, hi, box, w, op, -1 if op.name == "tlx.async_load" else None, False)
-                   for lo, hi, box, w in m.generic[id(op)]]
-            return (st[0] | frozenset(new), st[1])
+            fl = -1 if op.name == "tlx.async_load" else None
+            new = [(lo, hi, box, w, op, fl, False) for lo, hi, box, w in m.generic[id(op)]]
+            # a new access supersedes a pending one of the same kind to the same bytes (it
+            # conflicts with everything the old one does, now and after any fence or wait); this
+            # keeps the state as small as the set of distinct byte ranges in fence-free code
+            keys = {it[:4] for it in new}
+            old = st[0]
+            if any(it[:4] in keys and it[5] == fl for it in old):
+                old = frozenset(it for it in old if not (it[:4] in keys and it[5] == fl))
+            return (old | frozenset(new), st[1])
         if k == K_ASYNC:
             accs = m.asyncs[id(op)]
             hits = [(it, a) for a in accs for it in st[0] if conflict(it, a)]
@@ -299,12 +321,12 @@ class _Forward:
                 self.unfenced.extend(hits)
             return st
         if k == K_COMMIT:
-            return (frozenset(it if it[5] is None else it[:5] + (min(it[5] + 1, FLIGHT_CAP),) + it[6:]
-                              for it in st[0]), st[1])
+            return (self.norm(frozenset(it if it[5] is None else it[:5] + (min(it[5] + 1, FLIGHT_CAP),) + it[6:]
+                                        for it in st[0])), st[1])
         if k == K_WAIT:
             n = min(op.attrs.get("pendings", 0), FLIGHT_CAP)
-            return (frozenset(it[:5] + (None,) + it[6:] if it[5] is not None and it[5] >= n else it
-                              for it in st[0]), st[1])
+            return (self.norm(frozenset(it[:5] + (None,) + it[6:] if it[5] is not None and it[5] >= n else it
+                                        for it in st[0])), st[1])
         if k in (K_RELEASE, K_ACQUIRE) or id(op) in m.keys:
             return self.handoff_op(op, st)
         if k == K_FOR:
@@ -315,21 +337,26 @@ class _Forward:
                 return self.block(op.regions[0 if c else 1].block, st)
             a = self.block(op.regions[0].block, st)
             b = self.block(op.regions[1].block, st)
-            return _union(a, b)
+            return self.union(a, b)
         if k == K_WHILE:
             inn = st
             for _ in range(50):
                 ob = self.block(op.regions[0].block, inn)
                 oa = self.block(op.regions[1].block, ob)
-                nxt = _union(st, oa)
+                nxt = self.union(st, oa)
                 if nxt == inn:
                     break
                 inn = nxt
             return ob
         if k == K_WS:
-            out = EMPTY
-            for r in op.regions:
-                out = _union(out, self.block(r.block, st))
+            # partitions hand off to each other: iterate them until the hand-off states settle
+            for _ in range(20):
+                v0 = self.version
+                out = EMPTY
+                for r in op.regions:
+                    out = self.union(out, self.block(r.block, st))
+                if self.version == v0:
+                    break
             return out
         return st
 
@@ -339,19 +366,20 @@ class _Forward:
         n = op.name
         if part is None:
             return st
+        table = self.handoff.setdefault(part[0], {})  # hand-offs stay within one warp-specialize op
         if n in HANDOFF_RELEASE:
             for key in m.keys[id(op)]:
                 hk = (key, part)
-                old = self.handoff.get(hk, EMPTY)
-                new = _union(old, st)
+                old = table.get(hk, EMPTY)
+                new = self.union(old, st)
                 if new != old:
-                    self.handoff[hk] = new
-                    self.changed = True
+                    table[hk] = new
+                    self.version += 1
         if n in HANDOFF_ACQUIRE:
             for key in m.keys[id(op)]:
-                for (k2, p2), s2 in list(self.handoff.items()):
-                    if p2 != part and p2[0] == part[0] and _keys_match(key, k2):
-                        st = _union(st, s2)
+                for (k2, p2), s2 in list(table.items()):
+                    if p2 != part and _keys_match(key, k2):
+                        st = self.union(st, s2)
         return st
 
     def loop(self, op: Operation, st):
@@ -365,11 +393,11 @@ class _Forward:
         out = st
         for _ in range(50):
             out = self.block(body, inn)
-            nxt = _union(st, out)
+            nxt = self.union(st, out)
             if nxt == inn:
                 break
             inn = nxt
-        return out if n is not None else _union(st, out)
+        return out if n is not None else self.union(st, out)
 
     def _insert_before(self, op: Operation, hits, cluster: bool) -> Operation:
         fence, rec = make_fence("proxy_fence_insertion", self.ctx.fences, op.loc, cluster)
@@ -420,15 +448,30 @@ class _Backward:
     def __init__(self, model: _Model):
         self.m = model
         self.reach_at: Dict[int, FrozenSet] = {}  # fence id -> async accesses after it
-        self.handoff: Dict[Tuple, FrozenSet] = {}
-        self.changed = False
+        self.handoff: Dict[int, Dict[Tuple, FrozenSet]] = {}
+        self.version = 0
 
     def run(self) -> None:
-        for _ in range(10):
-            self.changed = False
-            self.block(self.m.module.func.regions[0].block, frozenset())
-            if not self.changed:
-                break
+        self.block(self.m.module.func.regions[0].block, frozenset())
+
+    def norm(self, items: FrozenSet) -> FrozenSet:
+        """One reachable async access per (bytes, kind, cluster): the earliest op stands for the
+        others (they conflict with exactly the same generic accesses)."""
+        rank = self.m.order
+        seen: Dict[Tuple, Tuple] = {}
+        for a in items:
+            key = a[:4] + a[5:]
+            o = seen.get(key)
+            if o is None or rank.get(id(a[4]), 0) < rank.get(id(o[4]), 0):
+                seen[key] = a
+        return items if len(seen) == len(items) else frozenset(seen.values())
+
+    def union(self, a: FrozenSet, b: FrozenSet) -> FrozenSet:
+        if not b or a is b:
+            return a
+        if not a:
+            return b
+        return self.norm(a | b)
 
     def block(self, blk: Block, st: FrozenSet) -> FrozenSet:
         for op, k in reversed(self.m.skel[id(blk)]):
@@ -443,7 +486,7 @@ class _Backward:
                 return frozenset()
             return frozenset(a for a in st if a[5])
         if k == K_ASYNC:
-            return st | frozenset(m.asyncs[id(op)])
+            return self.union(st, frozenset(m.asyncs[id(op)]))
         if id(op) in m.keys:
             return self.handoff_op(op, st)
         if k == K_FOR:
@@ -457,30 +500,34 @@ class _Backward:
             entry = st
             for _ in range(50):
                 entry = self.block(body, end)
-                nxt = st | entry
+                nxt = self.union(st, entry)
                 if nxt == end:
                     break
                 end = nxt
-            return entry if n is not None else (entry | st)
+            return entry if n is not None else self.union(entry, st)
         if k == K_IF:
             c = const_int(arg(op, "cond"))
             if c is not None:
                 return self.block(op.regions[0 if c else 1].block, st)
-            return self.block(op.regions[0].block, st) | self.block(op.regions[1].block, st)
+            return self.union(self.block(op.regions[0].block, st), self.block(op.regions[1].block, st))
         if k == K_WHILE:
             # before -> (exit | after -> before)
             before_entry = frozenset()
             for _ in range(50):
                 a_entry = self.block(op.regions[1].block, before_entry)
-                b_entry = self.block(op.regions[0].block, st | a_entry)
+                b_entry = self.block(op.regions[0].block, self.union(st, a_entry))
                 if b_entry == before_entry:
                     break
                 before_entry = b_entry
             return before_entry
         if k == K_WS:
-            out: FrozenSet = frozenset()
-            for r in op.regions:
-                out = out | self.block(r.block, st)
+            for _ in range(20):
+                v0 = self.version
+                out: FrozenSet = frozenset()
+                for r in op.regions:
+                    out = self.union(out, self.block(r.block, st))
+                if self.version == v0:
+                    break
             return out
         return st
 
@@ -491,19 +538,20 @@ class _Backward:
             return st
         n = op.name
         # walking backward: the acquire side publishes what it reaches, the release side merges
+        table = self.handoff.setdefault(part[0], {})
         if n in HANDOFF_ACQUIRE:
             for key in m.keys[id(op)]:
                 hk = (key, part)
-                old = self.handoff.get(hk, frozenset())
-                new = old | st
+                old = table.get(hk, frozenset())
+                new = self.union(old, st)
                 if new != old:
-                    self.handoff[hk] = new
-                    self.changed = True
+                    table[hk] = new
+                    self.version += 1
         if n in HANDOFF_RELEASE:
             for key in m.keys[id(op)]:
-                for (k2, p2), s2 in list(self.handoff.items()):
-                    if p2 != part and p2[0] == part[0] and _keys_match(key, k2):
-                        st = st | s2
+                for (k2, p2), s2 in list(table.items()):
+                    if p2 != part and _keys_match(key, k2):
+                        st = self.union(st, s2)
         return st
 
 

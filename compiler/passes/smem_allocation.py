@@ -14,15 +14,16 @@ when their lifetimes are disjoint:
   until the next ``tma_store_wait {pendings = 0}``, a wgmma operand until the next
   ``async_dot_wait {pendings = 0}``, a TMA / bulk load destination until the next
   ``barrier_wait`` on its mbarrier — when that wait is in an enclosing loop (the next iteration
-  waits for this one's load), until the end of that loop; the end of the kernel when no such op
-  follows;
+  waits for this one's load) or in another partition of an enclosing warp-specialize op, until
+  the end of that op; the end of the kernel when no such op follows;
 * a scratch area lives only at its op; mbarriers live to the end of the kernel (their bytes are
   never reused for data, which would need an ``mbarrier.inval`` first).
 
 Alignment: 1024 B for NVMMA tiles with a 128-byte swizzle, 512 B for 64-byte, 256 B for
 32-byte, 128 B for unswizzled NVMMA tiles (TMA), 16 B for other buffers, 8 B for mbarriers, a
 scratch area's ``scratch_align`` (at least 16 B). Placement: buffers in decreasing size, each at
-the lowest aligned offset that no lifetime-overlapping buffer uses. More than the target's per-CTA limit (227 KB on sm_90) is a
+the lowest aligned offset that no lifetime-overlapping buffer uses; the mbarriers after them, packed.
+More than the per-CTA limit of the target (227 KB on sm_90) is a
 `TLXCompileError` that lists the buffers live at the peak and their sizes.
 
 A buffer allocated inside a loop and carried into the next iteration cannot have one static
@@ -136,7 +137,8 @@ class _Liveness:
 def _next_completion(op: Operation, live: _Liveness, matches) -> int:
     """Position of the first op after `op` for which `matches(o)` holds: later in program order,
     or anywhere in an enclosing loop (the next iteration's wait completes this iteration's op,
-    so the buffer lives for the whole loop). The end of the kernel when there is none."""
+    so the buffer lives for the whole loop) or warp-specialize op (another partition waits for
+    it). The end of the kernel when there is none."""
     cur = op
     while cur.parent is not None and cur.parent.parent_op is not None:
         blk = cur.parent
@@ -151,7 +153,8 @@ def _next_completion(op: Operation, live: _Liveness, matches) -> int:
         owner = blk.parent_op
         if owner.name == "tt.func":
             break
-        if owner.name in ("scf.for", "scf.while") and any(matches(n) for n in owner.iter_nested()):
+        if owner.name in ("scf.for", "scf.while", "tlx.warp_specialize") and any(
+                matches(n) for n in owner.iter_nested()):
             return live.span(owner)[1]
         cur = owner
     return len(live.ops)
@@ -294,8 +297,15 @@ def run(module: Module, ctx: PassContext) -> None:
     ra = RegionAnalysis()
     ctx.cache["allocated_regions"] = ra  # the later passes reuse it
     bufs = collect_buffers(module, ra)
-    _interference(bufs)
-    total = _place(bufs)
+    # mbarriers live to the end and share bytes with nothing: they go after the data buffers, one
+    # after the other, without entering the interference computation
+    data = [b for b in bufs if b.scratch or b.op.name != "tlx.alloc_barriers"]
+    bars = [b for b in bufs if not b.scratch and b.op.name == "tlx.alloc_barriers"]
+    _interference(data)
+    total = _place(data)
+    for b in bars:
+        b.offset = -(-total // b.align) * b.align
+        total = b.offset + b.size
     limit = smem_limit(ctx.capability)
     if total > limit:
         _, peak = _peak_report(bufs)
