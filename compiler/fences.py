@@ -19,6 +19,7 @@ Each `tlx.fence_async_shared` op carries an ``origin`` attribute (``user``, ``tm
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -32,6 +33,11 @@ def loc_text(loc: Optional[Location]) -> str:
     """`kernel.py:41` for a known location, `?` otherwise."""
     if loc is None or loc is UNKNOWN_LOC or loc.line <= 0:
         return "?"
+    return _loc_text(loc)
+
+
+@functools.lru_cache(maxsize=4096)
+def _loc_text(loc: Location) -> str:
     return f"{os.path.basename(loc.file)}:{loc.line}"
 
 

@@ -20,7 +20,7 @@ from .codegen import emit
 from .passes import (cta_barriers, fence_insertion, layouts, lower_dot, proxy_fence_insertion, smem_allocation,
                      tma_lowering)
 from .passes.manager import Pass, PassContext, run_passes
-from .passes.memory import FENCE
+from .passes.memory import FENCE, all_ops
 
 PIPELINE: List[Pass] = [
     Pass("lower_dot", lower_dot.run),
@@ -72,7 +72,14 @@ class CompileResult:
 
 def fence_records_in_order(module: Module, log: FenceLog) -> List[FenceRecord]:
     """The records of the fence ops in `module`, in program order."""
-    return [log.of(op) for op in module.ops() if op.name == FENCE]
+    return [log.of(op) for op in all_ops(module) if op.name == FENCE]
+
+
+def _final_fences(module: Module, ctx: PassContext) -> List[FenceRecord]:
+    order = ctx.cache.get("fence_order")  # program order as ProxyFenceInsertion left it
+    if order is None:
+        return fence_records_in_order(module, ctx.fences)
+    return [ctx.fences.of(f) for f in order if f.parent is not None]
 
 
 def compile_module(module: Module, options: Optional[CompileOptions] = None, passes: Optional[List[Pass]] = None,
@@ -83,9 +90,9 @@ def compile_module(module: Module, options: Optional[CompileOptions] = None, pas
     ctx = PassContext(options)
     if snapshots:
         ctx.asm["ir"] = print_module(module)
-    for op in module.ops():  # every user fence gets its record before any pass runs
+    for op in all_ops(module):  # user fences get their records (ids in program order) first
         if op.name == FENCE:
             ctx.fences.of(op)
     run_passes(module, PIPELINE + BACKEND if passes is None else passes, ctx, snapshots)
-    return CompileResult(module, ctx.asm, ctx.abi, fence_records_in_order(module, ctx.fences), ctx.pass_times,
-                         ctx.resources, ctx.fences)
+    return CompileResult(module, ctx.asm, ctx.abi, _final_fences(module, ctx), ctx.pass_times, ctx.resources,
+                         ctx.fences)

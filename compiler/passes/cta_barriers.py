@@ -42,8 +42,10 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from ..ir import types as T
 from ..ir.core import Block, Module, Operation
+from .edits import Edits
 from .manager import PassContext
-from .memory import (ASYNC, BARRIER, FENCE, FUNC_ARG, GENERIC, READ, WRITE, RegionAnalysis, accesses_of, const_int)
+from .memory import (arg, ASYNC, BARRIER, FENCE, FUNC_ARG, GENERIC, READ, WRITE, RegionAnalysis, EFFECT_NAMES,
+                     accesses_of, allocated_regions, const_int)
 from .proxy_fence_insertion import FLIGHT_CAP, trip_count
 
 # item: (lo, hi, write, op, cls, state, flight)
@@ -57,19 +59,25 @@ SYNC = {"U": "S", "F": None, "S": "S", "SF": None, "P": "P"}  # what a barrier m
 FENCED = {"U": "F", "S": "SF", "F": "F", "SF": "SF"}
 
 K_BAR, K_FENCE, K_ACC, K_COMMIT, K_WAIT, K_DOTWAIT, K_FOR, K_IF, K_WHILE, K_WS, K_REGION, K_STOREWAIT = range(12)
+_SIMPLE = {"tlx.cta_barrier": K_BAR, FENCE: K_FENCE, "tlx.async_commit_group": K_COMMIT,
+           "tlx.async_wait_group": K_WAIT, "tlx.tma_store_wait": K_STOREWAIT, "tlx.async_dot_wait": K_DOTWAIT}
+_RELEVANT = EFFECT_NAMES | set(_SIMPLE)
 
 
 class _Walker:
     def __init__(self, module: Module, ctx: PassContext):
         self.module = module
         self.ctx = ctx
-        self.ra = RegionAnalysis()
+        self.ra = allocated_regions(ctx)
         self.kind: Dict[int, int] = {}
+        self.skel: Dict[int, List[Tuple[Operation, int]]] = {}  # block id -> its ops that matter, with kinds
         self.acc: Dict[int, Tuple] = {}  # op id -> (generic, async reads, async writes, barrier init, barrier use)
         self.warps: Dict[int, int] = {}  # op id -> warps of its partition
         self.pre_states: List[Tuple[Operation, FrozenSet]] = []  # enclosing loops and their entry states
         self.inserted = 0
         self.restarting: Optional[Operation] = None  # a loop that will be re-walked from a new barrier
+        self.planned: Dict[int, Operation] = {}  # id(anchor) -> the barrier to insert before it
+        self.edits = Edits()
         self._classify(module.func.regions[0].block, int(module.attrs.get("num_warps", ctx.options.num_warps)))
 
     def _intervals(self, v, op) -> List[Tuple[int, int]]:
@@ -86,69 +94,63 @@ class _Walker:
         return out
 
     def _classify(self, blk: Block, warps: int) -> None:
+        kind = self.kind
+        skel: List[Tuple[Operation, int]] = []
+        self.skel[id(blk)] = skel
+        relevant = _RELEVANT
         for op in blk.ops:
             n = op.name
+            if n not in relevant and not op.regions and not (op.attrs and "scratch_bytes" in op.attrs):
+                continue  # most ops: nothing to do with shared memory
             k = id(op)
-            if n == "tlx.cta_barrier":
-                self.kind[k] = K_BAR
-                continue
-            if n == FENCE:
-                self.kind[k] = K_FENCE
-                continue
-            if n == "tlx.warp_specialize":
-                self.kind[k] = K_WS
-                nw = op.attrs.get("partition_num_warps", [])
-                for i, r in enumerate(op.regions):
-                    self._classify(r.block, warps if i == 0 else int(nw[i - 1]))
-                continue
             if op.regions:
-                self.kind[k] = {"scf.for": K_FOR, "scf.if": K_IF, "scf.while": K_WHILE}.get(n, K_REGION)
-                for r in op.regions:
-                    self._classify(r.block, warps)
-                continue
-            if n == "tlx.async_commit_group":
-                self.kind[k] = K_COMMIT
-                continue
-            if n == "tlx.async_wait_group":
-                self.kind[k] = K_WAIT
-                continue
-            if n == "tlx.tma_store_wait":
-                self.kind[k] = K_STOREWAIT
-                continue
-            if n == "tlx.async_dot_wait":
-                self.kind[k] = K_DOTWAIT
-                self.warps[k] = warps
-                continue
-            gen, ards, awrs, binit, buse = [], [], [], [], []
-            for a in accesses_of(op):
-                ivs = self._intervals(a.value, op)
-                if a.proxy == GENERIC:
-                    gen.extend((lo, hi, a.kind == WRITE) for lo, hi in ivs)
-                elif a.proxy == ASYNC:
-                    (awrs if a.kind == WRITE else ards).extend(ivs)
-                elif a.proxy == BARRIER:
-                    (binit if n == "tlx.alloc_barriers" else buse).extend(ivs)
-            publishes = n in ("tlx.barrier_arrive", "tlx.barrier_expect_bytes")
-            if gen or ards or awrs or binit or buse or publishes:
-                self.kind[k] = K_ACC
-                self.acc[k] = (tuple(gen), tuple(ards), tuple(awrs), tuple(binit), tuple(buse), publishes)
+                if n == "tlx.warp_specialize":
+                    kind[k] = K_WS
+                    nw = op.attrs.get("partition_num_warps", [])
+                    for i, r in enumerate(op.regions):
+                        self._classify(r.block, warps if i == 0 else int(nw[i - 1]))
+                else:
+                    kind[k] = {"scf.for": K_FOR, "scf.if": K_IF, "scf.while": K_WHILE}.get(n, K_REGION)
+                    for r in op.regions:
+                        self._classify(r.block, warps)
+            elif n in _SIMPLE:
+                kind[k] = _SIMPLE[n]
+                if n == "tlx.async_dot_wait":
+                    self.warps[k] = warps
+            elif n in EFFECT_NAMES or (op.attrs and op.attrs.get("scratch_bytes")):
+                acc = accesses_of(op)
+                publishes = n in ("tlx.barrier_arrive", "tlx.barrier_expect_bytes")
+                if acc or publishes:
+                    self._accesses(op, acc, publishes)
+            if k in kind:
+                skel.append((op, kind[k]))
+
+    def _accesses(self, op: Operation, acc, publishes: bool) -> None:
+        n = op.name
+        gen, ards, awrs, binit, buse = [], [], [], [], []
+        for a in acc:
+            ivs = self._intervals(a.value, op)
+            if a.proxy == GENERIC:
+                gen.extend((lo, hi, a.kind == WRITE) for lo, hi in ivs)
+            elif a.proxy == ASYNC:
+                (awrs if a.kind == WRITE else ards).extend(ivs)
+            elif a.proxy == BARRIER:
+                (binit if n == "tlx.alloc_barriers" else buse).extend(ivs)
+        if gen or ards or awrs or binit or buse or publishes:
+            self.kind[id(op)] = K_ACC
+            self.acc[id(op)] = (tuple(gen), tuple(ards), tuple(awrs), tuple(binit), tuple(buse), publishes)
 
     # -- the walk -----------------------------------------------------------------------------
     def run(self) -> None:
         self.block(self.module.func.regions[0].block, frozenset())
+        self.edits.apply()
 
     def block(self, blk: Block, st: FrozenSet) -> FrozenSet:
-        ops = blk.ops
-        i = 0
-        while i < len(ops):
-            op = ops[i]
-            k = self.kind.get(id(op))
-            if k is None:
-                i += 1
-                continue
-            n0 = len(ops)
+        planned = self.planned
+        for op, k in self.skel[id(blk)]:
+            if planned and id(op) in planned:
+                st = self.sync(st)
             st = self.op(op, k, st)
-            i += 1 + (len(ops) - n0)
         return st
 
     @staticmethod
@@ -186,7 +188,7 @@ class _Walker:
         if k == K_FOR:
             return self.loop(op, st)
         if k == K_IF:
-            c = const_int(op.arg("cond"))
+            c = const_int(arg(op, "cond"))
             if c is not None:
                 return self.block(op.regions[0 if c else 1].block, st)
             return self.block(op.regions[0].block, st) | self.block(op.regions[1].block, st)
@@ -212,8 +214,7 @@ class _Walker:
 
     def loop(self, op: Operation, st: FrozenSet) -> FrozenSet:
         while True:
-            blk = op.parent
-            idx = blk.index(op)
+            had = id(op) in self.planned
             n = trip_count(op)
             body = op.regions[0].block
             self.pre_states.append((op, st))
@@ -233,7 +234,7 @@ class _Walker:
                     res = out if n is not None else (st | out)
             finally:
                 self.pre_states.pop()
-            if blk.index(op) != idx:  # a barrier was hoisted before this loop: redo from there
+            if not had and id(op) in self.planned:  # a barrier was hoisted before this loop: redo
                 self.restarting = None
                 st = self.sync(st)
                 continue
@@ -241,8 +242,7 @@ class _Walker:
 
     def while_loop(self, op: Operation, st: FrozenSet) -> FrozenSet:
         while True:
-            blk = op.parent
-            idx = blk.index(op)
+            had = id(op) in self.planned
             self.pre_states.append((op, st))
             try:
                 inn, ob = st, st
@@ -255,7 +255,7 @@ class _Walker:
                     inn = nxt
             finally:
                 self.pre_states.pop()
-            if blk.index(op) != idx:
+            if not had and id(op) in self.planned:
                 self.restarting = None
                 st = self.sync(st)
                 continue
@@ -304,9 +304,11 @@ class _Walker:
                 if not all(it in pre and not loop.is_ancestor_of(it[OP]) for it in hits):
                     break
                 anchor = loop
+        if id(anchor) in self.planned:  # already planned there (a state from another path)
+            return self.sync(st) if anchor is op else st
         bar = Operation("tlx.cta_barrier", [], [], loc=op.loc)
-        anchor.parent.insert_before(anchor, bar)
-        self.kind[id(bar)] = K_BAR
+        self.planned[id(anchor)] = bar
+        self.edits.insert_before(anchor, bar)
         self.inserted += 1
         if anchor is op:
             return self.sync(st)

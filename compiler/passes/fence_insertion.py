@@ -36,19 +36,21 @@ from typing import Dict, List, Optional, Set, Tuple
 from ..fences import FenceLog, FenceRecord, loc_text, make_fence, op_text
 from ..ir import types as T
 from ..ir.core import Block, Module, Operation, Value
+from .edits import Edits, preceding_fence
 from .manager import PassContext
-from .memory import (FUNC_ARG, HANDOFF_RELEASE, Region, RegionAnalysis, accesses_of, describe_alloc, GENERIC, WRITE)
-from .tma_lowering import preceding_fence
+from .memory import (arg, FUNC_ARG, GENERIC_WRITERS, HANDOFF_RELEASE, Region, RegionAnalysis, accesses_of, all_ops,
+                     describe_alloc, GENERIC, WRITE)
 
 LOOPS = ("scf.for", "scf.while")
+READERS = frozenset({"tlx.async_dot", "tlx.tma_store", "tlx.async_store"})
 
 
 def reader_operands(op: Operation) -> List[Value]:
     """The shared-memory operands an async reader reads (empty for other ops)."""
     if op.name == "tlx.async_dot":
-        return [v for v in (op.arg("a"), op.arg("b")) if isinstance(v.type, T.MemDescType)]
+        return [v for v in (arg(op, "a"), arg(op, "b")) if isinstance(v.type, T.MemDescType)]
     if op.name in ("tlx.tma_store", "tlx.async_store"):
-        return [op.arg("src")]
+        return [arg(op, "src")]
     return []
 
 
@@ -65,9 +67,10 @@ def _chain(op: Operation) -> List[Tuple[Block, Operation]]:
     return out
 
 
-def reach_kind(w: Operation, r: Operation) -> Optional[str]:
+def reach_kind(w: Operation, r: Operation, edits: Edits) -> Optional[str]:
     """How writer `w` can execute before reader `r`: 'seq' (program order or a loop back edge),
-    'cross' (another partition of a warp-specialize op containing `r`), None (never)."""
+    'cross' (another partition of a warp-specialize op containing `r`), None (never). `edits`
+    gives positions in blocks (the original order)."""
     if w.is_ancestor_of(r):  # the function itself: stands for writes we cannot see
         return "seq"
     cw, cr = _chain(w), _chain(r)
@@ -84,7 +87,7 @@ def reach_kind(w: Operation, r: Operation) -> Optional[str]:
             if ow.name in LOOPS:
                 return "seq"
             return "seq" if in_loop else None  # exclusive branches of an if
-        if b.index(ow) < b.index(orr):
+        if edits.index_in_block(ow) < edits.index_in_block(orr):
             return "seq"
         return "seq" if in_loop else None
     return None
@@ -104,10 +107,21 @@ class _Info:
         self.ra = ra
         self.func = module.func
         self.writers: Dict[int, List[Tuple[Operation, Region]]] = {}
-        self.waits: List[Operation] = []
-        for op in module.ops():
-            if op.name == "tlx.async_wait_group":
-                self.waits.append(op)
+        self.loop_wait: Dict[int, Operation] = {}  # loop id -> an async_wait_group inside it
+        self.ops = all_ops(module)
+        self.readers: List[Operation] = []
+        for op in self.ops:
+            n = op.name
+            if n in READERS:
+                self.readers.append(op)
+                continue
+            if n == "tlx.async_wait_group":
+                for a in op.ancestors():
+                    if a.name in LOOPS:
+                        self.loop_wait.setdefault(id(a), op)
+                continue
+            if n not in GENERIC_WRITERS and not (op.attrs and op.attrs.get("scratch_bytes")):
+                continue
             for a in accesses_of(op):
                 if a.proxy == GENERIC and a.kind == WRITE and a.value is not None:
                     for rg in ra.regions_of(a.value):
@@ -142,7 +156,7 @@ def _contains(container: Operation, op: Operation) -> bool:
     return container is op or container.is_ancestor_of(op)
 
 
-def _handoff_after(w: Operation) -> Optional[Operation]:
+def _handoff_after(w: Operation, edits: Edits) -> Optional[Operation]:
     """The op before which a producer-side fence for writer `w` goes: the first op after `w` in
     its partition that is (or contains) an mbarrier arrive / expect-bytes / named barrier, found
     without crossing a loop back edge; None when there is none."""
@@ -151,7 +165,7 @@ def _handoff_after(w: Operation) -> Optional[Operation]:
         blk = cur.parent
         if blk is None:
             return None
-        i = blk.index(cur)
+        i = edits.index_in_block(cur)
         for o in blk.ops[i + 1:]:
             if o.name in HANDOFF_RELEASE or any(n.name in HANDOFF_RELEASE for n in o.iter_nested()):
                 return o
@@ -161,21 +175,31 @@ def _handoff_after(w: Operation) -> Optional[Operation]:
         cur = owner
 
 
-def _sink_into_branch(anchor: Operation, writers: List[Operation], notes: List[str]) -> Operation:
+def _ancestor_in(blk: Block, op: Operation) -> Optional[Operation]:
+    """The op of `blk` that is `op` or contains it, or None."""
+    cur = op
+    while cur is not None and cur.parent is not blk:
+        cur = cur.parent_op
+    return cur
+
+
+def _sink_into_branch(anchor: Operation, writers: List[Operation], notes: List[str], edits: Edits) -> Operation:
     """Move the insertion point into the branch of a preceding `scf.if` that holds every writer."""
     while True:
         blk = anchor.parent
-        i = blk.index(anchor)
-        prev = None
-        for o in reversed(blk.ops[:i]):
-            if any(_contains(o, w) for w in writers):
-                prev = o
-                break
+        i = edits.index_in_block(anchor)
+        prev, best = None, -1
+        for w in writers:
+            a = _ancestor_in(blk, w)
+            if a is not None:
+                k = edits.index_in_block(a)
+                if best < k < i:
+                    prev, best = a, k
         if prev is None or prev.name != "scf.if":
             return anchor
         branch = None
         for k, r in enumerate(prev.regions):
-            if all(any(_contains(o, w) for o in r.block.ops) for w in writers):
+            if all(_ancestor_in(r.block, w) is not None for w in writers):
                 branch = (k, r)
         if branch is None:
             return anchor
@@ -185,9 +209,9 @@ def _sink_into_branch(anchor: Operation, writers: List[Operation], notes: List[s
         anchor = r.block.terminator  # type: ignore[assignment]
 
 
-def _insert(anchor: Operation, ctx: PassContext, reader: Operation, writers: List[Operation], buffer: str,
-            notes: List[str], reason: str) -> FenceRecord:
-    prev = preceding_fence(anchor)
+def _insert(anchor: Operation, ctx: PassContext, edits: Edits, reader: Operation, writers: List[Operation],
+            buffer: str, notes: List[str], reason: str) -> FenceRecord:
+    prev = preceding_fence(anchor, edits)
     if prev is not None:
         rec = ctx.fences.of(prev)
         for w in writers:
@@ -196,7 +220,7 @@ def _insert(anchor: Operation, ctx: PassContext, reader: Operation, writers: Lis
         rec.notes.append(f"also fences {op_text(reader)} (FenceInsertion found this fence already in place)")
         return rec
     fence, rec = make_fence("fence_insertion", ctx.fences, anchor.loc if anchor.name != "scf.yield" else anchor.parent_op.loc)
-    anchor.parent.insert_before(anchor, fence)
+    edits.insert_before(anchor, fence)
     for w in writers:
         rec.add_writer(w, _writer_text(w))
     rec.add_reader(reader)
@@ -213,7 +237,7 @@ def _writer_text(w: Operation) -> str:
     return op_text(w)
 
 
-def fence_reader(r: Operation, info: _Info, ctx: PassContext) -> None:
+def fence_reader(r: Operation, info: _Info, ctx: PassContext, edits: Edits) -> None:
     """Place the fence(s) async reader `r` needs (see the module docstring)."""
     vals = reader_operands(r)
     if not vals:
@@ -222,31 +246,29 @@ def fence_reader(r: Operation, info: _Info, ctx: PassContext) -> None:
     for v in vals:
         writers.extend(info.writers_of(v))
     writers = list({id(w): w for w in writers}.values())
-    kinds = {id(w): reach_kind(w, r) for w in writers}
+    kinds = {id(w): reach_kind(w, r, edits) for w in writers}
     writers = [w for w in writers if kinds[id(w)] is not None]
     if not writers:
         return
-    buffer = ", ".join(sorted({describe_alloc(rg.root) for v in vals for rg in info.ra.regions_of(v)}))
+    buffer = ", ".join(sorted({info.ra.describe(rg.root) for v in vals for rg in info.ra.regions_of(v)}))
     local: List[Operation] = []
     for w in writers:
         if kinds[id(w)] != "cross":
             local.append(w)
             continue
-        anchor = _handoff_after(w)
+        anchor = _handoff_after(w, edits)
         if anchor is None:
             local.append(w)
             continue
         notes = [f"placed in the producer partition, after its write at {loc_text(w.loc)} and before it publishes the "
                  f"buffer at {loc_text(anchor.loc)} ({anchor.name}); {op_text(r)} reads it after the hand-off"]
-        _insert(anchor, ctx, r, [w], buffer, notes,
+        _insert(anchor, ctx, edits, r, [w], buffer, notes,
                 f"{_writer_text(w)} writes the buffer through the generic proxy and another partition reads it "
                 f"through the async proxy ({r.name})")
     if not local:
         return
     # cp.async data lands at a wait: the fence may not move above one
-    blockers = list(local)
-    if any(w.name == "tlx.async_load" for w in local):
-        blockers += [wt for wt in info.waits if reach_kind(wt, r) == "seq"]
+    cp_async = any(w.name == "tlx.async_load" for w in local)
     anchor = r
     notes: List[str] = [f"right before {op_text(r)}"]
     while True:
@@ -255,7 +277,9 @@ def fence_reader(r: Operation, info: _Info, ctx: PassContext) -> None:
             if at_partition:
                 notes.append("kept inside its warp-specialize partition (fences never leave a partition)")
             break
-        inside = [w for w in blockers if _contains(loop, w) and w is not loop]
+        inside = [w for w in local if _contains(loop, w) and w is not loop]
+        if not inside and cp_async and id(loop) in info.loop_wait:
+            inside = [info.loop_wait[id(loop)]]
         if inside:
             w = inside[0]
             what = "lands cp.async data" if w.name == "tlx.async_wait_group" else "writes the buffer"
@@ -263,8 +287,9 @@ def fence_reader(r: Operation, info: _Info, ctx: PassContext) -> None:
             break
         notes.append(f"hoisted out of the loop at {loc_text(loop.loc)} because that loop writes no operand")
         anchor = loop
-    anchor = _sink_into_branch(anchor, blockers, notes)
-    _insert(anchor, ctx, r, local, buffer, notes,
+    if not cp_async:  # a cp.async's wait may follow the branch: its fence must too
+        anchor = _sink_into_branch(anchor, local, notes, edits)
+    _insert(anchor, ctx, edits, r, local, buffer, notes,
             f"{', '.join(_writer_text(w) for w in local)} write(s) the buffer through the generic proxy and "
             f"{r.name} reads it through the async proxy")
 
@@ -273,8 +298,10 @@ def run(module: Module, ctx: PassContext) -> None:
     """Insert fences for every async reader of the module (see the module docstring)."""
     ra = RegionAnalysis()
     info = _Info(module, ra)
-    readers = [op for op in module.ops() if op.name in ("tlx.async_dot", "tlx.tma_store", "tlx.async_store")]
+    readers = info.readers
     before = len(ctx.fences.records)
+    edits = Edits()
     for r in readers:
-        fence_reader(r, info, ctx)
+        fence_reader(r, info, ctx, edits)
+    edits.apply()
     ctx.stats["fence_insertion.fences"] = len(ctx.fences.records) - before

@@ -23,7 +23,9 @@ from typing import Optional
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..ir.layouts import NVMMASharedLayout, default_shared_layout
+from .edits import Edits
 from .manager import PassContext
+from .memory import all_ops
 from .memory import accesses_of, READ, REGION_OPS
 
 
@@ -33,7 +35,7 @@ def staging_type(t: T.TensorType) -> T.MemDescType:
     return T.MemDescType(tuple(t.shape), t.element, default_shared_layout(tuple(t.shape), bits), 0, False)  # type: ignore[arg-type]
 
 
-def buffer_read_in_place(v: Value, user: Operation) -> Optional[Value]:
+def buffer_read_in_place(v: Value, user: Operation, edits: Edits) -> Optional[Value]:
     """If tensor `v` is a `tlx.local_load` of an NVMMA (or unassigned-layout) buffer of the same
     shape in `user`'s block, and no op between the load and `user` may write shared memory,
     return that buffer (the consumer can read it in place); else None."""
@@ -49,7 +51,7 @@ def buffer_read_in_place(v: Value, user: Operation) -> Optional[Value]:
     if bt.layout is None and not isinstance(default_shared_layout(tuple(bt.shape), bt.element.bits), NVMMASharedLayout):
         return None
     blk = user.parent
-    i, j = blk.index(d), blk.index(user)
+    i, j = edits.index_in_block(d), edits.index_in_block(user)
     for op in blk.ops[i + 1:j]:
         if op.name in REGION_OPS or op.regions:
             return None
@@ -63,32 +65,33 @@ def _is_zero(v: Value) -> bool:
     return d is not None and d.name == "arith.constant" and d.attrs.get("value") in (0, 0.0) and not isinstance(d.attrs.get("value"), bool)
 
 
-def lower_one(op: Operation) -> None:
-    """Rewrite one `tt.dot` in place (see the module docstring)."""
+def lower_one(op: Operation, edits: Edits) -> None:
+    """Rewrite one `tt.dot` (see the module docstring); the edits are applied by the caller."""
     a, b, acc = op.arg("a"), op.arg("b"), op.arg("acc")
-    blk = op.parent
     operands = []
     for x in (a, b):
-        buf = buffer_read_in_place(x, op)
+        buf = buffer_read_in_place(x, op, edits)
         if buf is None:
             alloc = Operation("tlx.local_alloc", [x], [staging_type(x.type)], loc=op.loc)  # type: ignore[arg-type]
-            blk.insert_before(op, alloc)
+            edits.insert_before(op, alloc)
             buf = alloc.result
         operands.append(buf)
     acc_in = None if _is_zero(acc) else acc
     dot = Operation("tlx.async_dot", [operands[0], operands[1], acc_in], [op.result.type], loc=op.loc)
-    blk.insert_before(op, dot)
+    edits.insert_before(op, dot)
     wait = Operation("tlx.async_dot_wait", [[dot.result]], [op.result.type], {"pendings": 0}, loc=op.loc)
-    blk.insert_before(op, wait)
+    edits.insert_before(op, wait)
     op.result.replace_all_uses_with(wait.results[0])
-    op.erase()
+    edits.erase(op)
 
 
 def run(module, ctx: PassContext) -> None:
     """Lower every `tt.dot` of the module (sm_90 and newer)."""
     if ctx.capability < 90:
         return
-    dots = [op for op in module.ops() if op.name == "tt.dot"]
+    dots = [op for op in all_ops(module) if op.name == "tt.dot"]
+    edits = Edits()
     for op in dots:
-        lower_one(op)
+        lower_one(op, edits)
+    edits.apply()
     ctx.stats["lower_dot.dots"] = len(dots)

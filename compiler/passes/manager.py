@@ -41,6 +41,7 @@ class PassContext:
     resources: Dict[str, Any] = field(default_factory=dict)
     abi: Any = None  # a KernelABI, filled by the code generator
     stats: Dict[str, Any] = field(default_factory=dict)  # per-pass counters (fences inserted, ...)
+    cache: Dict[str, Any] = field(default_factory=dict)  # analyses later passes may reuse (see memory.py)
 
     @property
     def capability(self) -> int:

@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..ir import types as T
 from ..ir.core import BlockArgument, Module, OpResult, Operation, Value
-from ..ir.ops import effects_of
+from ..ir.ops import OPS, effects_of
 
 GENERIC, ASYNC, BARRIER = "generic", "async", "barrier"
 READ, WRITE = "read", "write"
@@ -41,6 +41,26 @@ FENCE = "tlx.fence_async_shared"
 HANDOFF_RELEASE = frozenset({"tlx.barrier_arrive", "tlx.barrier_expect_bytes", "tlx.named_barrier_arrive",
                              "tlx.named_barrier_wait"})
 HANDOFF_ACQUIRE = frozenset({"tlx.barrier_wait", "tlx.named_barrier_wait"})
+
+
+_GROUP_INDEX = {name: {g: i for i, g in enumerate(d.group_names)} for name, d in OPS.items()}
+
+
+def arg(op: Operation, group: str) -> Optional[Value]:
+    """`op.arg(group)` read straight from the catalogue (hot paths call it for every op)."""
+    gi = _GROUP_INDEX[op.name][group]
+    segs = op.segments
+    if not segs[gi]:
+        return None
+    return op._operands[sum(segs[:gi])]
+
+
+def group(op: Operation, name: str) -> List[Value]:
+    """`op.group(name)`, as `arg`."""
+    gi = _GROUP_INDEX[op.name][name]
+    segs = op.segments
+    start = sum(segs[:gi])
+    return op._operands[start:start + segs[gi]]
 
 
 class _FuncArg:
@@ -119,7 +139,17 @@ class RegionAnalysis:
     def __init__(self) -> None:
         self._memo: Dict[int, Tuple[Region, ...]] = {}
         self._busy: set = set()
-        self._keep: List[Value] = []  # keep memo keys alive
+        self._keep: List[object] = []  # keep memo keys alive (ids are never reused meanwhile)
+        self._desc: Dict[int, str] = {}
+
+    def describe(self, root) -> str:
+        """`describe_alloc(root)`, memoized."""
+        k = id(root)
+        d = self._desc.get(k)
+        if d is None:
+            d = self._desc[k] = describe_alloc(root)
+            self._keep.append(root)
+        return d
 
     def regions_of(self, v: Value) -> Tuple[Region, ...]:
         k = id(v)
@@ -159,8 +189,8 @@ class RegionAnalysis:
             if n in ("tlx.local_alloc", "tlx.alloc_barriers"):
                 return [Region(op, 0, alloc_bytes(op))]
             if n == "tlx.memdesc_index":
-                src = op.arg("src")
-                c = const_int(op.arg("index"))
+                src = arg(op, "src")
+                c = const_int(arg(op, "index"))
                 st = src.type
                 d = st.count if isinstance(st, T.BarrierType) else (st.shape[0] if st.shape else 1)
                 out = []
@@ -173,7 +203,7 @@ class RegionAnalysis:
                         out.append(Region(r.root, r.lo, r.hi, r.plain))
                 return out
             if n == "tlx.memdesc_subslice":
-                src = op.arg("src")
+                src = arg(op, "src")
                 offs = tuple(op.attrs.get("static_offsets", []))
                 static = all(o >= 0 for o in offs)
                 shape = tuple(op.result.type.shape)
@@ -187,13 +217,13 @@ class RegionAnalysis:
                     out.append(Region(r.root, r.lo, r.hi, False, box))
                 return out
             if op.has_trait("view"):  # trans / reinterpret: same bytes, logical coordinates unknown
-                return [Region(r.root, r.lo, r.hi, False) for r in self.regions_of(op.arg("src"))]
+                return [Region(r.root, r.lo, r.hi, False) for r in self.regions_of(arg(op, "src"))]
             if n == "arith.select":
-                return self._union([op.arg("true"), op.arg("false")])
+                return self._union([arg(op, "true"), arg(op, "false")])
             if n == "scf.for":
                 i = v.index
                 body = op.regions[0].block
-                return self._union([op.group("inits")[i], body.terminator.operands[i]])
+                return self._union([group(op, "inits")[i], body.terminator.operands[i]])
             if n == "scf.if":
                 i = v.index
                 return self._union([r.block.terminator.operands[i] for r in op.regions])
@@ -209,14 +239,14 @@ class RegionAnalysis:
         if owner.name == "scf.for":
             if i == 0:
                 return []
-            return self._union([owner.group("inits")[i - 1], v.owner.terminator.operands[i - 1]])
+            return self._union([group(owner, "inits")[i - 1], v.owner.terminator.operands[i - 1]])
         if owner.name == "scf.while":
             if v.owner is owner.regions[0].block:
-                return self._union([owner.group("inits")[i], owner.regions[1].block.terminator.operands[i]])
+                return self._union([group(owner, "inits")[i], owner.regions[1].block.terminator.operands[i]])
             cond = owner.regions[0].block.terminator
             return self._union([cond.operands[1 + i]])
         if owner.name == "tlx.warp_specialize":
-            return self._union([owner.group("captures")[i]])
+            return self._union([group(owner, "captures")[i]])
         return []
 
 
@@ -230,10 +260,52 @@ class Access:
     proxy: str  # GENERIC | ASYNC | BARRIER
 
 
+def _effect_table() -> Dict[str, Tuple[Tuple[int, str, str], ...]]:
+    """For each op with shared-memory effects: (operand group index or -1 for the results, access,
+    proxy), from the op catalogue (the same facts `effects_of` reads, looked up once)."""
+    table = {}
+    for name, d in OPS.items():
+        if d.effects:
+            table[name] = tuple((-1 if e.target == "result" else d.group_names.index(e.target), e.access, e.proxy)
+                                for e in d.effects)
+    return table
+
+
+_EFFECTS = _effect_table()
+_SMEM_TYPES = (T.MemDescType, T.BarrierType)
+# names of the ops that may touch shared memory (others can only through a scratch_bytes attribute)
+EFFECT_NAMES = frozenset(_EFFECTS) | {"tlx.local_alloc"}
+
+
+def may_access(op: Operation) -> bool:
+    """Cheap pre-check: False means `accesses_of(op)` is empty."""
+    return op.name in EFFECT_NAMES or bool(op.attrs and op.attrs.get("scratch_bytes"))
+
+
 def accesses_of(op: Operation) -> List[Access]:
-    """Every shared-memory access `op` makes (scratch included; regions' contents excluded)."""
-    out = [Access(op, v, e.access, e.proxy) for v, e in effects_of(op)]
-    if "scratch_bytes" in op.attrs and op.attrs.get("scratch_bytes"):
+    """Every shared-memory access `op` makes (scratch included; regions' contents excluded): the
+    effects `ops.effects_of` declares, read straight from the catalogue (this runs on every op of
+    every kernel, several times)."""
+    n = op.name
+    out: List[Access] = []
+    if n == "tlx.local_alloc":
+        if op.segments and op.segments[0]:  # with a source: a generic write of the new buffer
+            out.append(Access(op, op.results[0], WRITE, GENERIC))
+        return out
+    eff = _EFFECTS.get(n)
+    if eff is not None:
+        segs = op.segments
+        operands = op._operands
+        for gi, access, proxy in eff:
+            if gi < 0:
+                vals = op.results
+            else:
+                start = sum(segs[:gi])
+                vals = operands[start:start + segs[gi]]
+            for v in vals:
+                if isinstance(v.type, _SMEM_TYPES):
+                    out.append(Access(op, v, access, proxy))
+    if op.attrs and op.attrs.get("scratch_bytes"):
         out.append(Access(op, None, WRITE, GENERIC))
         out.append(Access(op, None, READ, GENERIC))
     return out
@@ -268,6 +340,34 @@ def enclosing_partition(op: Operation) -> Optional[Tuple[Operation, int]]:
                     return owner, i
         blk = owner.parent
     return None
+
+
+def all_ops(module: Module) -> List[Operation]:
+    """Every op of the function body in pre-order (a list; faster than `Module.ops()`)."""
+    out: List[Operation] = []
+    stack = list(reversed(module.func.regions[0].block.ops))
+    pop, push, app = stack.pop, stack.extend, out.append
+    while stack:
+        op = pop()
+        app(op)
+        if op.regions:
+            for r in reversed(op.regions):
+                push(reversed(r.block.ops))
+    return out
+
+
+def allocated_regions(ctx) -> RegionAnalysis:
+    """The region analysis shared by the passes after shared-memory allocation (which creates it;
+    they only add fences and barriers, which name no memory)."""
+    ra = ctx.cache.get("allocated_regions")
+    if ra is None:
+        ra = ctx.cache["allocated_regions"] = RegionAnalysis()
+    return ra
+
+
+# ops that may take a shared-memory value as an operand
+def may_use_smem(name: str) -> bool:
+    return name.startswith("tlx.") or name in ("scf.yield", "scf.for", "scf.while", "scf.condition", "arith.select")
 
 
 def number_ops(module: Module) -> Dict[int, int]:

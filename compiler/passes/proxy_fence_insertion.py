@@ -48,14 +48,18 @@ from ..fences import FenceRecord, Guard, loc_text, make_fence, op_text
 from ..ir import types as T
 from ..ir.core import Block, Module, Operation, Value
 from ..ir.layouts import default_shared_layout
+from .edits import Edits
 from .manager import PassContext
-from .memory import (ASYNC, FENCE, FUNC_ARG, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE, READ, WRITE, RegionAnalysis,
-                     accesses_of, const_int, describe_alloc, enclosing_partition, is_cluster_op, overlap_detail)
+from .memory import (arg, ASYNC, FENCE, FUNC_ARG, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE, READ, WRITE, RegionAnalysis,
+                     EFFECT_NAMES, accesses_of, all_ops, allocated_regions, const_int, describe_alloc, enclosing_partition, is_cluster_op, overlap_detail)
 
 FLIGHT_CAP = 8  # commit-group counts saturate here (waits with pendings >= 8 are treated as 8)
 
 # op classification codes
-K_FENCE, K_GENERIC, K_ASYNC, K_COMMIT, K_WAIT, K_RELEASE, K_ACQUIRE, K_FOR, K_IF, K_WHILE, K_WS = range(11)
+K_FENCE, K_GENERIC, K_ASYNC, K_COMMIT, K_WAIT, K_RELEASE, K_ACQUIRE, K_FOR, K_IF, K_WHILE, K_WS, K_OTHER_REGION = range(12)
+_REGION_KINDS = {"scf.for": K_FOR, "scf.if": K_IF, "scf.while": K_WHILE}
+_RELEVANT = (EFFECT_NAMES | HANDOFF_RELEASE | HANDOFF_ACQUIRE
+             | {FENCE, "tlx.async_commit_group", "tlx.async_wait_group"})
 
 # an item: (lo, hi, box, write, op, flight, cta_fenced)
 #   flight: None landed, -1 not committed, k >= 0 committed with k newer groups
@@ -64,7 +68,7 @@ K_FENCE, K_GENERIC, K_ASYNC, K_COMMIT, K_WAIT, K_RELEASE, K_ACQUIRE, K_FOR, K_IF
 
 def trip_count(op: Operation) -> Optional[int]:
     """The constant trip count of an `scf.for`, or None when a bound is not a constant."""
-    lb, ub, st = (const_int(op.arg(n)) for n in ("lb", "ub", "step"))
+    lb, ub, st = (const_int(arg(op, n)) for n in ("lb", "ub", "step"))
     if lb is None or ub is None or st is None or st <= 0:
         return None
     return max(0, -(-(ub - lb) // st))
@@ -84,10 +88,12 @@ EMPTY = (frozenset(), frozenset())
 class _Model:
     """Per-module facts: the accesses of every op in absolute bytes, and op kinds."""
 
-    def __init__(self, module: Module):
+    def __init__(self, module: Module, ra: Optional[RegionAnalysis] = None):
         self.module = module
-        self.ra = RegionAnalysis()
+        self.ra = ra or RegionAnalysis()
         self.kind: Dict[int, int] = {}
+        self.skel: Dict[int, List[Tuple[Operation, int]]] = {}  # block id -> its ops that matter, with kinds
+        self.order: Dict[int, float] = {}  # op id -> pre-order rank among the classified ops
         self.generic: Dict[int, Tuple] = {}  # op id -> tuple of (lo, hi, box, write)
         self.asyncs: Dict[int, Tuple] = {}  # op id -> tuple of (lo, hi, box, write, op, cluster)
         self.keys: Dict[int, Tuple] = {}  # release / acquire op id -> hand-off keys
@@ -122,65 +128,79 @@ class _Model:
         return out
 
     def _classify(self, blk: Block, part) -> None:
+        kind = self.kind
+        skel: List[Tuple[Operation, int]] = []
+        self.skel[id(blk)] = skel
+        relevant = _RELEVANT
         for op in blk.ops:
             n = op.name
+            if n not in relevant and not op.regions and not (op.attrs and "scratch_bytes" in op.attrs):
+                continue  # most ops: nothing to do with shared memory
             k = id(op)
-            if n == FENCE:
-                self.kind[k] = K_FENCE
-                self.fences.append(op)
-                continue
-            if n == "scf.for":
-                self.kind[k] = K_FOR
-            elif n == "scf.if":
-                self.kind[k] = K_IF
-            elif n == "scf.while":
-                self.kind[k] = K_WHILE
-            elif n == "tlx.warp_specialize":
-                self.kind[k] = K_WS
-                for i, r in enumerate(op.regions):
-                    self._classify(r.block, (k, i))
-                continue
             if op.regions:
-                for r in op.regions:
-                    self._classify(r.block, part)
+                if n == "tlx.warp_specialize":
+                    kind[k] = K_WS
+                    for i, r in enumerate(op.regions):
+                        self._classify(r.block, (k, i))
+                else:
+                    kind[k] = _REGION_KINDS.get(n, K_OTHER_REGION)
+                    for r in op.regions:
+                        self._classify(r.block, part)
+                skel.append((op, kind[k]))
+                self.order[k] = len(self.order)
                 continue
-            if n == "tlx.async_commit_group":
-                self.kind[k] = K_COMMIT
-                continue
-            if n == "tlx.async_wait_group":
-                self.kind[k] = K_WAIT
-                continue
-            acc = accesses_of(op)
-            gen, asy = [], []
-            for a in acc:
-                if a.proxy == GENERIC:
-                    for lo, hi, box, root in self.abs_regions(a.value, op):
-                        gen.append((lo, hi, box, a.kind == WRITE))
-                        self.roots[(lo, hi)] = root
-                elif a.proxy == ASYNC:
-                    cl = is_cluster_op(op)
-                    self.has_cluster |= cl
-                    for lo, hi, box, root in self.abs_regions(a.value, op):
-                        asy.append((lo, hi, box, a.kind == WRITE, op, cl))
-                        self.roots[(lo, hi)] = root
-            if asy:
-                self.kind[k] = K_ASYNC
-                self.asyncs[k] = tuple(asy)
-            elif gen:
-                self.kind[k] = K_GENERIC
-                self.generic[k] = tuple(gen)
-            if n in HANDOFF_RELEASE or n in HANDOFF_ACQUIRE:
-                self.keys[k] = self._handoff_keys(op)
-                self.part[k] = part
-                if k not in self.kind:
-                    self.kind[k] = K_RELEASE if n in HANDOFF_RELEASE else K_ACQUIRE
-                # named_barrier_wait both releases and acquires
+            if n == FENCE:
+                kind[k] = K_FENCE
+                self.fences.append(op)
+            elif n == "tlx.async_commit_group":
+                kind[k] = K_COMMIT
+            elif n == "tlx.async_wait_group":
+                kind[k] = K_WAIT
+            else:
+                if n in EFFECT_NAMES or (op.attrs and op.attrs.get("scratch_bytes")):
+                    acc = accesses_of(op)
+                    if acc:
+                        self._accesses(op, acc)
+                if n in HANDOFF_RELEASE or n in HANDOFF_ACQUIRE:
+                    self.keys[k] = self._handoff_keys(op)
+                    self.part[k] = part
+                    if k not in kind:  # named_barrier_wait both releases and acquires
+                        kind[k] = K_RELEASE if n in HANDOFF_RELEASE else K_ACQUIRE
+            if k in kind:
+                skel.append((op, kind[k]))
+                self.order[k] = len(self.order)
+
+    def _accesses(self, op: Operation, acc) -> None:
+        k = id(op)
+        gen, asy = [], []
+        for a in acc:
+            if a.proxy == GENERIC:
+                for lo, hi, box, root in self.abs_regions(a.value, op):
+                    gen.append((lo, hi, box, a.kind == WRITE))
+                    self.roots[(lo, hi)] = root
+            elif a.proxy == ASYNC:
+                cl = is_cluster_op(op)
+                self.has_cluster |= cl
+                for lo, hi, box, root in self.abs_regions(a.value, op):
+                    asy.append((lo, hi, box, a.kind == WRITE, op, cl))
+                    self.roots[(lo, hi)] = root
+        if asy:
+            self.kind[k] = K_ASYNC
+            self.asyncs[k] = tuple(asy)
+        elif gen:
+            self.kind[k] = K_GENERIC
+            self.generic[k] = tuple(gen)
+
+    def reskeleton(self, blk: Block) -> None:
+        """Rebuild one block's skeleton after ops were inserted into it."""
+        kind = self.kind
+        self.skel[id(blk)] = [(op, kind[id(op)]) for op in blk.ops if id(op) in kind]
 
     def _handoff_keys(self, op: Operation) -> Tuple:
         if op.name.startswith("tlx.named_barrier"):
             return (("named", op.attrs.get("id")),)
         keys = []
-        for rg in self.ra.regions_of(op.arg("bar")):
+        for rg in self.ra.regions_of(arg(op, "bar")):
             keys.append((id(rg.root), rg.lo if rg.plain and rg.hi - rg.lo == 8 else None))
         return tuple(keys)
 
@@ -217,6 +237,8 @@ class _Forward:
         self.changed = False
         self.unfenced: List[Tuple] = []  # conflicts seen while not inserting
         self.inserted: List[Operation] = []
+        self.planned: Dict[int, List[Operation]] = {}  # id(anchor) -> fences to insert before it
+        self.anchors: Dict[int, Operation] = {}
 
     def run(self) -> None:
         for _ in range(10):
@@ -227,19 +249,30 @@ class _Forward:
                 break
 
     def block(self, blk: Block, st):
-        ops = blk.ops
-        i = 0
-        kind = self.m.kind
-        while i < len(ops):
-            op = ops[i]
-            k = kind.get(id(op))
-            if k is None:
-                i += 1
-                continue
-            n0 = len(ops)
+        planned = self.planned
+        for op, k in self.m.skel[id(blk)]:
+            if planned:
+                for f in planned.get(id(op), ()):
+                    st = self.op(f, K_FENCE, st)
             st = self.op(op, k, st)
-            i += 1 + (len(ops) - n0)
         return st
+
+    def materialize(self) -> None:
+        """Put the planned fences into the IR."""
+        if not self.planned:
+            return
+        ed = Edits()
+        blocks = {}
+        for key, fences in self.planned.items():
+            anchor = self.anchors[key]
+            blocks[id(anchor.parent)] = anchor.parent
+            for j, f in enumerate(fences):
+                ed.insert_before(anchor, f)
+                self.m.order[id(f)] = self.m.order[key] - 1 + (j + 1) / (len(fences) + 1)
+        ed.apply()
+        for blk in blocks.values():
+            self.m.reskeleton(blk)
+        self.planned = {}
 
     def op(self, op: Operation, k: int, st):
         m = self.m
@@ -261,8 +294,8 @@ class _Forward:
             if hits:
                 if self.insert:
                     cluster = any(a[5] for _, a in hits)
-                    self._insert_before(op, hits, cluster)
-                    return self.op(op.parent.ops[op.parent.index(op) - 1], K_FENCE, st)
+                    fence = self._insert_before(op, hits, cluster)
+                    return self.op(fence, K_FENCE, st)
                 self.unfenced.extend(hits)
             return st
         if k == K_COMMIT:
@@ -277,7 +310,7 @@ class _Forward:
         if k == K_FOR:
             return self.loop(op, st)
         if k == K_IF:
-            c = const_int(op.arg("cond"))
+            c = const_int(arg(op, "cond"))
             if c is not None:
                 return self.block(op.regions[0 if c else 1].block, st)
             a = self.block(op.regions[0].block, st)
@@ -338,9 +371,10 @@ class _Forward:
             inn = nxt
         return out if n is not None else _union(st, out)
 
-    def _insert_before(self, op: Operation, hits, cluster: bool) -> None:
+    def _insert_before(self, op: Operation, hits, cluster: bool) -> Operation:
         fence, rec = make_fence("proxy_fence_insertion", self.ctx.fences, op.loc, cluster)
-        op.parent.insert_before(op, fence)
+        self.planned.setdefault(id(op), []).append(fence)
+        self.anchors[id(op)] = op
         self.m.kind[id(fence)] = K_FENCE
         self.m.fences.append(fence)
         self.inserted.append(fence)
@@ -360,6 +394,7 @@ class _Forward:
         if cluster:
             rec.notes.append("cluster scope: the async op reaches another CTA's shared memory (multicast)")
         self.changed = True
+        return fence
 
     def m_describe(self, hits) -> str:
         roots = []
@@ -396,11 +431,7 @@ class _Backward:
                 break
 
     def block(self, blk: Block, st: FrozenSet) -> FrozenSet:
-        kind = self.m.kind
-        for op in reversed(blk.ops):
-            k = kind.get(id(op))
-            if k is None:
-                continue
+        for op, k in reversed(self.m.skel[id(blk)]):
             st = self.op(op, k, st)
         return st
 
@@ -432,7 +463,7 @@ class _Backward:
                 end = nxt
             return entry if n is not None else (entry | st)
         if k == K_IF:
-            c = const_int(op.arg("cond"))
+            c = const_int(arg(op, "cond"))
             if c is not None:
                 return self.block(op.regions[0 if c else 1].block, st)
             return self.block(op.regions[0].block, st) | self.block(op.regions[1].block, st)
@@ -492,32 +523,36 @@ PRIORITY = {"proxy_fence_insertion": 0, "tma_lowering": 1, "fence_insertion": 2}
 def _analyse(model: _Model, ctx: PassContext, insert: bool):
     fwd = _Forward(model, ctx, insert)
     fwd.run()
+    fwd.materialize()
     bwd = _Backward(model)
     bwd.run()
     return fwd, bwd
 
 
-def _live_fences(module: Module) -> List[Operation]:
-    return [op for op in module.ops() if op.name == FENCE]
+def _live_fences(model: "_Model") -> List[Operation]:
+    return [f for f in model.fences if f.parent is not None]
 
 
 def run(module: Module, ctx: PassContext) -> None:
     """Insert missing fences, remove needless compiler fences, fill every fence's record."""
     if ctx.capability < 90:
-        for f in _live_fences(module):
+        ed = Edits()
+        for f in [op for op in all_ops(module) if op.name == FENCE]:
             rec = ctx.fences.of(f)
             rec.removed = True
             rec.removed_reason = (f"target {ctx.options.target} has no async proxy (fence.proxy.async needs sm_90); "
                                   "no proxy fence is emitted below sm_90")
-            f.erase()
+            ed.erase(f)
+        ed.apply()
         return
     insert = ctx.proxy_fences_enabled
-    model = _Model(module)
+    ra = allocated_regions(ctx)
+    model = _Model(module, ra)
     fwd, bwd = _analyse(model, ctx, insert)
     ctx.stats["proxy_fence_insertion.inserted"] = len(fwd.inserted)
     removed_total = 0
     for _round in range(1000):
-        fences = _live_fences(module)
+        fences = _live_fences(model)
         guards = {id(f): _guards(f, fwd.pending_at.get(id(f), EMPTY), bwd.reach_at.get(id(f), frozenset()))
                   for f in fences}
         if not insert:
@@ -534,6 +569,7 @@ def run(module: Module, ctx: PassContext) -> None:
                     neighbours[id(f)].add(id(g))
                     neighbours[id(g)].add(id(f))
         blocked: Set[int] = set()
+        ed = Edits()
         for f in cands:
             if id(f) in blocked:  # next round: this removal may have made it necessary
                 continue
@@ -541,14 +577,16 @@ def run(module: Module, ctx: PassContext) -> None:
             rec.removed = True
             rec.removed_reason = ("needless: on no path does it separate a generic access from an async one "
                                   "that no other fence separates")
-            f.erase()
+            ed.erase(f)
             removed_total += 1
             blocked |= neighbours[id(f)]
-        model = _Model(module)
+        ed.apply()
+        model = _Model(module, ra)
         fwd, bwd = _analyse(model, ctx, False)
     ctx.stats["proxy_fence_insertion.removed"] = removed_total
     # fill the records
-    fences = _live_fences(module)
+    fences = sorted(_live_fences(model), key=lambda f: model.order[id(f)])
+    ctx.cache["fence_order"] = fences
     for f in fences:
         rec = ctx.fences.of(f)
         gs = _guards(f, fwd.pending_at.get(id(f), EMPTY), bwd.reach_at.get(id(f), frozenset()))
@@ -585,7 +623,7 @@ def _reachable_after(op: Operation):
     cur = op
     while cur.parent is not None:
         blk = cur.parent
-        for o in blk.ops[blk.index(cur) + 1:]:
+        for o in blk.ops[blk.ops.index(cur) + 1:]:
             yield o
             yield from o.iter_nested()
         owner = blk.parent_op
@@ -620,7 +658,7 @@ def _guard_records(gs, model: _Model) -> List[Guard]:
         seen.add(key)
         root = model.roots.get((a[0], a[1])) or model.roots.get((it[0], it[1]))
         if isinstance(root, Operation) and root.name in ("tlx.local_alloc", "tlx.alloc_barriers"):
-            buf = describe_alloc(root)
+            buf = model.ra.describe(root)
         elif isinstance(root, Operation):
             buf = f"scratch of {op_text(root)}"
         else:

@@ -41,7 +41,7 @@ from ..ir import types as T
 from ..ir.core import BlockArgument, Module, Operation, Value
 from ..ir.layouts import NVMMASharedLayout, default_shared_layout
 from .manager import PassContext
-from .memory import FUNC_ARG, RegionAnalysis, alloc_bytes, describe_alloc
+from .memory import arg, FUNC_ARG, RegionAnalysis, alloc_bytes, describe_alloc, may_use_smem
 
 SMEM_LIMITS = {90: 232448, 80: 166912, 86: 101376, 87: 166912, 89: 101376}
 
@@ -90,30 +90,38 @@ class _Liveness:
     def __init__(self, module: Module):
         self.pos: Dict[int, int] = {}
         self.span_end: Dict[int, int] = {}
+        self.index: Dict[int, int] = {}  # id(op) -> index in its block, filled on demand
         self.ops: List[Operation] = []
         self._number(module.func)
 
     def _number(self, root: Operation) -> None:
-        # iterative pre-order numbering; span_end[op] = last position inside op
-        stack: List[Tuple[Operation, bool]] = [(root, False)]
-        pos, ops, span_end = self.pos, self.ops, self.span_end
-        while stack:
-            op, done = stack.pop()
-            if done:
-                span_end[id(op)] = len(ops) - 1
-                continue
-            pos[id(op)] = len(ops)
+        self.pos[id(root)] = 0
+        self.ops.append(root)
+        self._number_block(root.regions[0].block)
+        self.span_end[id(root)] = len(self.ops) - 1
+
+    def _number_block(self, blk) -> None:
+        # pre-order positions; span_end[op] = last position inside a region op
+        pos, ops = self.pos, self.ops
+        for op in blk.ops:
+            k = id(op)
+            pos[k] = len(ops)
             ops.append(op)
             if op.regions:
-                stack.append((op, True))
-                for r in reversed(op.regions):
-                    for o in reversed(r.block.ops):
-                        stack.append((o, False))
-            else:
-                span_end[id(op)] = pos[id(op)]
+                for r in op.regions:
+                    self._number_block(r.block)
+                self.span_end[k] = len(ops) - 1
+
+    def index_of(self, op: Operation) -> int:
+        """`op`'s index in its block (each block indexed once, on first use)."""
+        k = id(op)
+        if k not in self.index:
+            self.index.update({id(o): j for j, o in enumerate(op.parent.ops)})
+        return self.index[k]
 
     def span(self, op: Operation) -> Tuple[int, int]:
-        return self.pos[id(op)], self.span_end[id(op)]
+        p = self.pos[id(op)]
+        return p, self.span_end.get(id(op), p)
 
 
 def _next_completion(op: Operation, live: _Liveness, matches) -> int:
@@ -123,8 +131,9 @@ def _next_completion(op: Operation, live: _Liveness, matches) -> int:
     cur = op
     while cur.parent is not None and cur.parent.parent_op is not None:
         blk = cur.parent
-        i = blk.index(cur)
-        for o in blk.ops[i + 1:]:
+        ops = blk.ops
+        for j in range(live.index_of(cur) + 1, len(ops)):
+            o = ops[j]
             if matches(o):
                 return live.pos[id(o)]
             for n in o.iter_nested():
@@ -134,7 +143,7 @@ def _next_completion(op: Operation, live: _Liveness, matches) -> int:
         if owner.name == "tt.func":
             break
         if owner.name in ("scf.for", "scf.while") and any(matches(n) for n in owner.iter_nested()):
-            return live.span_end[id(owner)]
+            return live.span(owner)[1]
         cur = owner
     return len(live.ops)
 
@@ -156,7 +165,7 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List
             b = Buffer(op, alloc_bytes(op), alignment_of(op), p, p)
             bufs[id(op)] = b
             order.append(b)
-        sb = op.attrs.get("scratch_bytes")
+        sb = op.attrs.get("scratch_bytes") if op.attrs else None
         if isinstance(sb, int) and sb > 0:
             p = live.pos[id(op)]
             scratch.append(Buffer(op, sb, 16, p, p, scratch=True))
@@ -172,11 +181,16 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List
             a = a.parent_op
         b.start, b.end = min(b.start, lo), max(b.end, hi)
 
+    smem_types = (T.MemDescType, T.BarrierType)
+    users: Dict[str, bool] = {}
     for op in live.ops:
-        if op.name == "tt.func":
+        u = users.get(op.name)
+        if u is None:
+            u = users[op.name] = may_use_smem(op.name)
+        if not u:
             continue
-        for v in op.operands:
-            if not isinstance(v.type, (T.MemDescType, T.BarrierType)):
+        for v in op._operands:  # (read-only: the list itself, without the copy `operands` makes)
+            if not isinstance(v.type, smem_types):
                 continue
             for r in ra.regions_of(v):
                 if r.root is FUNC_ARG:
@@ -196,16 +210,16 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List
         n = op.name
         if n in ("tlx.tma_store", "tlx.async_store", "tlx.async_dot", "tlx.tma_load", "tlx.async_bulk_load"):
             if n in ("tlx.tma_store", "tlx.async_store"):
-                targets = [op.arg("src")]
+                targets = [arg(op, "src")]
                 match = lambda o: o.name == "tlx.tma_store_wait" and o.attrs.get("pendings") == 0  # noqa: E731
             elif n == "tlx.async_dot":
-                targets = [x for x in (op.arg("a"), op.arg("b")) if isinstance(x.type, T.MemDescType)]
+                targets = [x for x in (arg(op, "a"), arg(op, "b")) if isinstance(x.type, T.MemDescType)]
                 match = lambda o: o.name == "tlx.async_dot_wait" and o.attrs.get("pendings") == 0  # noqa: E731
             else:
-                targets = [op.arg("dst")]
-                roots = _bar_roots(ra, op.arg("bar"))
+                targets = [arg(op, "dst")]
+                roots = _bar_roots(ra, arg(op, "bar"))
                 match = lambda o, roots=roots: (o.name == "tlx.barrier_wait"  # noqa: E731
-                                                and bool(_bar_roots(ra, o.arg("bar")) & roots))
+                                                and bool(_bar_roots(ra, arg(o, "bar")) & roots))
             end = _next_completion(op, live, match)
             for v in targets:
                 for r in ra.regions_of(v):
@@ -274,7 +288,9 @@ def _peak_report(bufs: List[Buffer]) -> Tuple[int, List[Buffer]]:
 
 def run(module: Module, ctx: PassContext) -> None:
     """Assign offsets (see the module docstring)."""
-    bufs = collect_buffers(module)
+    ra = RegionAnalysis()
+    ctx.cache["allocated_regions"] = ra  # the later passes reuse it
+    bufs = collect_buffers(module, ra)
     _interference(bufs)
     total = _place(bufs)
     limit = smem_limit(ctx.capability)

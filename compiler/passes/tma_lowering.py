@@ -36,55 +36,36 @@ from ..fences import make_fence, op_text
 from ..ir import types as T
 from ..ir.core import Operation
 from ..ir.layouts import default_shared_layout
+from .edits import Edits, preceding_fence
 from .lower_dot import buffer_read_in_place, staging_type
 from .manager import PassContext
-from .memory import FENCE
-from ..ir.ops import is_pure
+from .memory import all_ops
 
 
-def preceding_fence(anchor: Operation, cluster: bool = False):
-    """The fence right before `anchor` in its block with only pure ops in between (and of at
-    least the requested scope), or None."""
-    blk = anchor.parent
-    i = blk.index(anchor) - 1
-    while i >= 0:
-        op = blk.ops[i]
-        if op.name == FENCE:
-            if bool(op.attrs.get("cluster")) or not cluster:
-                return op
-            return None
-        if not is_pure(op) or op.regions:
-            return None
-        i -= 1
-    return None
-
-
-def _lower_store(op: Operation, ctx: PassContext) -> None:
+def _lower_store(op: Operation, ctx: PassContext, edits: Edits) -> None:
     desc, tile, offs = op.arg("desc"), op.arg("value"), op.group("offsets")
-    blk = op.parent
-    buf = buffer_read_in_place(tile, op)
+    buf = buffer_read_in_place(tile, op, edits)
     writer = dead_load = None
     if buf is None:
         alloc = Operation("tlx.local_alloc", [tile], [staging_type(tile.type)], loc=op.loc)
-        blk.insert_before(op, alloc)
+        edits.insert_before(op, alloc)
         buf, writer = alloc.result, alloc
     elif tile.defining_op is not None and len(tile.uses) == 1:
         dead_load = tile.defining_op  # stored in place: the register copy is not needed
     store = Operation("tlx.tma_store", [desc, buf, offs], [], loc=op.loc)
-    blk.insert_before(op, store)
-    blk.insert_before(op, Operation("tlx.tma_store_wait", [], [], {"pendings": 0}, loc=op.loc))
-    op.erase()
+    wait = Operation("tlx.tma_store_wait", [], [], {"pendings": 0}, loc=op.loc)
+    op.drop_operands()
     if dead_load is not None and not dead_load.result.uses:
-        dead_load.erase()
+        edits.erase(dead_load)
+    fence = None
     if ctx.proxy_fences_enabled:
-        prev = preceding_fence(store)
+        prev = None if writer is not None else preceding_fence(op, edits)
         if prev is not None:
             rec = ctx.fences.of(prev)
             rec.add_reader(store)
             rec.notes.append(f"also covers the TMA store lowered at {op_text(store).split(' at ')[1]} (TMALowering added no second fence)")
         else:
             fence, rec = make_fence("tma_lowering", ctx.fences, op.loc)
-            blk.insert_before(store, fence)
             rec.reason = "a TMA store reads its shared-memory source through the async proxy"
             rec.hazard = "RAW"
             if writer is not None:
@@ -94,12 +75,14 @@ def _lower_store(op: Operation, ctx: PassContext) -> None:
                 rec.reason += "; the buffer it stores in place may have been written by generic stores"
             rec.add_reader(store)
             rec.placement.append("right before the TMA store (TMALowering always fences the store it builds)")
+    for o in ([fence] if fence is not None else []) + [store, wait]:
+        edits.insert_before(op, o)
+    edits.erase(op)
 
 
-def _lower_load(op: Operation, ctx: PassContext) -> None:
+def _lower_load(op: Operation, ctx: PassContext, edits: Edits) -> None:
     desc, offs = op.arg("desc"), op.group("offsets")
     dt = desc.type
-    blk = op.parent
     loc = op.loc
     shape = tuple(dt.block_shape)
     bt = T.MemDescType(shape, dt.element, default_shared_layout(shape, dt.element.bits), 0, True)
@@ -107,7 +90,7 @@ def _lower_load(op: Operation, ctx: PassContext) -> None:
 
     def add(name, operands, types, attrs=None):
         o = Operation(name, operands, types, attrs, loc=loc)
-        blk.insert_before(op, o)
+        edits.insert_before(op, o)
         new.append(o)
         return o
 
@@ -121,14 +104,19 @@ def _lower_load(op: Operation, ctx: PassContext) -> None:
     add("tlx.barrier_wait", [bar, c0, None], [])
     ld = add("tlx.local_load", [buf, None], [op.result.type])
     op.result.replace_all_uses_with(ld.result)
-    op.erase()
+    edits.erase(op)
 
 
 def run(module, ctx: PassContext) -> None:
     """Lower every `tt.descriptor_store` / `tt.descriptor_load` of the module."""
-    todo = [op for op in module.ops() if op.name in ("tt.descriptor_store", "tt.descriptor_load")]
+    todo = [op for op in all_ops(module) if op.name in ("tt.descriptor_store", "tt.descriptor_load")]
+    # loads first, so that a store of a loaded tile sees the lowered local_load (and reads in place)
+    edits = Edits()
+    for op in todo:
+        if op.name == "tt.descriptor_load":
+            _lower_load(op, ctx, edits)
+    edits.apply()
     for op in todo:
         if op.name == "tt.descriptor_store":
-            _lower_store(op, ctx)
-        else:
-            _lower_load(op, ctx)
+            _lower_store(op, ctx, edits)
+    edits.apply()

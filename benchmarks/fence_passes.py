@@ -1,0 +1,256 @@
+"""Speed of the fence-pass pipeline on generated IR of 1 000, 10 000 and 100 000 ops.
+
+The IR repeats a GEMM-like unit: a 2-slot ring of A/B tiles filled by cp.async and local_store
+in a K loop, wgmma with a carried accumulator, an epilogue with local_store + TMA store, a TMA
+load + mbarrier wait + local_load, a branch, and arithmetic around it. Every unit allocates its
+own buffers, so the allocator sees many lifetimes to reuse, and every fence mechanism has work.
+
+Prints, per size: ops, the passes' time (lower_dot .. cta_barriers without the code generator's
+layout pass, which is timed once for reference; IR snapshots off), time
+per op, the anchor (one walk over every op of the module, measured in the same run) and the
+ratio to it, the per-pass split, and the fences and barriers placed. Targets: time per op
+roughly constant across sizes, 100 000 ops in <= 1 s on the 2-core CI machine.
+
+    python benchmarks/fence_passes.py            # all three sizes
+    python benchmarks/fence_passes.py 100000     # one size
+    python benchmarks/fence_passes.py --dense    # stress: nearly every op touches shared memory
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+
+from tlx.compiler.ir import parse_module, verify_module
+from tlx.compiler.options import CompileOptions
+from tlx.compiler.pipeline import PIPELINE, compile_module
+
+NV = "#nvmma<swizzle=128, bits=16, transposed=false>"
+RING = f"!smem<2x64x64xf16, {NV}, buffers=2, mutable>"
+VIEW = f"!smem<64x64xf16, {NV}, alloc=2x64x64, mutable>"
+TILE = f"!smem<64x64xf16, {NV}, mutable>"
+T = "tensor<64x64xf16>"
+ACC = "tensor<64x64xf32>"
+
+
+def dense_unit(u: int) -> str:
+    """A stress unit (about 45 ops): almost every op touches shared memory; three fences and six
+    barriers per unit, several times the density of real kernels."""
+    return f"""
+    %a{u} = tlx.local_alloc : {RING}
+    %b{u} = tlx.local_alloc : {RING}
+    %acc{u} = scf.for %c0, %n, %c1 inits(%zero) : {ACC} {{
+    ^body(%i{u}: i32, %cc{u}: {ACC}):
+      %s{u} = arith.remsi %i{u}, %c2 : i32
+      %va{u} = tlx.memdesc_index %a{u}, %s{u} : {VIEW}
+      %vb{u} = tlx.memdesc_index %b{u}, %s{u} : {VIEW}
+      %tk{u} = tlx.async_load %ptrs, %va{u} : !token
+      %g{u} = tlx.async_commit_group %tk{u} : !token
+      %w{u} = tlx.async_wait_group %g{u} {{pendings = 0}} : !token
+      %x{u} = arith.addf %t, %t : {T}
+      %y{u} = arith.mulf %x{u}, %t : {T}
+      tlx.local_store %vb{u}, %y{u}
+      %k1{u} = arith.addi %i{u}, %c1 : i32
+      %k2{u} = arith.muli %k1{u}, %c2 : i32
+      %k3{u} = arith.subi %k2{u}, %c1 : i32
+      %d{u} = tlx.async_dot %va{u}, %vb{u} acc(%cc{u}) : {ACC}
+      %dw{u} = tlx.async_dot_wait %d{u} {{pendings = 0}} : {ACC}
+      %e1{u} = arith.addf %dw{u}, %dw{u} : {ACC}
+      scf.yield %e1{u}
+    }}
+    %h{u} = arith.truncf %acc{u} : {T}
+    %o{u} = tlx.local_alloc : {TILE}
+    tlx.local_store %o{u}, %h{u}
+    tlx.tma_store %desc, %o{u} offsets(%c0, %c0)
+    tlx.tma_store_wait {{pendings = 0}}
+""" + _tail(u)
+
+
+def _tail(u: int) -> str:
+    return f"""
+    %l{u} = tlx.local_alloc : {TILE}
+    tlx.barrier_expect_bytes %bar {{bytes = 8192}}
+    tlx.tma_load %desc, %l{u}, %bar offsets(%c0, %c0)
+    tlx.barrier_wait %bar, %c0
+    %r{u} = tlx.local_load %l{u} : {T}
+    %q{u} = arith.addf %r{u}, %t : {T}
+    scf.if %p {{
+    ^then:
+      tlx.local_store %l{u}, %q{u}
+      scf.yield
+    }} {{
+    ^else:
+      scf.yield
+    }}
+    tlx.tma_store %desc, %l{u} offsets(%c0, %c0)
+    tlx.tma_store_wait {{pendings = 0}}
+    %f1{u} = arith.addf %q{u}, %q{u} : {T}
+    %f2{u} = arith.mulf %f1{u}, %q{u} : {T}
+    %f3{u} = arith.subf %f2{u}, %f1{u} : {T}
+    %f4{u} = arith.maximumf %f3{u}, %t : {T}
+    %f5{u} = arith.minimumf %f4{u}, %t : {T}
+    %f6{u} = arith.addf %f5{u}, %f5{u} : {T}
+    %f7{u} = arith.mulf %f6{u}, %f6{u} : {T}
+    %f8{u} = arith.addf %f7{u}, %f1{u} : {T}
+    %f9{u} = arith.subf %f8{u}, %f2{u} : {T}"""
+
+
+def unit(u: int) -> str:
+    """A GEMM-tile unit shaped like the catalogue's pipelined GEMMs (about 100 ops, a quarter of
+    them shared-memory or control ops, three fences): the K loop computes cp.async addresses and
+    a K-tail mask, converts the B tile in registers and stores it, runs wgmma; the epilogue
+    scales, adds a bias, applies ReLU, and TMA-stores; then a TMA load, a conditional rewrite and
+    a second TMA store."""
+    I64 = "tensor<64x64xi32>"
+    P64 = "tensor<64x64x!ptr<f16>>"
+    return f"""
+    %a{u} = tlx.local_alloc : {RING}
+    %b{u} = tlx.local_alloc : {RING}
+    %acc{u} = scf.for %c0, %n, %c1 inits(%zero) : {ACC} {{
+    ^body(%i{u}: i32, %cc{u}: {ACC}):
+      %s{u} = arith.remsi %i{u}, %c2 : i32
+      %ko{u} = arith.muli %i{u}, %c64 : i32
+      %ks{u} = tt.splat %ko{u} : tensor<64xi32>
+      %kr{u} = arith.addi %ks{u}, %range : tensor<64xi32>
+      %ke{u} = tt.expand_dims %kr{u} {{axis = 0}} : tensor<1x64xi32>
+      %kb{u} = tt.broadcast %ke{u} : {I64}
+      %off{u} = arith.addi %rows, %kb{u} : {I64}
+      %pa{u} = tt.addptr %ptrs, %off{u} : {P64}
+      %ktail{u} = tt.splat %n : {I64}
+      %mask{u} = arith.cmpi %kb{u}, %ktail{u} {{predicate = "slt"}} : tensor<64x64xi1>
+      %va{u} = tlx.memdesc_index %a{u}, %s{u} : {VIEW}
+      %vb{u} = tlx.memdesc_index %b{u}, %s{u} : {VIEW}
+      %tk{u} = tlx.async_load %pa{u}, %va{u} mask(%mask{u}) : !token
+      %g{u} = tlx.async_commit_group %tk{u} : !token
+      %w{u} = tlx.async_wait_group %g{u} {{pendings = 0}} : !token
+      %offb{u} = arith.muli %kb{u}, %ld : {I64}
+      %offb2{u} = arith.addi %offb{u}, %cols : {I64}
+      %pb{u} = tt.addptr %ptrs, %offb2{u} : {P64}
+      %tb{u} = tt.load %pb{u} mask(%mask{u}) other(%t) : {T}
+      %sc{u} = arith.mulf %tb{u}, %t : {T}
+      tlx.local_store %vb{u}, %sc{u}
+      %d{u} = tlx.async_dot %va{u}, %vb{u} acc(%cc{u}) : {ACC}
+      %dw{u} = tlx.async_dot_wait %d{u} {{pendings = 0}} : {ACC}
+      scf.yield %dw{u}
+    }}
+    %al{u} = arith.mulf %acc{u}, %alpha : {ACC}
+    %bi{u} = arith.addf %al{u}, %bias : {ACC}
+    %re{u} = arith.maxnumf %bi{u}, %zero : {ACC}
+    %cl{u} = arith.minnumf %re{u}, %bias : {ACC}
+    %h{u} = arith.truncf %cl{u} : {T}
+    %o{u} = tlx.local_alloc : {TILE}
+    tlx.local_store %o{u}, %h{u}
+    %pid{u} = tt.get_program_id {{axis = 0}} : i32
+    %mo{u} = arith.muli %pid{u}, %c64 : i32
+    %no{u} = arith.addi %mo{u}, %c1 : i32
+    tlx.tma_store %desc, %o{u} offsets(%mo{u}, %no{u})
+    tlx.tma_store_wait {{pendings = 0}}
+""" + _tail(u) + f"""
+    %z1{u} = arith.addf %f9{u}, %t : {T}
+    %z2{u} = arith.mulf %z1{u}, %z1{u} : {T}
+    %z3{u} = arith.extf %z2{u} : {ACC}
+    %z4{u} = arith.mulf %z3{u}, %alpha : {ACC}
+    %z5{u} = arith.addf %z4{u}, %bias : {ACC}
+    %z6{u} = arith.truncf %z5{u} : {T}
+    %zo{u} = arith.addi %rows, %cols : {I64}
+    %zp{u} = tt.addptr %ptrs, %zo{u} : {P64}
+    tt.store %zp{u}, %z6{u}"""
+
+
+def module_text(units: int, dense: bool = False) -> str:
+    """A kernel of `units` units (see `unit` / `dense_unit`)."""
+    head = ('module attributes {num_warps = 4, target = "sm_90a"} {\n'
+            f"  tt.func @bench(%t: {T}, %ptrs: tensor<64x64x!ptr<f16>>, %desc: !tensordesc<64x64xf16>, "
+            f"%n: i32, %p: i1, %rows: tensor<64x64xi32>, %cols: tensor<64x64xi32>, %ld: tensor<64x64xi32>, "
+            f"%alpha: {ACC}, %bias: {ACC}) {{\n"
+            "    %c0 = arith.constant {value = 0} : i32\n    %c1 = arith.constant {value = 1} : i32\n"
+            "    %c2 = arith.constant {value = 2} : i32\n    %c64 = arith.constant {value = 64} : i32\n"
+            "    %range = tt.make_range {start = 0, end = 64} : tensor<64xi32>\n"
+            f"    %zero = arith.constant {{value = 0.0}} : {ACC}\n"
+            "    %bars = tlx.alloc_barriers {num = 1, arrive_count = 1} : !mbarriers<1>\n"
+            "    %bar = tlx.memdesc_index %bars, %c0 : !mbarrier\n")
+    make = dense_unit if dense else unit
+    return head + "".join(make(u) for u in range(units)) + "\n    tt.return\n  }\n}\n"
+
+
+def count_ops(m) -> int:
+    return sum(1 for _ in m.ops())
+
+
+def anchor_walk(m) -> float:
+    """One walk that touches every op: the cheapest thing a pass can do."""
+    t0 = time.perf_counter()
+    n = 0
+
+    def visit(op):
+        nonlocal n
+        n += len(op.operands)
+
+    m.walk(visit)
+    return time.perf_counter() - t0
+
+
+HEAD_OPS = 9
+# the fence passes and shared-memory allocation; the layout pass (codegen's) is timed separately
+PASSES = [p for p in PIPELINE if p.name != "layouts"]
+
+
+def measure(target_ops: int, repeat: int = 3, dense: bool = False):
+    per_unit = count_ops(parse_module(module_text(1, dense))) - HEAD_OPS
+    units = max(1, round((target_ops - HEAD_OPS) / per_unit))
+    text = module_text(units, dense)
+    verify_module(parse_module(text))  # the generated IR is valid (checked outside the timing)
+    best = None
+    for _ in range(repeat):
+        m = parse_module(text)
+        n = count_ops(m)
+        anchor = min(anchor_walk(m) for _ in range(3))
+        gc.collect()
+        gc.disable()
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        res = compile_module(m, CompileOptions(), passes=PASSES, snapshots=False)
+        dt = time.perf_counter() - t0
+        cpu = time.process_time() - c0
+        gc.enable()
+        if best is None or dt < best[1]:
+            best = (n, dt, anchor, dict(res.pass_times), res, cpu)
+    return best
+
+
+def main(argv) -> None:
+    dense = "--dense" in argv
+    sizes = [int(a) for a in argv if not a.startswith("--")] or [1000, 10000, 100000]
+    print(f"generated IR: {'dense stress units' if dense else 'GEMM-tile units shaped like the catalogue kernels'}")
+    rows = []
+    for size in sizes:
+        n, dt, anchor, times, res, cpu = measure(size, 3 if size <= 10000 else 2, dense)
+        fences = len(res.fences)
+        text_ops = count_ops(res.module)
+        bars = sum(1 for op in res.module.ops() if op.name == "tlx.cta_barrier")
+        rows.append((n, dt, anchor, times, fences, bars, text_ops))
+        split = ", ".join(f"{k} {v * 1e3:.0f}" for k, v in times.items())
+        print(f"{n:7d} ops: {dt:7.3f} s (cpu {cpu:6.3f} s)  {dt / n * 1e6:5.2f} us/op  anchor walk {anchor * 1e3:6.1f} ms  "
+              f"ratio {dt / anchor:5.1f}x  fences {fences}  barriers {bars}  [ms: {split}]")
+    print()
+    print(f"{'ops':>8} {'pipeline s':>11} {'us/op':>7} {'x anchor':>9}")
+    for n, dt, anchor, *_ in rows:
+        print(f"{n:8d} {dt:11.3f} {dt / n * 1e6:7.2f} {dt / anchor:9.1f}")
+    if any(p.name == "layouts" for p in PIPELINE):
+        m = parse_module(module_text(max(1, round(10000 / 69))))
+        t0 = time.perf_counter()
+        compile_module(m, CompileOptions(), passes=PIPELINE, snapshots=False)
+        full = time.perf_counter() - t0
+        print(f"(for reference: the whole IR pipeline with the codegen layout pass, {count_ops(m)} ops: {full:.3f} s)")
+    big = [r for r in rows if r[0] >= 90000]
+    if big:
+        n, dt = big[0][0], big[0][1]
+        print(f"target: {n} ops in {dt:.3f} s (<= 1 s): {'met' if dt <= 1.0 else 'NOT met'}")
+    if len(rows) >= 2:
+        per = [r[1] / r[0] for r in rows]
+        print(f"time per op, largest / smallest size: {max(per) / min(per):.2f} (roughly linear when close to 1)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

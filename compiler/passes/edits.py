@@ -1,0 +1,139 @@
+"""Batched IR edits: planned insertions and removals applied to each block in one sweep.
+
+`Block.insert_before` and `Operation.erase` look the op up in its block (linear in the block's
+length), so a pass that edits a long block op by op is quadratic. A pass records its edits here
+instead — new ops to place before an anchor op (or at a block's end), ops to remove — and
+`apply()` rebuilds every touched block once. Until then the original order is intact, which is
+what the passes' analyses read: `index_in_block` and `prev_op` answer in constant time.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from ..ir.core import Block, Module, Operation
+
+
+class Edits:
+    """Insertions and removals for one pass, applied together by `apply()`."""
+
+    def __init__(self, module: Optional[Module] = None) -> None:
+        self.before: Dict[int, List[Operation]] = {}  # id(anchor) -> new ops, in order
+        self.removed: Dict[int, Operation] = {}
+        self.blocks: Dict[int, tuple] = {}  # block id -> (block, the ops of it that are edited)
+        self._index: Dict[int, int] = {}
+        self._indexed: set = set()
+
+    # -- planning -------------------------------------------------------------------------------
+    def insert_before(self, anchor: Operation, op: Operation) -> Operation:
+        """Plan `op` right before `anchor` (after ops planned there earlier)."""
+        assert anchor.parent is not None
+        lst = self.before.get(id(anchor))
+        if lst is None:
+            lst = self.before[id(anchor)] = []
+            self._touch(anchor)
+        lst.append(op)
+        return op
+
+    def _touch(self, op: Operation) -> None:
+        blk = op.parent
+        entry = self.blocks.get(id(blk))
+        if entry is None:
+            entry = self.blocks[id(blk)] = (blk, [])
+        entry[1].append(op)
+
+    def planned_before(self, anchor: Operation) -> List[Operation]:
+        return self.before.get(id(anchor), [])
+
+    def erase(self, op: Operation) -> None:
+        """Plan the removal of `op` (its results must be unused); its operands are dropped now."""
+        for r in op.results:
+            if r.uses:
+                raise ValueError(f"cannot erase {op.name}: result still used by {r.users[0].name}")
+        for n in list(op.iter_nested()):
+            n.drop_operands()
+        op.drop_operands()
+        assert op.parent is not None
+        if id(op) not in self.removed and id(op) not in self.before:
+            self._touch(op)
+        self.removed[id(op)] = op
+
+    def is_removed(self, op: Operation) -> bool:
+        return id(op) in self.removed
+
+    # -- positions in the original order -------------------------------------------------------
+    def index_in_block(self, op: Operation) -> int:
+        blk = op.parent
+        assert blk is not None
+        if id(blk) not in self._indexed:
+            self._index.update({id(o): i for i, o in enumerate(blk.ops)})
+            self._indexed.add(id(blk))
+        return self._index[id(op)]
+
+    def prev_op(self, op: Operation) -> Optional[Operation]:
+        """The op before `op` in its block (original order), or None at the block's start."""
+        i = self.index_in_block(op)
+        return op.parent.ops[i - 1] if i > 0 else None  # type: ignore[union-attr]
+
+    # -- applying ---------------------------------------------------------------------------------
+    def apply(self) -> None:
+        """Rebuild every touched block once (slices between the edited positions)."""
+        before, removed = self.before, self.removed
+        for blk, edited in self.blocks.values():
+            ops = blk.ops
+            if len(edited) == 1:
+                points = [ops.index(edited[0])]
+            else:
+                where = {id(o): i for i, o in enumerate(ops)}
+                points = sorted({where[id(o)] for o in edited})
+            new: List[Operation] = []
+            prev = 0
+            for i in points:
+                new.extend(ops[prev:i])
+                o = ops[i]
+                ins = before.get(id(o))
+                if ins:
+                    for n in ins:
+                        n.parent = blk
+                    new.extend(ins)
+                if id(o) in removed:
+                    o.parent = None
+                else:
+                    new.append(o)
+                prev = i + 1
+            new.extend(ops[prev:])
+            blk.ops[:] = new
+        self.before.clear()
+        self.removed.clear()
+        self.blocks.clear()
+        self._index.clear()
+        self._indexed.clear()
+
+
+def preceding_fence(anchor: Operation, edits: Edits, cluster: bool = False) -> Optional[Operation]:
+    """The fence (existing or planned) right before `anchor` with only pure ops in between, of at
+    least the requested scope; None when an effectful op, a region op or the block start comes
+    first."""
+    from ..ir.ops import is_pure
+
+    def verdict(o: Operation):
+        if o.name == "tlx.fence_async_shared":
+            return o if (bool(o.attrs.get("cluster")) or not cluster) else False
+        if o.regions or not is_pure(o):
+            return False
+        return None  # pure: look further back
+
+    cur = anchor
+    while True:
+        for o in reversed(edits.planned_before(cur)):
+            v = verdict(o)
+            if v is not None:
+                return v or None
+        p = edits.prev_op(cur)
+        if p is None:
+            return None
+        if not edits.is_removed(p):
+            v = verdict(p)
+            if v is not None:
+                return v or None
+        cur = p
