@@ -228,8 +228,6 @@ def _walk(op: Operation):
             yield from _walk(o)
 
 
-@pytest.mark.xfail(strict=True, reason="cta_barriers pass: an async_dot's shared-memory read in a partition of "
-                   "two warpgroups is not ordered before a later TMA load into the same bytes (see NOTES.md §5.1)")
 def test_pipelined_refill_waits_for_both_warpgroups():
     """The 8-warp pipelined kernel refills slot (kt-1) % S right after async_dot_wait(1): that
     wait covers only the issuing thread's warpgroup, so a CTA barrier must sit between the wait

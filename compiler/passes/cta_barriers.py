@@ -21,6 +21,10 @@ orders what made explicit:
   only that thread, so a barrier goes before the write. A wgmma of a partition of at most one
   warpgroup is complete for every thread after `async_dot_wait {pendings = 0}` (the wait is
   warpgroup-collective): no barrier.
+* An async read by wgmma followed by an async write (a TMA / bulk load refilling an operand
+  slot) in a partition of several warpgroups: each warpgroup's `async_dot_wait` retires only its
+  own wgmma and the load is issued by one thread, so a barrier goes before the load (TLX's
+  `barrier_expect_bytes` syncs the partition for the same reason).
 * Async writes need none afterwards: an mbarrier wait orders TMA / bulk-load data for every
   thread that waits.
 * mbarrier initialization (`alloc_barriers`, one thread) before any other mbarrier op on those
@@ -51,11 +55,12 @@ from .proxy_fence_insertion import FLIGHT_CAP, trip_count
 # item: (lo, hi, write, op, cls, state, flight)
 #   cls: 'g' generic, 'a' async read (wgmma / TMA store source), 'b' mbarrier initialization
 #   state: 'U' unsynced+unfenced, 'F' fenced, 'S' synced (not fenced since), 'SF' synced then fenced;
-#          for async reads: 'P' not yet complete (its wait has not run), 'U' complete
+#          for async reads: 'P' not yet complete (its wait has not run), 'U' complete, 'PB' a wgmma
+#          of a multi-warpgroup partition with a barrier since its issue (see `access`)
 #   flight: for cp.async: None landed, -1 uncommitted, k committed with k newer groups
 LO, HI, W, OP, CLS, STATE, FLIGHT = range(7)
 
-SYNC = {"U": "S", "F": None, "S": "S", "SF": None, "P": "P"}  # what a barrier makes of an item (None: gone)
+SYNC = {"U": "S", "F": None, "S": "S", "SF": None, "P": "P", "PB": "PB"}  # what a barrier makes of an item (None: gone)
 FENCED = {"U": "F", "S": "SF", "F": "F", "SF": "SF"}
 
 K_BAR, K_FENCE, K_ACC, K_COMMIT, K_WAIT, K_DOTWAIT, K_FOR, K_IF, K_WHILE, K_WS, K_REGION, K_STOREWAIT = range(12)
@@ -103,6 +108,7 @@ class _Walker:
             if n not in relevant and not op.regions and not (op.attrs and "scratch_bytes" in op.attrs):
                 continue  # most ops: nothing to do with shared memory
             k = id(op)
+            self.warps[k] = warps  # the warps of the partition the op runs in
             if op.regions:
                 if n == "tlx.warp_specialize":
                     kind[k] = K_WS
@@ -115,8 +121,6 @@ class _Walker:
                         self._classify(r.block, warps)
             elif n in _SIMPLE:
                 kind[k] = _SIMPLE[n]
-                if n == "tlx.async_dot_wait":
-                    self.warps[k] = warps
             elif n in EFFECT_NAMES or (op.attrs and op.attrs.get("scratch_bytes")):
                 acc = accesses_of(op)
                 publishes = n in ("tlx.barrier_arrive", "tlx.barrier_expect_bytes")
@@ -158,6 +162,8 @@ class _Walker:
         out = []
         for it in st:
             s = None if it[CLS] == "a" and it[STATE] == "U" else SYNC[it[STATE]]
+            if it[CLS] == "a" and s == "P" and it[OP].name == "tlx.async_dot":
+                s = "PB"
             if s is not None:
                 out.append(it[:STATE] + (s,) + it[STATE + 1:])
         return frozenset(out)
@@ -286,6 +292,12 @@ class _Walker:
                     continue
             elif cls == "a":  # a pending async read: later generic writes must wait for it
                 if any(a < hi and lo < b and gw for a, b, gw in gen):
+                    hits.append(it)
+                elif (s == "P" and it[OP].name == "tlx.async_dot" and self.warps.get(id(it[OP]), 4) > 4
+                      and any(a < hi and lo < b for a, b in awrs)):
+                    # a TMA / bulk load over a wgmma operand, in a partition of several warpgroups:
+                    # each warpgroup's async_dot_wait retires only its own wgmma, and the load is
+                    # issued by one thread, so every warpgroup must pass its wait first
                     hits.append(it)
         if hits and self.restarting is None:
             st = self.insert_barrier(op, hits, st)

@@ -20,9 +20,9 @@ when their lifetimes are disjoint:
   never reused for data, which would need an ``mbarrier.inval`` first).
 
 Alignment: 1024 B for NVMMA tiles with a 128-byte swizzle, 512 B for 64-byte, 256 B for
-32-byte, 128 B for unswizzled NVMMA tiles (TMA), 16 B for other buffers and scratch, 8 B for
-mbarriers. Placement: buffers in decreasing size, each at the lowest aligned offset that no
-lifetime-overlapping buffer uses. More than the target's per-CTA limit (227 KB on sm_90) is a
+32-byte, 128 B for unswizzled NVMMA tiles (TMA), 16 B for other buffers, 8 B for mbarriers, a
+scratch area's ``scratch_align`` (at least 16 B). Placement: buffers in decreasing size, each at
+the lowest aligned offset that no lifetime-overlapping buffer uses. More than the target's per-CTA limit (227 KB on sm_90) is a
 `TLXCompileError` that lists the buffers live at the peak and their sizes.
 
 A buffer allocated inside a loop and carried into the next iteration cannot have one static
@@ -168,7 +168,7 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List
         sb = op.attrs.get("scratch_bytes") if op.attrs else None
         if isinstance(sb, int) and sb > 0:
             p = live.pos[id(op)]
-            scratch.append(Buffer(op, sb, 16, p, p, scratch=True))
+            scratch.append(Buffer(op, sb, max(16, int(op.attrs.get("scratch_align", 16))), p, p, scratch=True))
 
     def extend(b: Buffer, user: Operation) -> None:
         lo, hi = live.span(user)
