@@ -280,3 +280,59 @@ def test_one_value_carried_twice_gets_two_homes():
     q_reg = re.search(r"mul\.lo\.s32 \t%q2_\d+, (%\w+),", body).group(1)
     assert p_reg != q_reg, body  # the two carried values live in different registers
     assert re.search(rf"mov\.b32 \t{q_reg}, %x_\d+;", ptx) or re.search(rf"mov\.b32 \t{p_reg}, %x_\d+;", ptx)
+
+
+def test_subtiled_epilogue_splits_the_accumulator_without_moving_data():
+    """reshape -> permute -> split of a wgmma accumulator (the TLX tutorials' EPILOGUE_SUBTILE) is a
+    register renaming: no layout conversion through shared memory, stmatrix for both halves."""
+    import tlx
+    import tlx.language as tl
+    from tlx.compiler.ir import print_module
+
+    @tlx.jit
+    def subtiled(a_ptr, c_desc, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+        a_buf = tlx.local_alloc((BM, BK), tl.float16, 1)
+        b_buf = tlx.local_alloc((BK, BN), tl.float16, 1)
+        m = tl.arange(0, BM)
+        k = tl.arange(0, BK)
+        n = tl.arange(0, BN)
+        tlx.local_store(a_buf[0], tl.load(a_ptr + m[:, None] * BK + k[None, :]))
+        tlx.local_store(b_buf[0], tl.load(a_ptr + k[:, None] * BN + n[None, :]))
+        acc = tlx.async_dot(a_buf[0], b_buf[0])
+        acc = tlx.async_dot_wait(0, acc)
+        acc = tl.permute(tl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1))
+        acc0, acc1 = tl.split(acc)
+        c_desc.store([0, 0], acc0.to(tl.float16))
+        c_desc.store([0, BN // 2], acc1.to(tl.float16))
+
+    k = tlx.compile(subtiled, {"a_ptr": "*fp16", "c_desc": "tensordesc<fp16[64, 128]>"},
+                    {"BM": 64, "BN": 256, "BK": 64}, num_warps=4, divisibility={"a_ptr": 16})
+    assert "tt.convert_layout" not in print_module(k.module, locs=False)
+    assert k.asm["ptx"].count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == 16
+    assert k.resources["spill_stores"] == 0
+
+
+def test_ptx_checker_catches_code_after_an_unconditional_branch():
+    from ptx_checker import undefined_uses
+
+    bad = """.visible .entry k()
+{
+	mov.u32 	%r0, %tid.x;
+	setp.eq.u32 	%p0, %r0, 0;
+	@%p0 bra 	$L_a;
+	bra.uni 	$L_b;
+	shr.u32 	%r1, %r0, 5;
+$L_a:
+	setp.lt.u32 	%p1, %r1, 4;
+$L_b:
+	ret;
+}
+"""
+    assert any("%r1 may be undefined" in b for b in undefined_uses(bad))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_every_register_is_written_on_every_path_before_it_is_read(case):
+    from ptx_checker import undefined_uses
+
+    assert undefined_uses(compile_case(case, assemble=False).asm["ptx"]) == []

@@ -37,6 +37,29 @@ SMEM_SYMBOL = "tlx_smem"
 MAX_THREADS_REGS = 65536
 
 
+def _smem_vec_estimate(t, m: LM.LinearMap, eb: int) -> int:
+    """Registers per shared access of a tensor with layout m into a buffer of memdesc type t, from
+    the type alone (a lower bound of what the access will use: consecutive registers along the
+    buffer's contiguous dim, at most 16 bytes)."""
+    from ..ir import layouts as L
+
+    lay = getattr(t, "layout", None)
+    if isinstance(lay, L.NVMMASharedLayout):
+        cd = 0 if lay.transposed else len(t.shape) - 1
+        cap = 16 // eb
+    elif isinstance(lay, L.SwizzledSharedLayout):
+        cd = lay.order[0] if lay.order else len(t.shape) - 1
+        cap = min(16 // eb, lay.vec if lay.max_phase > 1 else 16 // eb)
+    else:
+        return 1
+    v = 1
+    for i, b in enumerate(m.reg):
+        if b != tuple((1 << i) if d == cd else 0 for d in range(len(b))) or v * 2 > cap:
+            break
+        v *= 2
+    return max(1, v)
+
+
 def lowers(*names: str):
     """Register the decorated function as the lowering of the named ops."""
 
@@ -82,6 +105,8 @@ class KernelLowering:
         self.reserved_barriers: Dict[int, str] = {}
         self.user_barriers: List[Tuple[int, Operation]] = []
         self._positions()
+        self.need: Dict[int, Optional[frozenset]] = {}
+        self._needed_registers()
         n_desc = sum(1 for o in self.func.iter_nested() if o.name == "tt.make_tensor_descriptor")
         self.gscratch_stride = 128 * n_desc
 
@@ -133,6 +158,112 @@ class KernelLowering:
                 ext = max(ext, self.end[id(p)])
             op = p
         return ext
+
+    # -- which registers of a tensor are read --------------------------------------------------
+    # ops lowered register by register through lower_arith.elementwise (or as an alias): they
+    # compute only the registers their result needs
+    NEED_AWARE = frozenset({"arith.addi", "arith.subi", "arith.muli", "arith.divsi", "arith.divui", "arith.remsi",
+                            "arith.remui", "arith.andi", "arith.ori", "arith.xori", "arith.shli", "arith.shrsi",
+                            "arith.shrui", "arith.maxsi", "arith.maxui", "arith.minsi", "arith.minui", "arith.cmpi",
+                            "arith.cmpf", "arith.select", "arith.extsi", "arith.extui", "arith.trunci", "tt.addptr",
+                            "arith.bitcast", "tt.hint", "tt.int_to_ptr", "tt.ptr_to_int"})
+
+    def _needed_registers(self) -> None:
+        """For tensors that only feed vectorized global accesses (pointers and masks: one register
+        per vector is read), the register indices read, through elementwise ops and loop-carried
+        values (fixpoint); None = all. Lowering computes only these, so the per-element address
+        arithmetic of a vectorized pointer tensor is never emitted."""
+        from .lower_memory import global_vec
+
+        ops: List[Operation] = list(self.func.iter_nested())  # type: ignore[union-attr]
+        tensors = {}
+        for op in ops:
+            for v in list(op.results) + [a for r in op.regions for a in r.block.args]:
+                if isinstance(v.type, T.TensorType):
+                    tensors[id(v)] = v
+        heads: Dict[Tuple[int, int], frozenset] = {}
+
+        def head_set(ptr: Value, mask: Optional[Value], user: Operation) -> Optional[frozenset]:
+            t = ptr.type
+            if not isinstance(t, T.TensorType) or t.layout is None:
+                return None
+            m = LM.to_map(t.layout, t.shape)
+            e = t.element.pointee  # type: ignore[union-attr]
+            eb = max(1, e.bits // 8)
+            v = global_vec(self, ptr, m, eb, mask)
+            if user.name == "tlx.async_load":
+                v = min(v, _smem_vec_estimate(user.arg("dst").type, m, eb))
+            return frozenset(range(0, m.num_regs, v))
+
+        def use_need(v: Value, user: Operation, idx: int) -> Optional[frozenset]:
+            n = user.name
+            if n in ("tt.load", "tt.store", "tlx.async_load"):
+                g = user.opdef.group_names
+                a, b = user.group_range(g[0])
+                ptr = user.operands[a]
+                mask = user.arg("mask")
+                if user.operands[idx] is ptr or (mask is not None and user.operands[idx] is mask
+                                                 and not (n == "tt.store" and user.arg("value") is mask)):
+                    key = (id(user), idx)
+                    if key not in heads:
+                        hs = head_set(ptr, mask, user)
+                        heads[key] = hs  # type: ignore[assignment]
+                    return heads[key]
+                return None
+            if n in self.NEED_AWARE:
+                r = user.results[0]
+                if isinstance(r.type, T.TensorType) and r.type.layout == getattr(v.type, "layout", None):
+                    return self.need.get(id(r), frozenset())
+                return None
+            if n == "scf.yield" and user.parent_op is not None and user.parent_op.name == "scf.for":
+                f = user.parent_op
+                return self._carried_need(f, idx)
+            if n == "scf.for" and idx >= 3:
+                return self._carried_need(user, idx - 3)
+            return None
+
+        for k in tensors:
+            self.need[k] = frozenset()
+        for _ in range(20):
+            changed = False
+            for k, v in tensors.items():
+                acc: Optional[frozenset] = frozenset()
+                d = v.defining_op
+                if d is None and not (v.owner.parent_op is not None and v.owner.parent_op.name == "scf.for"):  # type: ignore
+                    acc = None  # other block arguments: computed by their owner as a whole
+                for user, idx in v.uses:
+                    if acc is None:
+                        break
+                    u = use_need(v, user, idx)
+                    acc = None if u is None else acc | u
+                if d is not None and d.name == "scf.for":
+                    kres = d.results.index(v)
+                    c = self._carried_need(d, kres)
+                    acc = None if acc is None or c is None else acc | c
+                old = self.need.get(k)
+                if acc != old and not (old is None):
+                    self.need[k] = acc
+                    changed = True
+            if not changed:
+                break
+        else:  # no fixpoint: compute everything
+            for k in tensors:
+                self.need[k] = None
+
+    def _carried_need(self, f: Operation, k: int) -> Optional[frozenset]:
+        """Registers of carried value k of scf.for `f` that something reads (body or result)."""
+        blk = f.regions[0].block
+        a, r = blk.args[1 + k], f.results[k]
+        na, nr = self.need.get(id(a), None), self.need.get(id(r), None)
+        if not isinstance(a.type, T.TensorType):
+            return None
+        if na is None or nr is None:
+            return None
+        return na | nr
+
+    def needed(self, v: Value) -> Optional[frozenset]:
+        """The register indices of tensor `v` that are read (None: all)."""
+        return self.need.get(id(v))
 
     def dead_after(self, v: Value, op: Operation) -> bool:
         """True when no op after `op` (in this or a later loop iteration) reads `v`."""

@@ -94,7 +94,10 @@ def elementwise(lw: KernelLowering, op: Operation, body: Callable[[str, List[str
         regs, m = lw.new_regs(t, hint)
         srcs = _operand_regs(lw, op, len(regs))
         seen: dict = {}
+        want = lw.needed(res)
         for i, d in enumerate(regs):
+            if want is not None and i not in want:
+                continue  # nothing reads it (a pointer register inside a vector)
             key = tuple(s[i] for s in srcs)
             prev = seen.get(key)
             if prev is not None:

@@ -216,6 +216,9 @@ def _coords(lw: KernelLowering, offs: List[Value], deltas: Tuple[int, ...]) -> s
 
 @lowers("tlx.tma_load")
 def _tma_load(lw: KernelLowering, op: Operation) -> None:
+    if op.attrs.get("multicast"):
+        raise TLXCompileError("TMA multicast (multicast_targets) has no PTX lowering yet", op.loc,
+                              hint="load the tile in each CTA without multicast_targets")
     desc: Desc = lw.val(op.arg("desc"))  # type: ignore[assignment]
     view: SmemView = lw.val(op.arg("dst"))  # type: ignore[assignment]
     bar = _bar_addr(lw, op.arg("bar"))

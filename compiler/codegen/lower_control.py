@@ -31,7 +31,15 @@ from .values import Barriers, Desc, Partition, Scalar, SmemView, Tensor, Token, 
 # homes for carried values
 # ---------------------------------------------------------------------------------------------
 
-def _home(lw: KernelLowering, init_value, region_value, op: Operation, claimed: set):
+def _restrict(regs, kinds, x, want):
+    """Only the registers (of a tensor) whose indices are in `want` (all when want is None)."""
+    if want is None or not isinstance(x, Tensor):
+        return regs, kinds
+    keep = [i for i in range(len(regs)) if i in want]
+    return [regs[i] for i in keep], [kinds[i] for i in keep]
+
+
+def _home(lw: KernelLowering, init_value, region_value, op: Operation, claimed: set, want=None):
     """Registers where a carried value lives: the init's own registers when they may be
     overwritten (and no other carried value of this op took them), else fresh registers
     initialized with a copy."""
@@ -45,15 +53,17 @@ def _home(lw: KernelLowering, init_value, region_value, op: Operation, claimed: 
         return x
     h = lw.fresh_like(region_value, x)
     hr, hk = lw.flat_regs(h)
-    lw.copy_regs(hr, regs, kinds)
+    hr, hk = _restrict(hr, hk, x, want)
+    regs, _ = _restrict(regs, kinds, x, want)
+    lw.copy_regs(hr, regs, hk)
     return h
 
 
-def _yield_into(lw: KernelLowering, homes: List, values, loc_op: Operation) -> None:
+def _yield_into(lw: KernelLowering, homes: List, values, loc_op: Operation, wants=None) -> None:
     dsts: List[str] = []
     srcs: List[str] = []
     kinds: List[str] = []
-    for h, v in zip(homes, values):
+    for k, (h, v) in enumerate(zip(homes, values)):
         x = lw.val(v)
         if isinstance(h, SmemView) and isinstance(x, SmemView):
             if (h.origin if not isinstance(h.origin, str) else None) != (x.origin if not isinstance(x.origin, str) else None) \
@@ -64,6 +74,10 @@ def _yield_into(lw: KernelLowering, homes: List, values, loc_op: Operation) -> N
         xr, _ = lw.flat_regs(x)
         if len(hr) != len(xr):
             raise TLXCompileError("internal: a carried value changes its register count", loc_op.loc)
+        if wants is not None:
+            hr2, hk = _restrict(hr, hk, x, wants[k])
+            xr, _ = _restrict(xr, [""] * len(xr), x, wants[k])
+            hr = hr2
         dsts += hr
         srcs += xr
         kinds += hk
@@ -85,7 +99,8 @@ def _for(lw: KernelLowering, op: Operation) -> None:
     iv = e.named(kind, lw.hint(blk.args[0], "iv"))
     e(f"mov.b{kind[1:]}", iv, lw.scalar(lb))
     claimed: set = set()
-    homes = [_home(lw, v, a, op, claimed) for v, a in zip(op.group("inits"), blk.args[1:])]
+    wants = [lw._carried_need(op, k) for k in range(len(op.results))]
+    homes = [_home(lw, v, a, op, claimed, w) for v, a, w in zip(op.group("inits"), blk.args[1:], wants)]
     head, exit_ = e.new_label("loop"), e.new_label("loop_exit")
     p = e.tmp("pred")
     e(f"setp.ge.{ct}", p, iv, lw.scalar(ub))
@@ -96,7 +111,7 @@ def _for(lw: KernelLowering, op: Operation) -> None:
         lw.set(a, h)
     lw.lower_ops(blk.ops[:-1])
     e.set_loc(blk.ops[-1].loc if blk.ops else op.loc)
-    _yield_into(lw, homes, blk.terminator.operands, op)  # type: ignore[union-attr]
+    _yield_into(lw, homes, blk.terminator.operands, op, wants)  # type: ignore[union-attr]
     e(f"add.{ct if ct.startswith('s') else ct}", iv, iv, lw.scalar(st))
     q = e.tmp("pred")
     e(f"setp.lt.{ct}", q, iv, lw.scalar(ub))
