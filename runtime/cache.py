@@ -111,17 +111,13 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-def fences_to_json(records: Any) -> str:
-    """Fence records (compiler.fences.FenceRecord dataclasses) as JSON text: one object per
-    record with every field (locations as {file, line, col})."""
-    return json.dumps(_jsonable(list(records)), sort_keys=True)
-
-
 def entry_from_compile_result(name: str, result: Any, compile_time_s: float = 0.0,
                               meta: Optional[Dict[str, Any]] = None) -> CacheEntry:
     """A CacheEntry from a `compiler.pipeline.CompileResult`: PTX and cubin from its asm dict,
     the rest of asm (IR after each pass) as asm sections, the ABI and fence records as JSON,
     pass times and resources in ``meta``."""
+    from tlx.compiler.fence_serial import records_to_json  # data only: records <-> JSON
+
     asm = dict(getattr(result, "asm", {}) or {})
     ptx = asm.pop("ptx", None)
     cubin = asm.pop("cubin", None)
@@ -132,7 +128,7 @@ def entry_from_compile_result(name: str, result: Any, compile_time_s: float = 0.
     abi = getattr(result, "abi", None)
     return CacheEntry(name=name, ptx=ptx, cubin=bytes(cubin) if cubin is not None else None,
                       abi_json=abi.to_json() if abi is not None else None,
-                      fences_json=fences_to_json(getattr(result, "fences", [])), asm=kept,
+                      fences_json=records_to_json(list(getattr(result, "fences", []))), asm=kept,
                       compile_time_s=compile_time_s, meta=info)
 
 

@@ -157,12 +157,10 @@ def _compile_entry(fn: JITFunction, sig: Dict[str, str], consts: Dict[str, Any],
     module = fn.trace(types, consts, num_warps=options.num_warps, target=options.target, num_ctas=options.num_ctas,
                       divisibility=div, equal_to_one=ones)
     compiled = compile_module(fn, module, options, time.perf_counter() - t0)
-    from tlx.compiler.fence_serial import records_to_json
     from tlx.runtime.cache import entry_from_compile_result
 
     entry = entry_from_compile_result(fn.__name__, compiled.result, time.perf_counter() - t0,
                                       meta={"options": repr(options)})
-    entry.fences_json = records_to_json(compiled.fences)  # round-trips into FenceRecords
     return entry, compiled
 
 
