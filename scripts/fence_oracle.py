@@ -1,4 +1,4 @@
-"""Differential fence oracle: compile the patterns of `fence_oracle_kernels.py` with the real TLX
+"""Differential fence oracle: compile the patterns of `tests/tlx_sources/fence_patterns_tlx.py` with the real TLX
 (triton 3.8 + triton-utlx, on the CPU, for sm_90a) and with ours, and report where each puts its
 proxy fences.
 
@@ -17,9 +17,10 @@ import json
 import os
 import re
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.join(os.path.dirname(HERE), "tests")
+PATTERNS = os.path.join(TESTS, "tlx_sources", "fence_patterns_tlx.py")  # written for the real TLX
 _LABEL = re.compile(r"^\s*(\$?[A-Za-z_][\w$.]*):")
 _BRA = re.compile(r"\bbra(?:\.uni)?\s+(\$?[A-Za-z_][\w$.]*)\s*;")
 
@@ -58,8 +59,11 @@ def run_tlx():
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    sys.path.insert(0, HERE)
-    import fence_oracle_kernels as K
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fence_patterns_tlx", PATTERNS)
+    K = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(K)
 
     out = {}
     for name, fn, sig, const, nw in K.CASES:
@@ -76,16 +80,10 @@ def run_tlx():
 
 
 def run_ours():
-    src = open(os.path.join(HERE, "fence_oracle_kernels.py")).read()
-    src = src.replace("import triton.language.extra.tlx as tlx", "import tlx")
-    src = src.replace("import triton.language as tl", "import tlx.language as tl")
-    src = re.sub(r"^import triton\n", "", src, flags=re.M).replace("@triton.jit", "@tlx.jit")
-    d = tempfile.mkdtemp(prefix="fence_oracle_")
-    path = os.path.join(d, "fence_oracle_kernels_ours.py")
-    with open(path, "w") as f:
-        f.write(src)
-    sys.path.insert(0, d)
-    import fence_oracle_kernels_ours as K  # noqa: E402
+    sys.path.insert(0, TESTS)
+    import catalog  # the one import swap the tests use too
+
+    K = catalog.load_tlx_source(os.path.basename(PATTERNS))
     import tlx
 
     out = {}

@@ -8,65 +8,18 @@ import pytest
 
 import tlx
 import tlx.language as tl
+import catalog
 from filecheck import filecheck
 from tlx.compiler.ir import print_module
 
 DESC64 = "tensordesc<fp16[64, 64]>"
 
 
-@tlx.jit
-def store_fence_tma(x_desc, y_desc, BLOCK: tl.constexpr, FENCE: tl.constexpr):
-    bufs = tlx.local_alloc((BLOCK, BLOCK), tl.float16, 2)
-    bars = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
-    tlx.barrier_expect_bytes(bars[0], BLOCK * BLOCK * 2)
-    tlx.async_descriptor_load(x_desc, bufs[0], [0, 0], bars[0])
-    tlx.barrier_wait(bars[0], 0)
-    x = tlx.local_load(bufs[0])
-    tlx.local_store(bufs[1], x * 2.0)
-    if FENCE:
-        tlx.fence("async_shared")
-    tlx.async_descriptor_store(y_desc, bufs[1], [0, 0])
-    tlx.async_descriptor_store_wait(0)
-
-
-@tlx.jit
-def reg_smem_wgmma(a_ptr, b_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                   STORE_IN_LOOP: tl.constexpr):
-    rm = tl.arange(0, BM)
-    rn = tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    a_s = tlx.local_alloc((BM, BK), tl.float16, 1)
-    b_s = tlx.local_alloc((BK, BN), tl.float16, 1)
-    if not STORE_IN_LOOP:
-        tlx.local_store(a_s[0], tl.load(a_ptr + rm[:, None] * BK + rk[None, :]))
-        tlx.local_store(b_s[0], tl.load(b_ptr + rk[:, None] * BN + rn[None, :]))
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        if STORE_IN_LOOP:
-            tlx.local_store(a_s[0], tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :]))
-            tlx.local_store(b_s[0], tl.load(b_ptr + (k + rk)[:, None] * BN + rn[None, :]))
-        acc = tlx.async_dot(a_s[0], b_s[0], acc)
-        acc = tlx.async_dot_wait(0, acc)
-    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
-
-
-@tlx.jit
-def tma_wgmma(a_desc, b_desc, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    a_s = tlx.local_alloc((BM, BK), tl.float16, 2)
-    b_s = tlx.local_alloc((BK, BN), tl.float16, 2)
-    full = tlx.alloc_barriers(num_barriers=2, arrive_count=1)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for kt in range(0, tl.cdiv(K, BK)):
-        s = kt % 2
-        tlx.barrier_expect_bytes(full[s], (BM * BK + BK * BN) * 2)
-        tlx.async_descriptor_load(a_desc, a_s[s], [0, kt * BK], full[s])
-        tlx.async_descriptor_load(b_desc, b_s[s], [kt * BK, 0], full[s])
-        tlx.barrier_wait(full[s], (kt // 2) & 1)
-        acc = tlx.async_dot(a_s[s], b_s[s], acc)
-        acc = tlx.async_dot_wait(0, acc)
-    rm = tl.arange(0, BM)
-    rn = tl.arange(0, BN)
-    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+# the patterns, written for the real TLX (scripts/fence_oracle.py compiles the same file with it)
+PATTERNS = catalog.load_tlx_source("fence_patterns_tlx.py")
+store_fence_tma = PATTERNS.store_fence_tma
+reg_smem_wgmma = PATTERNS.reg_smem_wgmma
+tma_wgmma = PATTERNS.tma_wgmma
 
 
 def compile_(fn, sig, const, **kw):
@@ -85,7 +38,7 @@ def test_local_store_fence_tma_store_exactly_one_fence(with_fence):
     (rec,) = k.fences
     assert rec.origin == ("user" if with_fence else "fence_insertion")
     assert not rec.redundant and [g.kind for g in rec.guards] == ["RAW"]
-    assert rec.writers[0].startswith("tlx.local_store at test_fence_e2e.py:")
+    assert rec.writers[0].startswith("tlx.local_store at fence_patterns_tlx.py:")
     filecheck(text, """
     CHECK: tlx.local_store
     CHECK-NOT: tlx.tma_store
@@ -113,7 +66,7 @@ def test_register_smem_wgmma_store_outside_the_k_loop_fence_is_hoisted():
     CHECK-NOT: tlx.fence_async_shared
     """)
     (rec,) = k.fences
-    assert "hoisted out of the loop at test_fence_e2e.py:" in rec.placement_text
+    assert "hoisted out of the loop at fence_patterns_tlx.py:" in rec.placement_text
 
 
 def test_register_smem_wgmma_store_inside_the_k_loop_fence_stays_inside():
@@ -131,7 +84,7 @@ def test_register_smem_wgmma_store_inside_the_k_loop_fence_stays_inside():
     CHECK-NOT: tlx.fence_async_shared
     """)
     (rec,) = k.fences
-    assert "kept in the loop at test_fence_e2e.py:" in rec.placement_text
+    assert "kept in the loop at fence_patterns_tlx.py:" in rec.placement_text
     assert "writes the buffer every iteration" in rec.placement_text
 
 
@@ -172,4 +125,4 @@ def test_explain_fences_names_both_lines():
                     {"BM": 64, "BN": 64, "BK": 64, "STORE_IN_LOOP": False})
     report = k.explain_fences()
     assert "[fence_insertion, cta]" in report
-    assert "RAW: tlx.local_store at test_fence_e2e.py:" in report and "-> tlx.async_dot at test_fence_e2e.py:" in report
+    assert "RAW: tlx.local_store at fence_patterns_tlx.py:" in report and "-> tlx.async_dot at fence_patterns_tlx.py:" in report
