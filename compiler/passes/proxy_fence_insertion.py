@@ -74,6 +74,27 @@ def trip_count(op: Operation) -> Optional[int]:
     return max(0, -(-(ub - lb) // st))
 
 
+def loop_fixpoint(block, union, op: Operation, st):
+    """The state after (forward) or before (backward) the `scf.for` `op` from state `st`: its
+    body walked to a fixpoint over the back edge (at most 50 rounds); a loop known to run zero
+    times leaves `st`, one known to run once walks the body once, one of unknown trip count may
+    also be skipped (so `st` joins the result — a zero-trip loop must not hide a hazard)."""
+    n = trip_count(op)
+    body = op.regions[0].block
+    if n == 0:
+        return st
+    if n == 1:
+        return block(body, st)
+    inn = out = st
+    for _ in range(50):
+        out = block(body, inn)
+        nxt = union(st, out)
+        if nxt == inn:
+            break
+        inn = nxt
+    return out if n is not None else union(st, out)
+
+
 def _union(a, b):
     if a is b or not b[0] and not b[1]:
         return a
@@ -383,21 +404,7 @@ class _Forward:
         return st
 
     def loop(self, op: Operation, st):
-        n = trip_count(op)
-        body = op.regions[0].block
-        if n == 0:
-            return st
-        if n == 1:
-            return self.block(body, st)
-        inn = st
-        out = st
-        for _ in range(50):
-            out = self.block(body, inn)
-            nxt = self.union(st, out)
-            if nxt == inn:
-                break
-            inn = nxt
-        return out if n is not None else self.union(st, out)
+        return loop_fixpoint(self.block, self.union, op, st)
 
     def _insert_before(self, op: Operation, hits, cluster: bool) -> Operation:
         fence, rec = make_fence("proxy_fence_insertion", self.ctx.fences, op.loc, cluster)
@@ -490,21 +497,7 @@ class _Backward:
         if id(op) in m.keys:
             return self.handoff_op(op, st)
         if k == K_FOR:
-            n = trip_count(op)
-            body = op.regions[0].block
-            if n == 0:
-                return st
-            if n == 1:
-                return self.block(body, st)
-            end = st
-            entry = st
-            for _ in range(50):
-                entry = self.block(body, end)
-                nxt = self.union(st, entry)
-                if nxt == end:
-                    break
-                end = nxt
-            return entry if n is not None else self.union(entry, st)
+            return loop_fixpoint(self.block, self.union, op, st)
         if k == K_IF:
             c = const_int(arg(op, "cond"))
             if c is not None:

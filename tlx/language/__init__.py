@@ -305,20 +305,19 @@ def sum(input: Any, axis: Any = None, keep_dims: Any = False, dtype: Any = None)
     return semantic.reduce(x, axis, "sum", keep_dims)
 
 
-@builtin
-def max(input: Any, axis: Any = None, return_indices: Any = False, return_indices_tie_break_left: Any = True,
-        keep_dims: Any = False) -> Any:
-    if unwrap(return_indices):
-        return (semantic.reduce(input, axis, "max", keep_dims), semantic.reduce(input, axis, "argmax", keep_dims))
-    return semantic.reduce(input, axis, "max", keep_dims)
+def _extremum(kind: str, doc: str):
+    def fn(input: Any, axis: Any = None, return_indices: Any = False, return_indices_tie_break_left: Any = True,
+           keep_dims: Any = False) -> Any:
+        if unwrap(return_indices):
+            return (semantic.reduce(input, axis, kind, keep_dims), semantic.reduce(input, axis, "arg" + kind, keep_dims))
+        return semantic.reduce(input, axis, kind, keep_dims)
+    fn.__name__ = kind
+    fn.__doc__ = doc
+    return builtin(fn)
 
 
-@builtin
-def min(input: Any, axis: Any = None, return_indices: Any = False, return_indices_tie_break_left: Any = True,
-        keep_dims: Any = False) -> Any:
-    if unwrap(return_indices):
-        return (semantic.reduce(input, axis, "min", keep_dims), semantic.reduce(input, axis, "argmin", keep_dims))
-    return semantic.reduce(input, axis, "min", keep_dims)
+max = _extremum("max", "The largest element along `axis` (all axes when None); with return_indices, also its index.")
+min = _extremum("min", "The smallest element along `axis` (all axes when None); with return_indices, also its index.")
 
 
 @builtin

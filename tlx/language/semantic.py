@@ -509,30 +509,21 @@ def _bitwise_operands(a: Any, b: Any) -> Tuple[tensor, tensor]:
     return cast(a, t), cast(b, t)
 
 
-def and_(a: Any, b: Any) -> tensor:
-    a, b = _bitwise_operands(a, b)
-    return emit1("arith.andi", [a.handle, b.handle], a.dtype, a.shape)
+def _bitwise(signed_op: str, unsigned_op: Optional[str] = None):
+    """A bitwise binary op: integer operands, promoted to one type; `unsigned_op` for unsigned
+    operands where the op differs (right shift)."""
+    def fn(a: Any, b: Any) -> tensor:
+        a, b = _bitwise_operands(a, b)
+        name = signed_op if unsigned_op is None or a.dtype.is_int_signed() else unsigned_op
+        return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
+    return fn
 
 
-def or_(a: Any, b: Any) -> tensor:
-    a, b = _bitwise_operands(a, b)
-    return emit1("arith.ori", [a.handle, b.handle], a.dtype, a.shape)
-
-
-def xor_(a: Any, b: Any) -> tensor:
-    a, b = _bitwise_operands(a, b)
-    return emit1("arith.xori", [a.handle, b.handle], a.dtype, a.shape)
-
-
-def shl(a: Any, b: Any) -> tensor:
-    a, b = _bitwise_operands(a, b)
-    return emit1("arith.shli", [a.handle, b.handle], a.dtype, a.shape)
-
-
-def shr(a: Any, b: Any) -> tensor:
-    a, b = _bitwise_operands(a, b)
-    name = "arith.shrsi" if a.dtype.is_int_signed() else "arith.shrui"
-    return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
+and_ = _bitwise("arith.andi")
+or_ = _bitwise("arith.ori")
+xor_ = _bitwise("arith.xori")
+shl = _bitwise("arith.shli")
+shr = _bitwise("arith.shrsi", "arith.shrui")
 
 
 def logical_and(a: Any, b: Any) -> tensor:
