@@ -21,7 +21,24 @@ from .language import core
 from .language.core import TraceContext
 
 _TRACE_DEPTH = [0]
-_environ_get = os.environ.get
+
+# Every launch asks whether TLX_INTERPRET is set (tests and users set it at any time), and
+# `os.environ.get` costs about a microsecond (Mapping.get -> __getitem__ -> encodekey, all in
+# Python). So the launch reads the dict in which CPython's os.environ keeps its encoded entries:
+# the same mapping, kept current by every `os.environ[k] = v`, `del`, `monkeypatch.setenv`.
+# Anywhere os.environ is not CPython's _Environ, it falls back to os.environ.get.
+if hasattr(os.environ, "_data") and hasattr(os.environ, "encodekey") and hasattr(os.environ, "encodevalue"):
+    _env_get = os.environ._data.get  # type: ignore[attr-defined]
+    _INTERPRET_KEY: Any = os.environ.encodekey("TLX_INTERPRET")  # type: ignore[attr-defined]
+    _INTERPRET_OFF: Tuple[Any, ...] = (None, os.environ.encodevalue(""), os.environ.encodevalue("0"))  # type: ignore[attr-defined]
+else:  # pragma: no cover - not CPython
+    _env_get, _INTERPRET_KEY, _INTERPRET_OFF = os.environ.get, "TLX_INTERPRET", (None, "", "0")
+_NO_GRID = object()
+
+
+def interpret_requested() -> bool:
+    """Whether ``TLX_INTERPRET`` asks for the CPU interpreter (set, and neither "" nor "0")."""
+    return _env_get(_INTERPRET_KEY) not in _INTERPRET_OFF
 
 
 @dataclass(frozen=True)
@@ -81,6 +98,9 @@ class JITFunction:
         self.cache: Dict[Any, Any] = {}  # specialization key -> compiled launcher (filled by the launch path)
         self.loc_cache: Dict[int, Location] = {}  # AST node id -> source location (the AST is kept alive)
         self.assigned_cache: Dict[int, Any] = {}  # loop node id -> names its body binds
+        # The last `kernel[grid]`: (grid, its launch function). One attribute, so a thread
+        # reading it never pairs one thread's grid with another's function.
+        self._last_launch: Tuple[Any, Any] = (_NO_GRID, None)
 
     # ---- source --------------------------------------------------------------------------------------
     @property
@@ -230,17 +250,23 @@ class JITFunction:
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
         """`kernel[grid]`: the launch function with the grid bound (the generated dispatcher on
-        the hot path; the general path under TLX_INTERPRET=1)."""
-        if _environ_get("TLX_INTERPRET", "") not in ("", "0"):
+        the hot path; the general path under TLX_INTERPRET=1). Launching in a loop with the
+        same grid object gets the same function back, nothing built per launch."""
+        if _env_get(_INTERPRET_KEY) not in _INTERPRET_OFF:
             from .launch import launch_slow
 
             return lambda *args, **kwargs: launch_slow(self, grid, args, kwargs)
+        last = self._last_launch
+        if last[0] is grid:  # `is`, not ==: (1.0,) == (1,), and a grid is kept alive here
+            return last[1]
         d = self.__dict__.get("_dispatch")
         if d is None:
             from .launch import make_dispatcher
 
             d = self._dispatch = make_dispatcher(self)
-        return functools.partial(d, grid)
+        bound = functools.partial(d, grid)
+        self._last_launch = (grid, bound)
+        return bound
 
     def __repr__(self) -> str:
         return f"JITFunction({self.__module__}:{self.__qualname__})"

@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from tlx.compiler.errors import TLXCompileError, TLXError
 from tlx.compiler.options import CompileOptions
 
-from .jit import JITFunction
+from .jit import JITFunction, interpret_requested
 from .language import core
 from .signature import type_from_signature
 
@@ -195,7 +195,7 @@ class CachedKernel:
 def launch(fn: JITFunction, grid: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> Any:
     """`fn[grid](*args, **kwargs)`: the generated per-kernel dispatcher (`dispatcher_source`)
     handles it; the first launch of each specialization falls back to `launch_slow`."""
-    if os.environ.get("TLX_INTERPRET", "") not in ("", "0"):
+    if interpret_requested():
         return launch_slow(fn, grid, args, kwargs)
     d = fn.__dict__.get("_dispatch")
     if d is None:
@@ -299,7 +299,7 @@ def _specialization_for(fn: JITFunction, bound: Dict[str, Any], opts: Dict[str, 
 
 def launch_slow(fn: JITFunction, grid: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> Any:
     """The general launch path (binding by inspect, full specialization) — also TLX_INTERPRET."""
-    if os.environ.get("TLX_INTERPRET", "") not in ("", "0"):
+    if interpret_requested():
         from .interpret import interpret
 
         kw, opts = _split_kwargs(fn, kwargs)
