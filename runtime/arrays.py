@@ -21,6 +21,9 @@ Public API (the frontend builds its specialization key with `signature_of`):
 * ``signature_key(args) -> tuple`` — `signature_of` over a sequence, for the cache key.
 * ``bind(args, stream) -> (key, values)`` — the key and the values `Launcher.launch_bound`
   packs, in one pass (each array is read once per launch).
+* ``bind_source(names, stream) -> (lines, env)`` — the same binding as straight-line Python for
+  a generated per-kernel dispatcher (the frontend's ``kernel[grid](...)``): no loop, no call for
+  CUDA torch tensors, Python ints and floats; ``bind_arg`` for everything else.
 * ``describe(arg, stream=-1) -> ArrayInfo`` — pointer, dtype, shape, strides (in elements) of a
   device array, never copying; host numpy arrays are rejected with a `TLXRuntimeError`.
 * ``pointer_and_dtype(arg, stream) -> (ptr, dtype)`` — the launch fast path: one cached getter
@@ -35,8 +38,9 @@ launch stream wait for it (an event, no host sync); DLPack producers are handed 
 
 from __future__ import annotations
 
+import sys
 import threading
-from typing import Any, Callable, Dict, NamedTuple, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Sequence, Tuple
 
 import numpy as np
 
@@ -157,6 +161,7 @@ def kind_of(arg: Any) -> str:
 # Reading device arrays.
 
 _TORCH_DTYPES: Dict[Any, str] = {}  # torch dtype object -> Triton spelling, filled on first sight
+_TORCH_PTR_SIGS: Dict[Any, Tuple[Any, Any]] = {}  # ... -> its (unaligned, aligned) pointer signatures
 
 
 def _torch_pointer(t: Any, stream: int) -> Tuple[int, str]:
@@ -179,6 +184,7 @@ def _torch_pointer_slow(t: Any) -> Tuple[int, str]:
     if dtype is None:
         raise TLXRuntimeError(f"torch dtype {t.dtype} has no kernel type")
     _TORCH_DTYPES[t.dtype] = dtype
+    _TORCH_PTR_SIGS[t.dtype] = (_sig("*" + dtype, False), _sig("*" + dtype, True))
     return t.data_ptr(), dtype
 
 
@@ -368,6 +374,7 @@ def _sig(ty: str, divisible: bool) -> ArgSignature:
 
 _PTR_SIGS = {d: (ArgSignature("*" + d, 1), ArgSignature("*" + d, 16)) for d in ELEMENT_BYTES}
 _I1 = ArgSignature("i1", 1)
+_I32_SIGS = (_sig("i32", False), _sig("i32", True))
 _FP32 = ArgSignature("fp32", 1)
 _CONSTEXPR = ArgSignature("constexpr", 1)
 
@@ -457,30 +464,95 @@ def bind(args: Any, stream: int = -1) -> Tuple[Tuple[ArgSignature, ...], list]:
     key: list = []
     values: list = []
     kadd, vadd = key.append, values.append  # bound once: this loop runs on every launch
-    getters, ptr_sigs, torch_dtypes = _GETTER_BY_TYPE, _PTR_SIGS, _TORCH_DTYPES
+    getters, torch_sigs, i32_sigs = _GETTER_BY_TYPE, _TORCH_PTR_SIGS, _I32_SIGS
     for arg in args:
         tp = type(arg)
-        getter = getters.get(tp)
-        if getter is _torch_pointer and arg.is_cuda:  # torch inline: no call, no tuple
-            dtype = torch_dtypes.get(arg.dtype)
-            if dtype is not None:
+        if tp is int:  # inline: int32 is the common case
+            kadd(i32_sigs[arg & 15 == 0] if _I32_MIN <= arg <= _I32_MAX else int_signature(arg))
+            vadd(arg)
+            continue
+        if getters.get(tp) is _torch_pointer and arg.is_cuda:  # torch inline: no call, no tuple
+            pair = torch_sigs.get(arg.dtype)
+            if pair is not None:
                 ptr = arg.data_ptr()
-                kadd(ptr_sigs[dtype][ptr % 16 == 0])
+                kadd(pair[ptr & 15 == 0])
                 vadd(ptr)
                 continue
-        if tp is int:
-            kadd(int_signature(arg))
-            vadd(arg)
-            continue
-        if getter is _torch_pointer or getter is _cai_pointer or getter is _dlpack_pointer:
-            ptr, dtype = getter(arg, stream)
-            kadd(_sig("*" + dtype, ptr % 16 == 0))
-            vadd(ptr)
-            continue
-        sig = signature_of(arg)
+        sig, value = bind_arg(arg, stream)
         kadd(sig)
-        if sig.type.startswith("*") and kind_of(arg) != "hostcopy":  # first sight of this type
-            vadd(pointer_and_dtype(arg, stream)[0])
-        else:
-            vadd(arg)
+        vadd(value)
     return tuple(key), values
+
+
+def bind_arg(arg: Any, stream: int) -> Tuple[ArgSignature, Any]:
+    """One argument as `bind` reads it: its signature and the value `Launcher.launch_bound`
+    packs (a device array's address, with its producer's stream ordered before `stream`; any
+    other argument as given)."""
+    getter = _GETTER_BY_TYPE.get(type(arg))
+    if getter is _torch_pointer or getter is _cai_pointer or getter is _dlpack_pointer:
+        ptr, dtype = getter(arg, stream)
+        return _sig("*" + dtype, ptr % 16 == 0), ptr
+    sig = signature_of(arg)
+    if sig.type.startswith("*") and kind_of(arg) != "hostcopy":  # first sight of this type
+        return sig, pointer_and_dtype(arg, stream)[0]
+    return sig, arg
+
+
+def wide_int_type(value: int) -> str:
+    """The type of an integer argument outside int32: ``i64`` or ``u64`` (an error beyond)."""
+    return int_signature(value).type
+
+
+class _NoTorch:
+    """Stands for torch.Tensor where torch is not imported: no argument has this type."""
+
+
+def torch_tensor_class() -> type:
+    """``torch.Tensor`` if torch is imported, else a class no argument has: generated launch
+    code reads tensors of exactly this type inline (subclasses take the general path)."""
+    return getattr(sys.modules.get("torch"), "Tensor", _NoTorch)
+
+
+def torch_dtype_cache() -> Dict[Any, str]:
+    """The torch dtype -> Triton spelling map the fast path fills as it meets dtypes (a dtype
+    missing here is not unknown, only not yet seen: read it through `pointer_and_dtype`)."""
+    return _TORCH_DTYPES
+
+
+def bind_source(names: Sequence[str], stream: str, prefix: str = "__") -> Tuple[List[str], Dict[str, Any]]:
+    """Straight-line Python (lines indented for a function body, and the globals they use, all
+    named `prefix`...) that binds the arguments held in the locals `names` for a launch on the
+    stream handle held in the local `stream`. For argument ``i`` it sets
+
+    * ``<prefix>v<i>`` — the value `Launcher.launch_bound` packs, as `bind` gives it;
+    * ``<prefix>k<i>``, ``<prefix>d<i>`` — a pair that determines the argument's
+      specialization: its `signature_of` and, for a Python ``int``, whether it equals 1. A CUDA
+      torch tensor gives (its torch dtype, address % 16 == 0); an ``int`` (``value == 1``
+      within int32, else ``"i64"``/``"u64"``; value % 16 == 0); a ``float`` (fp32, None);
+      anything else (`signature_of`, None) through `bind_arg`, which raises `bind`'s errors.
+
+    A dispatcher keys its specializations by the tuple of these pairs: equal pairs, equal
+    specialization. CUDA torch tensors take the inline branch when torch is imported as the code
+    is generated (else `bind_arg`: slower, the same result); an unknown torch dtype reaches
+    `signature_of`'s error when its key misses."""
+    env: Dict[str, Any] = {f"{prefix}Tensor": torch_tensor_class(), f"{prefix}bind_arg": bind_arg,
+                           f"{prefix}wide_int_type": wide_int_type, f"{prefix}FP32": _FP32}
+    lines: List[str] = []
+    for i, x in enumerate(names):
+        v, k, d = f"{prefix}v{i}", f"{prefix}k{i}", f"{prefix}d{i}"
+        lines += [
+            f"    if type({x}) is {prefix}Tensor and {x}.is_cuda:",
+            f"        {v} = {x}.data_ptr()",
+            f"        {k} = {x}.dtype",
+            f"        {d} = {v} & 15 == 0",
+            f"    elif type({x}) is int:",
+            f"        {v} = {x}",
+            f"        {k} = {x} == 1 if {_I32_MIN} <= {x} <= {_I32_MAX} else {prefix}wide_int_type({x})",
+            f"        {d} = {x} & 15 == 0",
+            f"    elif type({x}) is float:",
+            f"        {v}, {k}, {d} = {x}, {prefix}FP32, None",
+            "    else:",
+            f"        {k}, {v} = {prefix}bind_arg({x}, {stream})",
+            f"        {d} = None",
+        ]
+    return lines, env

@@ -49,7 +49,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from tlx.compiler.abi import KernelABI
 
 from . import driver
-from .arrays import HostCopy, StagingNeeded, pointer_and_dtype
+from .arrays import HostCopy, StagingNeeded, pointer_and_dtype, torch_dtype_cache, torch_tensor_class
 from .dtypes import canonical_dtype
 from .errors import TLXRuntimeError, driver_error
 from .loader import LoadedKernel, configure_for_device, load_kernel
@@ -222,13 +222,15 @@ class Launcher:
         emit(f"        return other_thread(grid, args, {'s' if bound else 'stream'}, {bound})")
         if not bound:
             emit("    s = default_stream() if stream is None else stream_handle(stream)")
-        emit(f"    if len(args) != {n_user}:")
-        emit("        raise count_error(args)")
         names = [f"a{i}" for i in range(n_user)]
-        if n_user == 1:
-            emit(f"    {names[0]}, = args")
-        elif n_user:
-            emit(f"    {', '.join(names)} = args")
+        if n_user:  # unpacking checks the count (a ValueError), no len() per launch
+            emit("    try:")
+            emit(f"        {', '.join(names)}, = args")
+            emit("    except ValueError:")
+            emit("        raise count_error(args) from None")
+        else:
+            emit("    if args:")
+            emit("        raise count_error(args)")
         reads: List[str] = []  # reading arrays and descriptors (a HostCopy diverts to staging)
         has_scratch = False
         for pi, p in enumerate(params):
@@ -237,9 +239,15 @@ class Launcher:
                 continue
             a = f"a{arg_of[pi]}"
             if p.kind == "pointer" and not bound:
-                reads.append(f"        p{pi}, t{pi} = pointer_and_dtype({a}, s)")
-                reads.append(f"        if t{pi} != {canonical_dtype(p.dtype)!r}:")
-                reads.append(f"            raise dtype_error({pi}, t{pi})")
+                # A CUDA torch tensor of the compiled dtype is read inline; anything else (and a
+                # dtype mismatch, for its message) through pointer_and_dtype.
+                dt = repr(canonical_dtype(p.dtype))
+                reads.append(f"        if type({a}) is Tensor and {a}.is_cuda and torch_dtypes.get({a}.dtype) == {dt}:")
+                reads.append(f"            p{pi} = {a}.data_ptr()")
+                reads.append("        else:")
+                reads.append(f"            p{pi}, t{pi} = pointer_and_dtype({a}, s)")
+                reads.append(f"            if t{pi} != {dt}:")
+                reads.append(f"                raise dtype_error({pi}, t{pi})")
             elif p.kind == "tensordesc":
                 reads.append(f"        desc{pi}.fill({a}, s)")
         if reads:
@@ -259,7 +267,7 @@ class Launcher:
                 values.append(f"cv{pi}(a{arg_of[pi]})")
             else:
                 values.append(f"a{arg_of[pi]}")
-        emit("    if grid != last_grid:")
+        emit("    if grid is not last_grid and grid != last_grid:")
         emit("        nonempty = set_grid(grid)")
         emit("        last_grid = grid if type(grid) is tuple else None")
         emit("    if not nonempty:")
@@ -294,6 +302,7 @@ class Launcher:
             "scratch_alloc": self._scratch_alloc, "scratch_free": self._scratch_free,
             "get_ident": threading.get_ident, "owner": self._owner,
             "other_thread": self._other_thread,
+            "Tensor": torch_tensor_class(), "torch_dtypes": torch_dtype_cache(),
             "has_host_copy": _has_host_copy, "pack_into": self.layout.struct.pack_into, "buf": self.pack.buffer, "BAD_VALUE": _BAD_VALUE,
             "cfg": self._config, "CUstream": drv.CUstream, "launch_ex": self._launch_ex,
             "handle": self.loaded.handle,  # type: ignore[union-attr]

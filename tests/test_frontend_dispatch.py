@@ -135,7 +135,9 @@ def test_specializes_on_alignment_dtype_int_range_and_one(launches, torch_mode):
     assert 'equal_to_one = ["n"]' in func_attrs(one) and one is not base
     assert launches.calls[-1]["params"][2] == struct.pack("<i", 1)
     odd = scale[(1,)](x, out, 1023, 2.0, BLOCK=256)
-    assert odd is not base and "divisibility = [16, 16, 1, 1]" in func_attrs(odd)
+    assert odd not in (base, one) and "divisibility = [16, 16, 1, 1]" in func_attrs(odd)
+    assert "equal_to_one" not in func_attrs(odd)
+    assert scale[(1,)](x, out, 3, 2.0, BLOCK=256) is odd and scale[(1,)](x, out, 1, 2.0, BLOCK=256) is one
     wide = scale[(1,)](x, out, 2 ** 40, 2.0, BLOCK=256)
     assert wide.abi.params[2].dtype == "i64" and launches.calls[-1]["params"][2] == struct.pack("<q", 2 ** 40)
     negative_wide = scale[(1,)](x, out, -2 ** 40 - 1, 2.0, BLOCK=256)
@@ -246,8 +248,14 @@ def test_bad_calls_after_a_launch_are_clear_errors(launches, torch_mode):
         scale[(1,)](x, out, 64, 1.0, 64, 5)
     with pytest.raises(TLXCompileError, match="bad launch of kernel scale: got an unexpected keyword argument 'nope'"):
         scale[(1,)](x, out, 64, 1.0, BLOCK=64, nope=1)
-    with pytest.raises(TLXCompileError, match="bad launch of kernel scale: multiple values for argument 'x_ptr'"):
+    # An argument passed twice is the one mistake Python itself reports, naming the kernel (no
+    # wrapper frame around every launch to translate it).
+    with pytest.raises(TypeError, match=r"^scale\(\) got multiple values for argument 'x_ptr'$"):
         scale[(1,)](x, out, 64, 1.0, BLOCK=64, x_ptr=x)
+    with pytest.raises(TLXCompileError, match="bad launch of kernel scale: missing a required argument: 'x_ptr'"):
+        scale[(1,)](out_ptr=out, n=64, alpha=1.0, BLOCK=64)
+    with pytest.raises(TLXCompileError, match="bad launch of kernel scale: missing a required argument: 'BLOCK'"):
+        scale[(1,)](x, out, 64, 1.0, num_warps=8)
     with pytest.raises(TLXCompileError, match="argument 'n' is None"):
         scale[(1,)](x, out, None, 1.0, BLOCK=64)
     with pytest.raises(TLXRuntimeError, match="host array"):
@@ -314,3 +322,22 @@ def test_interpret_set_after_a_fast_launch(launches, monkeypatch):
     monkeypatch.setenv("TLX_INTERPRET", "0")
     add[g](Tensor(0x10000, (128,)), Tensor(0x20000, (128,)), Tensor(0x30000, (128,)), 128, BLOCK=64)
     assert len(launches.calls) == 2
+
+
+def test_parameter_names_never_clash_with_the_dispatcher(launches, torch_mode):
+    """Parameters named like the dispatcher's own variables (the stream `s`, `grid`, `key`,
+    `specs`...) get their own values."""
+
+    @tlx.jit
+    def clash(grid, s, key, specs, spec, values, compiled, bind, Tensor, v0, k0, d0, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(grid + offs * s, 1.0 * key + specs + spec + values + compiled + bind + v0 + k0 + d0)
+
+    args = [Tensor(0x10000, (64,)), 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37]
+    clash[(2,)](*args, BLOCK=64, stream=0x55)
+    call = launches.calls[-1]
+    assert call["grid"] == (2, 1, 1) and call["stream"] == 0x55
+    assert call["params"][0] == Q(0x10000)
+    assert call["params"][1:] == [struct.pack("<i", v) for v in args[1:]]
+    clash[lambda meta: (meta["s"],)](*args, BLOCK=64)
+    assert launches.calls[-1]["grid"] == (3, 1, 1)

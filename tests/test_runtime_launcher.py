@@ -352,3 +352,58 @@ def test_other_threads_launch_through_their_own_buffer():
     for n in (2, 3):   # each thread's calls carry its own n and grid
         mine = [c for c in rec.calls if c["grid"] == (n, 1, 1)]
         assert [c["params"][2] for c in mine] == [struct.pack("<I", n)] * 2
+
+
+def _import_fake_torch(monkeypatch):
+    """A `torch` in sys.modules whose Tensor is runtime_fakes.Tensor: the generated launch code
+    and `bind` then read these tensors on their inline torch path, as they read real ones."""
+    import sys
+    import types
+
+    mod = types.ModuleType("torch")
+    mod.Tensor = Tensor
+    monkeypatch.setitem(sys.modules, "torch", mod)
+    monkeypatch.setattr("tlx.runtime.streams._TORCH_STREAM", None)
+
+
+def test_torch_tensors_on_the_inline_path_keep_every_check(monkeypatch):
+    _import_fake_torch(monkeypatch)
+    launcher, rec = installed(ADD)
+    x, y = Tensor(0x7000_0000, (10,)), Tensor(0x7000_1000, (10,))
+    launcher.launch((2,), [x, y, 10, 0.25], stream=0)
+    launcher.launch((2,), [y, x, 11, 0.5], stream=0)
+    assert [c["params"] for c in rec.calls] == [
+        [struct.pack("<Q", 0x7000_0000), struct.pack("<Q", 0x7000_1000), struct.pack("<I", 10), struct.pack("<f", 0.25)],
+        [struct.pack("<Q", 0x7000_1000), struct.pack("<Q", 0x7000_0000), struct.pack("<I", 11), struct.pack("<f", 0.5)]]
+    with pytest.raises(TLXRuntimeError, match="parameter 'y' is a pointer to fp32, but the array "
+                                              "passed holds fp16"):
+        launcher.launch((1,), [x, Tensor(0, (1,), "float16"), 3, 1.0])
+    with pytest.raises(TLXRuntimeError, match="parameter 'x' is a pointer to fp32, but the array "
+                                              "passed holds i8"):
+        launcher.launch((1,), [Tensor(0, (1,), "int8"), y, 3, 1.0])  # a dtype seen for the first time
+    with pytest.raises(TLXRuntimeError, match="torch tensor on 'cpu'"):
+        launcher.launch((1,), [x, Tensor(0x9000, (1,), cuda=False), 3, 1.0])
+    with pytest.raises(TLXRuntimeError, match="torch dtype torch.complex64 has no kernel type"):
+        launcher.launch((1,), [x, Tensor(0x9000, (1,), "complex64"), 3, 1.0])
+    with pytest.raises(TLXRuntimeError, match=r"takes 4 arguments \(x, y, n, alpha\), got 5"):
+        launcher.launch((1,), [x, y, 3, 1.0, 2])
+    assert len(rec.calls) == 2
+    launcher.launch((1,), [x, Tensor(0x9000, (1,), cuda=False, pinned=True), 3, 1.0], stream=0)
+    assert rec.calls[-1]["params"][1] == struct.pack("<Q", 0x9000)
+
+
+def test_bind_reads_torch_tensors_inline_with_the_same_result(monkeypatch):
+    from tlx.runtime import bind
+
+    args = [Tensor(0x7000_0000, (10,)), Tensor(0x7000_1004, (10,), "float16"), 10, 2 ** 40, -7, 0.25,
+            CAIArray(0x7000_2000, (10,), "<i4"), True]
+    want = bind(args, 0)
+    assert want == ((("*fp32", 16), ("*fp16", 1), ("i32", 1), ("i64", 16), ("i32", 1), ("fp32", 1),
+                     ("*i32", 16), ("i1", 1)),
+                    [0x7000_0000, 0x7000_1004, 10, 2 ** 40, -7, 0.25, 0x7000_2000, True])
+    _import_fake_torch(monkeypatch)
+    assert bind(args, 0) == bind(args, 0) == want
+    with pytest.raises(TLXRuntimeError, match="does not fit in 64 bits"):
+        bind([2 ** 64])
+    with pytest.raises(TLXRuntimeError, match="torch tensor on 'cpu'"):
+        bind([Tensor(0x9000, (1,), cuda=False)])

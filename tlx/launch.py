@@ -203,83 +203,119 @@ def launch(fn: JITFunction, grid: Any, args: Sequence[Any], kwargs: Dict[str, An
     return d(grid, *args, **kwargs)
 
 
-def dispatcher_source(fn: JITFunction) -> str:
-    """Python source of the kernel's launch function: its parameters by name (defaults kept), the
-    launch options as keywords, one call to `arrays.bind` for the runtime arguments (the key and
-    the values to pack in one pass), a dict lookup, and `launch_bound` — nothing else per call."""
-    params, defaults = [], {}
+class _Missing:
+    """The default the generated dispatcher gives a required parameter: an argument not passed."""
+
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+MISSING = _Missing()
+_OPTION_DEFAULTS = {"num_warps": 4, "num_ctas": 1, "ctas_per_cga": None, "stream": None, "num_stages": None,
+                    "maxnreg": None, "fence_passes": True}
+
+
+def dispatcher_source(fn: JITFunction) -> Tuple[str, Dict[str, Any]]:
+    """Python source of the kernel's launch function, and the globals it uses. Straight-line
+    code: the kernel's parameters by name (defaults kept), the launch options as keywords, the
+    stream, the runtime arguments bound inline (`tlx.runtime.arrays.bind_source`: no loop and
+    no call for CUDA torch tensors, ints and floats), ONE flat key — each argument's (k, d)
+    pair, the constexprs, the options that change the compiled code —, one dict lookup, and the
+    specialization's `launch_bound`. The first launch of a key compiles (`first_launch`).
+
+    A required parameter defaults to `MISSING` and the signature ends in ``*extra,
+    **unknown``, so a missing argument, one too many or an unknown keyword reaches `bad_call`
+    (the clear TLXCompileError) without a wrapper frame around every launch; only an argument
+    passed twice (positionally and by name) is Python's own TypeError, "<kernel>() got multiple
+    values for argument 'x'". Every name the code adds starts with ``__``, so no kernel
+    parameter (``s``, ``key``, ``grid``...) can shadow one."""
+    from tlx.runtime.arrays import bind_source
+    from tlx.runtime.streams import torch_stream_functions
+
+    params, required = [], []
+    env: Dict[str, Any] = {"__M": MISSING}
     for p in fn.params:
         if p.has_default:
-            defaults[f"d_{p.name}"] = p.default
-            params.append(f"{p.name}=d_{p.name}")
+            env[f"__d_{p.name}"] = p.default
+            params.append(f"{p.name}=__d_{p.name}")
         else:
-            params.append(p.name)
-    opt_defaults = {"num_warps": 4, "num_ctas": 1, "ctas_per_cga": None, "stream": None, "num_stages": None,
-                    "maxnreg": None, "fence_passes": True}
+            params.append(f"{p.name}=__M")
+            required.append(p.name)
+    opt_defaults = dict(_OPTION_DEFAULTS)
     opt_defaults.update({k: v for k, v in fn.launch_defaults.items() if k in opt_defaults})
-    names = {p.name for p in fn.params}
+    names = [p.name for p in fn.params]
     opts = [o for o in opt_defaults if o not in names]
     for o in opts:
-        defaults[f"o_{o}"] = opt_defaults[o]
-    sig = ", ".join(["grid"] + params + (["*"] + [f"{o}=o_{o}" for o in opts] if opts else []))
+        env[f"__o_{o}"] = opt_defaults[o]
+    sig = ", ".join(["__grid"] + params + ["*__extra"] + [f"{o}=__o_{o}" for o in opts] + ["**__unknown"])
     runtime = [p.name for p in fn.params if not p.is_constexpr]
     consts = [p.name for p in fn.params if p.is_constexpr]
-    rt = "(" + "".join(f"{n}, " for n in runtime) + ")"
-    ones = "(" + "".join(f"type({n}) is int and {n} == 1, " for n in runtime) + ")"
-    ck = "(" + "".join(f"{n}, " for n in consts) + ")"
-    ok = "(" + "".join(f"{o}, " for o in opts if o != "stream") + ")"
-    meta = "{" + ", ".join(f"{n!r}: {n}" for n in [p.name for p in fn.params]) + "}"
+    bind_lines, bind_env = bind_source(runtime, "__s", "__")
+    env.update(bind_env)
+    # num_stages is accepted and ignored (TLX kernels pipeline by hand): not part of the key.
+    key = [f"__k{i}, __d{i}" for i in range(len(runtime))] + consts + [o for o in opts if o not in ("stream", "num_stages")]
+    meta = "{" + ", ".join(f"{n!r}: {n}" for n in names) + "}"
+    options = "{" + ", ".join(f"{o!r}: {o}" for o in opts) + "}"
     stream = "stream" if "stream" in opts else "None"
+    torch_stream = torch_stream_functions()
+    if torch_stream is not None:  # torch's current stream, read as default_stream() reads it
+        env["__get_device"], env["__get_stream"] = torch_stream
+        current = "__get_stream(__get_device())"
+    else:
+        current = "__default_stream()"
+    bad = " or ".join(["__extra", "__unknown"] + [f"{n} is __M" for n in required])
     lines = [
-        f"def dispatch({sig}):",
-        f"    s = default_stream() if {stream} is None else stream_handle({stream})",
-        f"    sigs, values = bind({rt}, s)",
-        f"    key = (sigs, {ones}, {ck}, {ok})",
+        f"def __dispatch({sig}):",
+        f"    if {bad}:",
+        f"        __bad_call(__extra, __unknown, {meta})",
+        f"    __s = {current} if {stream} is None else __stream_handle({stream})",
+        *bind_lines,
+        f"    __key = ({''.join(k + ', ' for k in key)})",
         "    try:",
-        "        spec = specs.get(key)",
+        "        __launch, __compiled = __specs[__key]",
+        "    except KeyError:",
+        f"        __launch, __compiled = __first_launch(__key, {meta}, {options})",
         "    except TypeError:  # an unhashable constexpr (a list): no fast path for it",
-        "        spec = None",
-        "    if spec is None:",
-        f"        spec = first_launch(key, {meta}, {{{', '.join(f'{o!r}: {o}' for o in opts)}}})",
-        "    if callable(grid):",
-        f"        grid = grid({meta})",
-        "    spec.launcher.launch_bound(grid, values, s)",
-        "    return spec.compiled",
+        f"        __launch, __compiled = __first_launch(None, {meta}, {options})",
+        "    if callable(__grid):",
+        f"        __grid = __grid({meta})",
+        f"    __launch(__grid, ({''.join(f'__v{i}, ' for i in range(len(runtime)))}), __s)",
+        "    return __compiled",
     ]
-    return "\n".join(lines) + "\n", defaults
+    return "\n".join(lines) + "\n", env
 
 
 def make_dispatcher(fn: JITFunction) -> Callable[..., Any]:
-    """Compile `dispatcher_source` for `fn`."""
-    from tlx.runtime.arrays import bind
+    """Compile `dispatcher_source` for `fn`: ``dispatch(grid, *args, **kwargs)`` launches."""
     from tlx.runtime.streams import default_stream, stream_handle
 
-    src, defaults = dispatcher_source(fn)
-    specs: Dict[Any, Specialization] = {}
+    src, env = dispatcher_source(fn)
+    specs: Dict[Any, Tuple[Callable[..., None], Any]] = {}
 
-    def first_launch(key: Any, bound: Dict[str, Any], opts: Dict[str, Any]) -> Specialization:
+    def first_launch(key: Any, bound: Dict[str, Any], opts: Dict[str, Any]) -> Tuple[Callable[..., None], Any]:
         spec = _specialization_for(fn, bound, opts)
-        try:
-            specs[key] = spec
-        except TypeError:  # an unhashable constexpr: this specialization takes the slow lookup
-            pass
-        return spec
+        spec.launcher.load()  # so that the launch_bound kept here is the loaded fast path
+        entry = (spec.launcher.launch_bound, spec.compiled)
+        if key is not None:  # None: an unhashable constexpr; this specialization takes the slow lookup
+            specs[key] = entry
+        return entry
 
-    env: Dict[str, Any] = {"bind": bind, "default_stream": default_stream, "stream_handle": stream_handle,
-                           "specs": specs, "first_launch": first_launch, **defaults}
+    def bad_call(extra: Tuple[Any, ...], unknown: Dict[str, Any], given: Dict[str, Any]) -> None:
+        # Re-bind the call by inspect for its message. With `extra`, every parameter was filled
+        # positionally; otherwise naming each argument given reports the first missing one.
+        if extra:
+            bind_arguments(fn, tuple(given.values()) + extra, unknown)
+        else:
+            bind_arguments(fn, (), {**{k: v for k, v in given.items() if v is not MISSING}, **unknown})
+        raise TLXCompileError(f"bad launch of kernel {fn.__name__}")  # pragma: no cover - bind raised
+
+    env.update({"__default_stream": default_stream, "__stream_handle": stream_handle, "__specs": specs,
+                "__first_launch": first_launch, "__bad_call": bad_call})
     exec(compile(src, f"<tlx launch of {fn.__name__}>", "exec"), env)
-    fast = env["dispatch"]
-
-    def dispatch(grid: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fast(grid, *args, **kwargs)
-        except TypeError:
-            kw, _ = _split_kwargs(fn, kwargs)
-            bind_arguments(fn, args, kw)  # a bad call: raise the clear TLXCompileError
-            raise
-
-    dispatch.source = src  # type: ignore[attr-defined]
-    dispatch.specs = specs  # type: ignore[attr-defined]
+    dispatch = env["__dispatch"]
+    dispatch.__name__ = dispatch.__qualname__ = fn.__name__  # Python's own binding errors name the kernel
+    dispatch.source = src
+    dispatch.specs = specs
     return dispatch
 
 
