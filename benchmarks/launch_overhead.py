@@ -5,7 +5,8 @@ kernel (three tensors + an int), launched in a Python loop, through
 * raw ``cuda.bindings.driver.cuLaunchKernelEx`` with a prebuilt config and pre-packed
   arguments — the anchor, measured in the same run (every ratio is against it);
 * the bare runtime: ``tlx.runtime.Launcher.launch(grid, args)`` on hand-written PTX, and
-  ``bind`` + ``Launcher.launch_bound`` (key and values in one pass: the frontend's path);
+  ``bind`` + ``Launcher.launch_bound`` (key and values in one pass; tlx's own dispatcher binds
+  with the same rules as generated straight-line code, ``bind_source``);
 * the full frontend path: ``kernel[grid](...)`` of an ``@tlx.jit`` kernel (specialization key,
   cache lookup, launcher) — reported as n/a until the frontend can launch;
 * Triton ``@triton.jit`` on the same machine, when installed.

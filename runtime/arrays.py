@@ -461,6 +461,8 @@ def bind(args: Any, stream: int = -1) -> Tuple[Tuple[ArgSignature, ...], list]:
     (``signature_of`` of each) and the values `Launcher.launch_bound` packs (device arrays read
     as their address, with the producer's stream ordered before `stream`; everything else as
     given: scalars, TensorDescriptors, HostCopy)."""
+    if not args:
+        return (), []
     key: list = []
     values: list = []
     kadd, vadd = key.append, values.append  # bound once: this loop runs on every launch

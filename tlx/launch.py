@@ -277,7 +277,7 @@ def dispatcher_source(fn: JITFunction) -> Tuple[str, Dict[str, Any]]:
         f"        __launch, __compiled = __first_launch(__key, {meta}, {options})",
         "    except TypeError:  # an unhashable constexpr (a list): no fast path for it",
         f"        __launch, __compiled = __first_launch(None, {meta}, {options})",
-        "    if callable(__grid):",
+        "    if type(__grid) is not tuple and callable(__grid):",
         f"        __grid = __grid({meta})",
         f"    __launch(__grid, ({''.join(f'__v{i}, ' for i in range(len(runtime)))}), __s)",
         "    return __compiled",
