@@ -28,17 +28,17 @@ _TRACE_DEPTH = [0]
 # the same mapping, kept current by every `os.environ[k] = v`, `del`, `monkeypatch.setenv`.
 # Anywhere os.environ is not CPython's _Environ, it falls back to os.environ.get.
 if hasattr(os.environ, "_data") and hasattr(os.environ, "encodekey") and hasattr(os.environ, "encodevalue"):
-    _env_get = os.environ._data.get  # type: ignore[attr-defined]
+    _ENV: Any = os.environ._data  # type: ignore[attr-defined]
     _INTERPRET_KEY: Any = os.environ.encodekey("TLX_INTERPRET")  # type: ignore[attr-defined]
     _INTERPRET_OFF: Tuple[Any, ...] = (None, os.environ.encodevalue(""), os.environ.encodevalue("0"))  # type: ignore[attr-defined]
 else:  # pragma: no cover - not CPython
-    _env_get, _INTERPRET_KEY, _INTERPRET_OFF = os.environ.get, "TLX_INTERPRET", (None, "", "0")
+    _ENV, _INTERPRET_KEY, _INTERPRET_OFF = os.environ, "TLX_INTERPRET", (None, "", "0")
 _NO_GRID = object()
 
 
 def interpret_requested() -> bool:
     """Whether ``TLX_INTERPRET`` asks for the CPU interpreter (set, and neither "" nor "0")."""
-    return _env_get(_INTERPRET_KEY) not in _INTERPRET_OFF
+    return _ENV.get(_INTERPRET_KEY) not in _INTERPRET_OFF
 
 
 @dataclass(frozen=True)
@@ -252,7 +252,7 @@ class JITFunction:
         """`kernel[grid]`: the launch function with the grid bound (the generated dispatcher on
         the hot path; the general path under TLX_INTERPRET=1). Launching in a loop with the
         same grid object gets the same function back, nothing built per launch."""
-        if _env_get(_INTERPRET_KEY) not in _INTERPRET_OFF:
+        if _INTERPRET_KEY in _ENV and interpret_requested():  # `in` first: no call when unset
             from .launch import launch_slow
 
             return lambda *args, **kwargs: launch_slow(self, grid, args, kwargs)
