@@ -4,7 +4,10 @@ kernel (three tensors + an int), launched in a Python loop, through
 
 * raw ``cuda.bindings.driver.cuLaunchKernelEx`` with a prebuilt config and pre-packed
   arguments — the anchor, measured in the same run (every ratio is against it);
-* the bare runtime: ``tlx.runtime.Launcher.launch(grid, args)`` on hand-written PTX, and
+* the native entry alone (``tlx.runtime.native_launch``: the same call made from C, three ints
+  in) — the floor under tlx's own launches, which use it wherever it could be built;
+* the bare runtime: ``tlx.runtime.Launcher.launch(grid, args)`` on hand-written PTX (through the
+  native entry, and once more through cuda.bindings as with ``TLX_NATIVE_LAUNCH=0``), and
   ``bind`` + ``Launcher.launch_bound`` (key and values in one pass; tlx's own dispatcher binds
   with the same rules as generated straight-line code, ``bind_source``);
 * the full frontend path: ``kernel[grid](...)`` of an ``@tlx.jit`` kernel (specialization key,
@@ -20,8 +23,9 @@ end of each loop (launches are host-bound: the GPU finishes each empty kernel lo
 next is enqueued). Differences under ~0.3 us are noise.
 
 Without a GPU, ``--cpu-only`` times the same layers with ``cuLaunchKernelEx`` replaced by a
-no-op and torch tensors by look-alikes: each row minus the fake anchor is the Python cost tlx
-adds to the driver call, so a change's gain can be measured on any machine. Each figure is the
+no-op (a C stand-in behind the native entry) and torch tensors by look-alikes: each row minus
+the native anchor is the Python cost tlx adds to the driver call, so a change's gain can be
+measured on any machine. Each figure is the
 min over ``--repeats`` rounds that time one short loop of every row in turn (on a shared,
 noisy machine the min of many short interleaved loops is stable to a few percent)::
 
@@ -34,6 +38,7 @@ import argparse
 import ctypes
 import importlib.util
 import itertools
+import json
 import os
 import sys
 import time
@@ -146,9 +151,15 @@ def cpu_main(n: int, repeats: int) -> int:
     from tlx.runtime.loader import LoadedKernel
     from tlx.runtime.streams import default_stream
 
+    from tlx.runtime import native_launch
+
+    native_module = native_launch.load_module()
+    native_module.set_entry(native_module.recording_entry(0))  # a C no-op for cuLaunchKernelEx
+    NL = native_module.launch
+
     def fake_load(self: Any) -> Any:
         if self.loaded is None:
-            self._install(LoadedKernel(self.name, None, None, "HANDLE", 0, 0, 0), fake_launch_ex)
+            self._install(LoadedKernel(self.name, None, None, 0x1234, 0, 0, 0), fake_launch_ex, NL)
         return self.loaded
 
     Launcher.load = fake_load  # type: ignore[method-assign]
@@ -182,9 +193,10 @@ def cpu_main(n: int, repeats: int) -> int:
             lb(g, values, 0)
         return run
 
-    L, cfg = fake_launch_ex, e4._config
+    cfg_address = int(e4._config.getPtr())
     rows: List[Tuple[str, Callable[[], Any], Callable[[], Any]]] = [
-        ("fake cuLaunchKernelEx (anchor)", lambda: L(cfg, "HANDLE", 0, 0), lambda: L(cfg, "HANDLE", 0, 0)),
+        ("native entry, C no-op (anchor)", lambda: NL(cfg_address, 0x1234, 0),
+         lambda: NL(cfg_address, 0x1234, e4.pack.address)),
         ("Launcher.launch", lambda: l0(g, args0), lambda: l4(g, args4)),
         ("bind + Launcher.launch_bound", bound(lb0, args0), bound(lb4, args4)),
         ("tlx kernel[grid](...)", lambda: empty_kernel[g](), lambda: four_arg_kernel[g](a, b, c, 4096)),
@@ -195,14 +207,14 @@ def cpu_main(n: int, repeats: int) -> int:
     times = time_rows([f for _, f0, f4 in rows for f in (f0, f4)], n, repeats)
     results = [(name, times[2 * i], times[2 * i + 1]) for i, (name, _, _) in enumerate(rows)]
     anchor = results[0][1:]
-    print(f"\n== launch overhead, CPU only (cuLaunchKernelEx faked), {n} launches, min of {repeats} "
+    print(f"\n== launch overhead, CPU only (cuLaunchKernelEx a C no-op), {n} launches, min of {repeats} "
           "(us per launch) ==")
     print(f"{'path':<34} {'empty':>7} {'4 args':>7}   {'over anchor: empty':>18} {'4 args':>7}")
     for i, (name, t0, t4) in enumerate(results):
         over = f"{t0 - anchor[0]:>18.2f} {t4 - anchor[1]:>7.2f}" if 0 < i < 4 else ""
         print(f"{name:<34} {t0:>7.2f} {t4:>7.2f}   {over}")
     print("(rows 2-4 minus the anchor are what tlx adds to the driver call; on the GPU add them to "
-          "the raw cuLaunchKernelEx row)")
+          "the native entry row)")
     return 0
 
 
@@ -251,9 +263,27 @@ def main(argv: List[str]) -> int:
            "4 args": time_loop(lambda: L(cfg, h4, addr4, 0), n, sync)}
     rows.append(("raw cuLaunchKernelEx (anchor)", "empty", raw["empty"]))
     rows.append(("raw cuLaunchKernelEx (anchor)", "4 args", raw["4 args"]))
+    from tlx.runtime import native_launch
+
+    NL = native_launch.entry()
+    entry_status = native_launch.status()
+    if NL is not None:
+        cfg_address = int(cfg.getPtr())
+        a0, a4 = int(h0), int(h4)
+        rows.append(("native entry (C cuLaunchKernelEx)", "empty",
+                     time_loop(lambda: NL(cfg_address, a0, 0), n, sync)))
+        rows.append(("native entry (C cuLaunchKernelEx)", "4 args",
+                     time_loop(lambda: NL(cfg_address, a4, addr4), n, sync)))
     l0, l4 = e0.launch, e4.launch
     rows.append(("tlx.runtime Launcher.launch", "empty", time_loop(lambda: l0(g, args0), n, sync)))
     rows.append(("tlx.runtime Launcher.launch", "4 args", time_loop(lambda: l4(g, args4), n, sync)))
+    b0 = smoke._launcher("empty", "empty")  # the same, through cuda.bindings (TLX_NATIVE_LAUNCH=0)
+    b4 = smoke._launcher("empty4", "empty")
+    for b, e in ((b0, e0), (b4, e4)):
+        b._install(e.loaded, drv.cuLaunchKernelEx, None)
+    m0, m4 = b0.launch, b4.launch
+    rows.append(("  same via cuda.bindings", "empty", time_loop(lambda: m0(g, args0), n, sync)))
+    rows.append(("  same via cuda.bindings", "4 args", time_loop(lambda: m4(g, args4), n, sync)))
     from tlx.runtime import bind
 
     lb0, lb4 = e0.launch_bound, e4.launch_bound
@@ -316,8 +346,16 @@ def main(argv: List[str]) -> int:
             continue
         print(f"{path:<34} {kernel:<8} {us:>7.2f} {us / raw[kernel]:>7.2f} "
               f"{'yes' if us <= TARGET_US else 'no':>8}")
+    print(f"launch entry: {entry_status}")
     if note:
         print(note.strip())
+    os.makedirs(os.path.join(ROOT, "benchmarks", "results"), exist_ok=True)
+    out = os.path.join(ROOT, "benchmarks", "results",
+                       time.strftime("launch_overhead-%Y%m%d-%H%M%S.json"))
+    with open(out, "w") as f:
+        json.dump({"n": n, "target_us": TARGET_US, "entry": entry_status, "gpu": torch.cuda.get_device_name(),
+                   "rows": [{"path": p, "kernel": k, "us": us} for p, k, us in rows]}, f, indent=1)
+    print(f"wrote {os.path.relpath(out, ROOT)}")
     return 0
 
 
