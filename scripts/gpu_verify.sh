@@ -14,6 +14,10 @@ touch "$LOGS/.start"
 export PYTHONUNBUFFERED=1
 export TLX_CACHE_DIR="${TLX_CACHE_DIR:-/tmp/tlxcache}"
 python3 -m pip install -q --no-deps --no-build-isolation -e . >"$LOGS/install.log" 2>&1 || { echo "install failed"; tail -20 "$LOGS/install.log"; exit 1; }
+if [ -d .whl ]; then  # carried wheels (nbclient, ipykernel, ...: the image lacks them) for the notebooks
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    >"$LOGS/wheels.log" 2>&1 && export PYTHONPATH=/tmp/site
+fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 
 declare -A RC
@@ -28,12 +32,13 @@ step() {  # step NAME TIMEOUT CMD...: run, keep the log under $OUT, record the e
 
 step demo 120 python3 -m tlx demo
 TAIL=3 step gpu_tests 300 python3 -m pytest -q -p no:cacheprovider -o addopts= -m gpu tests/gpu
+TAIL=3 step notebooks 180 python3 -m pytest -q -p no:cacheprovider -o addopts= -m gpu tests/test_notebooks.py -rs
 TAIL=30 step gemm 240 python3 benchmarks/gemm.py
 TAIL=20 step launch 120 python3 benchmarks/launch_overhead.py
 TAIL=4 step sanitize 240 bash scripts/sanitize_runtime_gpu.sh
 find benchmarks/results -name '*.json' -newer "$LOGS/.start" -exec cp {} "$OUT/" \;
-for s in demo gpu_tests gemm launch sanitize; do echo "===== $s ====="; cat "$LOGS/$s.log"; done >"$OUT/gpu_verify.log" 2>/dev/null
+for s in demo gpu_tests notebooks gemm launch sanitize; do echo "===== $s ====="; cat "$LOGS/$s.log"; done >"$OUT/gpu_verify.log" 2>/dev/null
 echo
 echo "| step | rc (time) |"
 echo "|---|---|"
-for s in demo gpu_tests gemm launch sanitize; do echo "| $s | ${RC[$s]:-not run} |"; done
+for s in demo gpu_tests notebooks gemm launch sanitize; do echo "| $s | ${RC[$s]:-not run} |"; done
