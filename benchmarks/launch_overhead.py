@@ -193,6 +193,7 @@ def cpu_main(n: int, repeats: int) -> int:
             lb(g, values, 0)
         return run
 
+    values4 = tuple(bind(args4, 0)[1])
     cfg_address = int(e4._config.getPtr())
     rows: List[Tuple[str, Callable[[], Any], Callable[[], Any]]] = [
         ("native entry, C no-op (anchor)", lambda: NL(cfg_address, 0x1234, 0),
@@ -203,6 +204,7 @@ def cpu_main(n: int, repeats: int) -> int:
         ("  of which: default_stream()", default_stream, default_stream),
         ("  of which: bind(args, 0)", lambda: bind(args0, 0), lambda: bind(args4, 0)),
         ("  of which: kernel[grid]", lambda: empty_kernel[g], lambda: four_arg_kernel[g]),
+        ("  of which: launch_bound", lambda: lb0(g, (), 0), lambda: lb4(g, values4, 0)),
     ]
     times = time_rows([f for _, f0, f4 in rows for f in (f0, f4)], n, repeats)
     results = [(name, times[2 * i], times[2 * i + 1]) for i, (name, _, _) in enumerate(rows)]
@@ -279,8 +281,8 @@ def main(argv: List[str]) -> int:
     rows.append(("tlx.runtime Launcher.launch", "4 args", time_loop(lambda: l4(g, args4), n, sync)))
     b0 = smoke._launcher("empty", "empty")  # the same, through cuda.bindings (TLX_NATIVE_LAUNCH=0)
     b4 = smoke._launcher("empty4", "empty")
-    for b, e in ((b0, e0), (b4, e4)):
-        b._install(e.loaded, drv.cuLaunchKernelEx, None)
+    for via_bindings, native in ((b0, e0), (b4, e4)):
+        via_bindings._install(native.loaded, drv.cuLaunchKernelEx, None)
     m0, m4 = b0.launch, b4.launch
     rows.append(("  same via cuda.bindings", "empty", time_loop(lambda: m0(g, args0), n, sync)))
     rows.append(("  same via cuda.bindings", "4 args", time_loop(lambda: m4(g, args4), n, sync)))
