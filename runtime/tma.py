@@ -73,7 +73,17 @@ class TensorDescriptor:
     @staticmethod
     def from_tensor(tensor: Any, block_shape: Optional[Sequence[int]] = None, padding: str = "zero",
                     round_f32_to_tf32: bool = False) -> "TensorDescriptor":
-        """A descriptor covering the whole array, its shape and strides read from it."""
+        """A descriptor covering the whole array, its shape and strides (in elements) read from
+        it: a device array, or a host numpy array (for the interpreter, as the constructor takes)."""
+        import numpy as np
+
+        if isinstance(tensor, np.ndarray):
+            item = tensor.dtype.itemsize
+            if any(st % item for st in tensor.strides):
+                raise TLXRuntimeError(f"numpy array strides {tensor.strides} are not whole elements "
+                                      f"of {item} bytes", hint="pass np.ascontiguousarray(x)")
+            return TensorDescriptor(tensor, list(tensor.shape), [st // item for st in tensor.strides],
+                                    block_shape, padding, round_f32_to_tf32)
         from .arrays import describe
 
         info = describe(tensor)

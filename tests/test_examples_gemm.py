@@ -197,3 +197,21 @@ def test_h200_configs_fit_shared_memory_and_match_the_descriptors():
 def test_plans_name_the_issue_kernels_and_all_examples():
     assert list(gemm.PLANS) == ["pipelined", "ws", "persistent"]
     assert list(gemm.ALL_PLANS) == ["pipelined", "ws", "persistent", "pingpong"]
+
+
+def test_descriptors_from_numpy_with_from_tensor_run_on_the_interpreter():
+    """`tlx.TensorDescriptor.from_tensor` over host numpy arrays (as Triton code builds them from
+    torch tensors) reads shape and element strides, and the interpreted kernel uses them."""
+    from tlx.examples.gemm_kernels import matmul_pipelined_kernel
+
+    M, N, K = 128, 192, 160
+    a, b, av, bv = operands(M, N, K, "fp16")
+    c = poisoned_out(M, N, "fp16")
+    BM, BN, BK = 64, 64, 32
+    descs = [tlx.TensorDescriptor.from_tensor(x, blk) for x, blk in ((a, [BM, BK]), (b, [BK, BN]), (c, [BM, BN]))]
+    assert (descs[0].shape, descs[0].strides) == ([M, K], [K, 1])
+    grid = (tlx.cdiv(M, BM) * tlx.cdiv(N, BN),)
+    hazards = tlx.interpret(matmul_pipelined_kernel, grid, *descs, M, N, K, BM=BM, BN=BN, BK=BK,
+                            GROUP_SIZE_M=2, NUM_STAGES=3, raise_on_hazard=False)
+    assert hazards == []
+    check_product(values(c, "fp16"), av @ bv)

@@ -2,6 +2,7 @@
 descriptor, the error names the rule; the encode arguments are what the driver documents
 (innermost first, byte strides); maps are cached and only the address is replaced."""
 
+import numpy as np
 import pytest
 
 from runtime_fakes import CAIArray, Tensor
@@ -214,3 +215,14 @@ def test_host_copy_cannot_be_a_descriptor_base():
 
     with pytest.raises(TLXRuntimeError, match="base must be a device array"):
         TensorDescriptor(host_copy(np.zeros((64, 64), np.float16)), [64, 64], [64, 1], [64, 64])
+
+
+def test_from_tensor_on_numpy_reads_element_strides():
+    base = np.zeros((96, 80), np.float16)
+    view = base[:, 8:72]  # a column slice: row pitch 80 elements
+    d = TensorDescriptor.from_tensor(view, [32, 64])
+    assert (d.shape, d.strides, d.block_shape) == ([96, 64], [80, 1], [32, 64])
+    assert d.dtype == "fp16"
+    odd = np.lib.stride_tricks.as_strided(np.zeros(64, np.uint8).view(np.float16)[:30], (3, 10), (7, 2))
+    with pytest.raises(TLXRuntimeError, match="not whole elements"):
+        TensorDescriptor.from_tensor(odd, [1, 8])
