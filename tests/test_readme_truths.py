@@ -56,9 +56,21 @@ def addone(x_ptr, BLOCK: tl.constexpr):
 
 # ---- environment -------------------------------------------------------------------------------
 
-def test_the_environment_table_names_the_three_knobs():
+def test_the_environment_table_names_the_four_knobs():
     names = [row[0] for row in table_rows(section("Environment"))]
-    assert names == ["`TLX_INTERPRET=1`", "`TLX_PRINT_IR_AFTER_ALL=1`", "`TLX_CACHE_DIR=path`"]
+    assert names == ["`TLX_INTERPRET=1`", "`TLX_PRINT_IR_AFTER_ALL=1`", "`TLX_CACHE_DIR=path`",
+                     "`TLX_NATIVE_LAUNCH=0`"]
+
+
+def test_tlx_native_launch_0_selects_cuda_bindings(tmp_path):
+    code = """
+from tlx.runtime import native_launch
+print("entry", native_launch.entry(), "|", native_launch.status())
+"""
+    r = run_py(code, {"TLX_NATIVE_LAUNCH": "0", "TLX_CACHE_DIR": str(tmp_path)}, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "entry None | cuda.bindings (TLX_NATIVE_LAUNCH=0)" in r.stdout
+    assert not (tmp_path / "native").exists()  # nothing was built
 
 
 def test_tlx_interpret_runs_kernel_launches_on_the_cpu(tmp_path):
