@@ -94,6 +94,7 @@ class BlockArgument(Value):
 
 
 OperandSpec = Union[Value, None, Sequence[Value]]
+NO_REGIONS: Tuple["Region", ...] = ()  # the `regions` of every op without regions
 
 
 class Operation:
@@ -120,7 +121,9 @@ class Operation:
         self.results: List[OpResult] = [
             OpResult(t, self, i, names[i] if i < len(names) else None) for i, t in enumerate(result_types)
         ]
-        self.regions: List[Region] = [Region(self) for _ in range(num_regions)]
+        # most ops have no regions: they share one empty tuple instead of owning an empty list, so a
+        # walk over a large module touches one object per op, not two (the walks are memory-bound)
+        self.regions: Sequence[Region] = [Region(self) for _ in range(num_regions)] if num_regions else NO_REGIONS
         for v in opdef.flatten(operands):
             self._append_operand(v)
 

@@ -349,15 +349,18 @@ class Parser:
         if len(rtypes) != len(names):
             raise self.error(f"{opname}: {len(names)} result names but {len(rtypes)} result types")
         op = Operation(opname, operands, rtypes, attrs, 0, UNKNOWN_LOC)
+        regions = []
         while self.at_region():
             self.expect("{")
             from .core import Region
 
             r = Region(op)
-            op.regions.append(r)
+            regions.append(r)
             self.scopes.append({})
             self.block_body(r.block)
             self.scopes.pop()
+        if regions:
+            op.regions = regions
         op.loc = self.loc()
         for n, r in zip(names, op.results):
             self.define(n, r)

@@ -95,15 +95,24 @@ def loop_fixpoint(block, union, op: Operation, st):
     return out if n is not None else union(st, out)
 
 
-def _union(a, b):
-    if a is b or not b[0] and not b[1]:
-        return a
-    if not a[0] and not a[1]:
-        return b
-    return (a[0] | b[0], a[1] | b[1])
-
-
 EMPTY = (frozenset(), frozenset())
+
+
+def merge_normalized(a: FrozenSet, b: FrozenSet, norm) -> FrozenSet:
+    """`norm(a | b)` for sets `a` and `b` that are already normalized (no two items share a key:
+    the item without its op, index 4): only an item of one side that the other lacks can share a
+    key with one of the other side, so those few are compared instead of renormalizing the union
+    (the walks' states are always normalized, and most joins add nothing new)."""
+    only_a = a - b
+    if not only_a:
+        return b
+    only_b = b - a
+    if not only_b:
+        return a
+    keys = {it[:4] + it[5:] for it in only_a}
+    if any(it[:4] + it[5:] in keys for it in only_b):
+        return norm(a | b)
+    return a | b
 
 
 class _Model:
@@ -279,10 +288,11 @@ class _Forward:
         return items if len(seen) == len(items) else frozenset(seen.values())
 
     def union(self, a, b):
-        u = _union(a, b)
-        if u is a or u is b:
-            return u
-        return (self.norm(u[0]), u[1])
+        if a is b or not b[0] and not b[1]:
+            return a
+        if not a[0] and not a[1]:
+            return b
+        return (merge_normalized(a[0], b[0], self.norm), a[1] | b[1])
 
     def block(self, blk: Block, st):
         planned = self.planned
@@ -478,7 +488,7 @@ class _Backward:
             return a
         if not a:
             return b
-        return self.norm(a | b)
+        return merge_normalized(a, b, self.norm)
 
     def block(self, blk: Block, st: FrozenSet) -> FrozenSet:
         for op, k in reversed(self.m.skel[id(blk)]):
