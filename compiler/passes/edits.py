@@ -83,9 +83,12 @@ class Edits:
             ops = blk.ops
             if len(edited) == 1:
                 points = [ops.index(edited[0])]
-            else:
-                where = {id(o): i for i, o in enumerate(ops)}
-                points = sorted({where[id(o)] for o in edited})
+            elif id(blk) in self._indexed:  # positions known already (the pass asked for them)
+                index = self._index
+                points = sorted({index[id(o)] for o in edited})
+            else:  # one scan, without a position map of the whole (possibly huge) block
+                wanted = {id(o) for o in edited}
+                points = [i for i, o in enumerate(ops) if id(o) in wanted]
             new: List[Operation] = []
             prev = 0
             for i in points:

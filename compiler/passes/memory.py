@@ -20,8 +20,7 @@ values that can flow into them. A function argument names no allocation (`FUNC_A
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ..ir import types as T
 from ..ir.core import BlockArgument, Module, OpResult, Operation, Value
@@ -76,12 +75,13 @@ class _FuncArg:
 FUNC_ARG = _FuncArg()
 
 
-@dataclass(frozen=True)
-class Region:
+class Region(NamedTuple):
     """Bytes [lo, hi) of allocation `root` (relative to its start). `plain` says the value is the
     slab itself (an allocation or a `memdesc_index` of one, no reinterpreting view in between);
     `box` = (space, offsets, shape) narrows it to a logical sub-rectangle of a plain slab whose
-    shape is `space` (from `memdesc_subslice` with static offsets)."""
+    shape is `space` (from `memdesc_subslice` with static offsets). A named tuple (immutable,
+    hashed and compared by value like the frozen dataclass it was, but built several times faster:
+    the passes make one per view of every shared-memory value)."""
 
     root: object  # an allocating Operation (local_alloc / alloc_barriers) or FUNC_ARG
     lo: int
@@ -250,9 +250,9 @@ class RegionAnalysis:
         return []
 
 
-@dataclass
-class Access:
-    """One shared-memory access of an op: `value` (None for scratch) read or written through a proxy."""
+class Access(NamedTuple):
+    """One shared-memory access of an op: `value` (None for scratch) read or written through a
+    proxy (a named tuple: `accesses_of` builds these for every shared-memory op, in every pass)."""
 
     op: Operation
     value: Optional[Value]

@@ -191,7 +191,9 @@ class _Model:
                     acc = accesses_of(op)
                     if acc:
                         self._accesses(op, acc)
-                if n in HANDOFF_RELEASE or n in HANDOFF_ACQUIRE:
+                if part is not None and (n in HANDOFF_RELEASE or n in HANDOFF_ACQUIRE):
+                    # a hand-off carries state between partitions: outside a warp-specialize op
+                    # there is no other partition, and the walks skip the op
                     self.keys[k] = self._handoff_keys(op)
                     self.part[k] = part
                     if k not in kind:  # named_barrier_wait both releases and acquires

@@ -86,48 +86,56 @@ class Buffer:
 
 
 class _Liveness:
-    """Program positions (pre-order numbers) and the span of every region op."""
+    """Program positions (pre-order numbers) of the ops that matter to lifetimes — those that may
+    use shared memory (and scratch owners) and region ops — with their index in their block, and
+    the span of every region op. Other ops are only counted: on a large kernel most ops are
+    arithmetic, and one dict entry per op would cost more than the whole numbering."""
 
     def __init__(self, module: Module):
         self.pos: Dict[int, int] = {}
         self.span_end: Dict[int, int] = {}
-        self.index: Dict[int, int] = {}  # id(op) -> index in its block, filled on demand
+        self.index: Dict[int, int] = {}  # id(op) -> index in its block, for the numbered ops
         self.users: List[Operation] = []  # ops that may use shared memory, in program order
         self._user_kind: Dict[str, bool] = {}
-        self.ops: List[Operation] = []
+        self.count = 0  # ops numbered so far; after __init__, every op of the module
         self._number(module.func)
 
     def _number(self, root: Operation) -> None:
         self.pos[id(root)] = 0
-        self.ops.append(root)
+        self.count = 1
         self._number_block(root.regions[0].block)
-        self.span_end[id(root)] = len(self.ops) - 1
+        self.span_end[id(root)] = self.count - 1
 
     def _number_block(self, blk) -> None:
         # pre-order positions; span_end[op] = last position inside a region op; on the way, the
         # ops that may take shared memory as an operand (and the scratch owners)
-        pos, ops, users, kinds = self.pos, self.ops, self.users, self._user_kind
-        for op in blk.ops:
-            k = id(op)
-            pos[k] = len(ops)
-            ops.append(op)
+        pos, index, users, kinds, span_end = self.pos, self.index, self.users, self._user_kind, self.span_end
+        count = self.count
+        for j, op in enumerate(blk.ops):
             n = op.name
             u = kinds.get(n)
             if u is None:
                 u = kinds[n] = may_use_smem(n)
             if u or (op.attrs and "scratch_bytes" in op.attrs):
                 users.append(op)
+            elif not op.regions:
+                count += 1
+                continue
+            k = id(op)
+            pos[k] = count
+            index[k] = j
+            count += 1
             if op.regions:
+                self.count = count
                 for r in op.regions:
                     self._number_block(r.block)
-                self.span_end[k] = len(ops) - 1
+                count = self.count
+                span_end[k] = count - 1
+        self.count = count
 
     def index_of(self, op: Operation) -> int:
-        """`op`'s index in its block (each block indexed once, on first use)."""
-        k = id(op)
-        if k not in self.index:
-            self.index.update({id(o): j for j, o in enumerate(op.parent.ops)})
-        return self.index[k]
+        """`op`'s index in its block (`op` is a numbered op)."""
+        return self.index[id(op)]
 
     def span(self, op: Operation) -> Tuple[int, int]:
         p = self.pos[id(op)]
@@ -157,7 +165,7 @@ def _next_completion(op: Operation, live: _Liveness, matches) -> int:
                 matches(n) for n in owner.iter_nested()):
             return live.span(owner)[1]
         cur = owner
-    return len(live.ops)
+    return live.count
 
 
 def _bar_roots(ra: RegionAnalysis, v: Value):
@@ -236,7 +244,7 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List
     # mbarrier.inval first (and they are 8 bytes each)
     for b in order:
         if b.op.name == "tlx.alloc_barriers":
-            b.end = len(live.ops)
+            b.end = live.count
     # a buffer allocated inside a warp-specialize op lives for all of it (partitions are concurrent)
     for b in order:
         a = b.op.parent_op
