@@ -313,6 +313,19 @@ def device_desc_kernel(x_ptr, y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
 
 
 @tlx.jit
+def desc_load_loop_kernel(x_ptr, y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    """Sums the BM x BN tiles of one column of tiles: a register-level descriptor load in a loop,
+    so its mbarrier is initialized, waited on and invalidated every iteration."""
+    xd = tl.make_tensor_descriptor(x_ptr, [M, N], [N, 1], [BM, BN])
+    acc = tl.zeros((BM, BN), tl.float32)
+    for i in range(0, tl.cdiv(M, BM)):
+        acc += xd.load([i * BM, tl.program_id(0) * BN]).to(tl.float32)
+    rows = tl.arange(0, BM)[:, None]
+    cols = tl.program_id(0) * BN + tl.arange(0, BN)[None, :]
+    tl.store(y_ptr + rows * N + cols, acc)
+
+
+@tlx.jit
 def control_kernel(x_ptr, y_ptr, ids_ptr, clk_ptr, n, BLOCK: tl.constexpr):
     pid = tl.program_id(0) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
     t0 = tlx.clock64()
@@ -721,6 +734,18 @@ def _device_desc():
     return _cmp(_np(y), _np(x) * 2, 0, 0, "device descriptor")
 
 
+@check("descriptor load in a loop (its mbarrier re-initialized every iteration)")
+def _desc_load_loop():
+    torch = _torch()
+    M, N, BM, BN = 64 * 37, 256, 64, 64  # 37 iterations of the loop
+    x = torch.randn(M, N, device="cuda").half()
+    y = _poisoned((BM, N), torch.float32)
+    desc_load_loop_kernel[(N // BN,)](x, y, M, N, BM=BM, BN=BN, num_warps=4)
+    torch.cuda.synchronize()
+    ref = _np(x).astype("float64").reshape(M // BM, BM, N).sum(axis=0)
+    return _cmp(_np(y), ref, 1e-5, 1e-3, "descriptor load loop")
+
+
 @check("control flow: while, if, early return, 3-D grid, thread ids, clock64")
 def _control():
     torch = _torch()
@@ -881,6 +906,8 @@ for _bn, _dt in ((64, "fp16"), (128, "fp16"), (256, "bf16"), (64, "fp32")):
     _spec(f"tma {_bn} {_dt}", tma_copy_kernel, {"x_desc": f"tensordesc<{_dt}[64, {_bn}]>",
                                                   "y_desc": f"tensordesc<{_dt}[64, {_bn}]>"}, {"BM": 64, "BN": _bn})
 _spec("device descriptors", device_desc_kernel, {"x_ptr": "*fp16", "y_ptr": "*fp16", "M": "i32", "N": "i32"},
+      {"BM": 64, "BN": 64})
+_spec("descriptor load loop", desc_load_loop_kernel, {"x_ptr": "*fp16", "y_ptr": "*fp32", "M": "i32", "N": "i32"},
       {"BM": 64, "BN": 64})
 _spec("control", control_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "ids_ptr": "*i32", "clk_ptr": "*i64", "n": "i32"},
       {"BLOCK": 128})

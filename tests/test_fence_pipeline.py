@@ -33,8 +33,41 @@ def test_tma_lowering_descriptor_load_has_no_fence():
     CHECK-NEXT: tlx.barrier_expect_bytes %[[BAR]] {bytes = 32768}
     CHECK-NEXT: tlx.tma_load %d, %[[BUF]], %[[BAR]]
     CHECK-NEXT: tlx.barrier_wait %[[BAR]]
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.barrier_inval %[[BAR]]
     CHECK-NEXT: tlx.local_load %[[BUF]]
     CHECK-NOT: tlx.cta_barrier
+    """, ALL)
+
+
+def test_tma_lowering_descriptor_load_in_a_loop_invalidates_after_every_thread_waited():
+    """A descriptor load in a loop initializes its mbarrier every iteration: the leader must not
+    reset it (inval, then the next init) while another thread still polls the completed phase,
+    or that thread would wait on the next iteration's phase and read the next tile. So: wait,
+    CTA barrier, inval; and the next iteration's init follows the inval in the leader's own
+    program order (no second barrier for it)."""
+    ir = module("""
+    %r = scf.for %c, %n, %one inits(%z) : tensor<128x128xf16> {
+    ^body(%i: i32, %acc: tensor<128x128xf16>):
+      %t = tt.descriptor_load %d offsets(%i, %c) : tensor<128x128xf16>
+      %s = arith.addf %acc, %t : tensor<128x128xf16>
+      scf.yield %s
+    }
+    tt.store %p, %r""", f"%d: {DESC}, %c: i32, %n: i32, %one: i32, %z: tensor<128x128xf16>, "
+                         "%p: tensor<128x128x!ptr<f16>>")
+    check(ir, """
+    CHECK: scf.for
+    CHECK: %[[BARS:[0-9]+]] = tlx.alloc_barriers
+    CHECK: %[[BAR:[0-9]+]] = tlx.memdesc_index %[[BARS]]
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.barrier_expect_bytes %[[BAR]]
+    CHECK: tlx.tma_load %d
+    CHECK-NEXT: tlx.barrier_wait %[[BAR]]
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.barrier_inval %[[BAR]]
+    CHECK-NEXT: tlx.local_load
+    CHECK-NOT: tlx.cta_barrier
+    CHECK: scf.yield
     """, ALL)
 
 

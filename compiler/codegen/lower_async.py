@@ -98,6 +98,12 @@ def _arrive(lw: KernelLowering, op: Operation) -> None:
         lw.e("mbarrier.arrive.shared::cta.b64", "_", f"[{a}]", str(count), pred=p)
 
 
+@lowers("tlx.barrier_inval")
+def _inval(lw: KernelLowering, op: Operation) -> None:
+    # one thread, as the init: the CTA-barrier pass has every thread past its waits by now
+    lw.e("mbarrier.inval.shared::cta.b64", f"[{_bar_addr(lw, op.arg('bar'))}]", pred=lw.part.leader)
+
+
 @lowers("tlx.barrier_wait")
 def _wait(lw: KernelLowering, op: Operation) -> None:
     em = lw.e

@@ -586,6 +586,10 @@ def _v_barrier_wait(op: Operation) -> None:
     _v_bar_pred(op)
 
 
+def _v_barrier_inval(op: Operation) -> None:
+    need(op, not _barrier(op, op.arg("bar")).array, "barrier must be one mbarrier (index the array)")
+
+
 def _v_barrier_arrive(op: Operation) -> None:
     b = _barrier(op, op.arg("bar"))
     need(op, not b.array, "barrier must be one mbarrier")
@@ -799,6 +803,9 @@ _def("tlx.barrier_wait", [("bar", "one"), ("phase", "one"), ("pred", "opt")], re
      effects=[Effect("bar", "read", "barrier")], verify=_v_barrier_wait)
 _def("tlx.barrier_arrive", [("bar", "one"), ("pred", "opt")], results=0,
      effects=[Effect("bar", "write", "barrier")], verify=_v_barrier_arrive)
+_def("tlx.barrier_inval", [("bar", "one")], results=0, effects=[Effect("bar", "write", "barrier")],
+     verify=_v_barrier_inval, summary="mbarrier.inval (leader thread): the barrier's memory may be "
+     "initialized again")
 _def("tlx.named_barrier_wait", results=0, verify=_v_named_barrier)
 _def("tlx.named_barrier_arrive", results=0, verify=_v_named_barrier)
 _def("tlx.cta_barrier", results=0, summary="bar.sync of the CTA (or of the enclosing partition)")

@@ -28,7 +28,10 @@ orders what made explicit:
 * Async writes need none afterwards: an mbarrier wait orders TMA / bulk-load data for every
   thread that waits.
 * mbarrier initialization (`alloc_barriers`, one thread) before any other mbarrier op on those
-  barriers: a barrier. An `barrier_arrive` / `barrier_expect_bytes` (issued by the partition's
+  barriers: a barrier. Re-initialization or invalidation (`alloc_barriers` run again in a loop,
+  `barrier_inval`; one thread) after any use of those barriers (a wait, arrive, expect or TMA
+  completing on them, by any thread): a barrier, so that no thread still polls the phase the
+  leader is about to reset. An `barrier_arrive` / `barrier_expect_bytes` (issued by the partition's
   leader thread) publishes every thread's earlier accesses: a barrier before it when any are
   pending (the code generator lowers these ops without a sync of their own).
 
@@ -53,7 +56,8 @@ from .memory import (arg, ASYNC, BARRIER, FENCE, FUNC_ARG, GENERIC, READ, WRITE,
 from .proxy_fence_insertion import FLIGHT_CAP, trip_count
 
 # item: (lo, hi, write, op, cls, state, flight)
-#   cls: 'g' generic, 'a' async read (wgmma / TMA store source), 'b' mbarrier initialization
+#   cls: 'g' generic, 'a' async read (wgmma / TMA store source), 'b' mbarrier initialization or
+#        invalidation, 'u' mbarrier use (wait / arrive / expect / TMA completion)
 #   state: 'U' unsynced+unfenced, 'F' fenced, 'S' synced (not fenced since), 'SF' synced then fenced;
 #          for async reads: 'P' not yet complete (its wait has not run), 'U' complete, 'PB' a wgmma
 #          of a multi-warpgroup partition with a barrier since its issue (see `access`)
@@ -139,7 +143,7 @@ class _Walker:
             elif a.proxy == ASYNC:
                 (awrs if a.kind == WRITE else ards).extend(ivs)
             elif a.proxy == BARRIER:
-                (binit if n == "tlx.alloc_barriers" else buse).extend(ivs)
+                (binit if n in ("tlx.alloc_barriers", "tlx.barrier_inval") else buse).extend(ivs)
         if gen or ards or awrs or binit or buse or publishes:
             self.kind[id(op)] = K_ACC
             self.acc[id(op)] = (tuple(gen), tuple(ards), tuple(awrs), tuple(binit), tuple(buse), publishes)
@@ -161,6 +165,8 @@ class _Walker:
     def sync(st: FrozenSet) -> FrozenSet:
         out = []
         for it in st:
+            if it[CLS] in ("b", "u"):  # mbarrier init/use: a barrier orders it for good
+                continue
             s = None if it[CLS] == "a" and it[STATE] == "U" else SYNC[it[STATE]]
             if it[CLS] == "a" and s == "P" and it[OP].name == "tlx.async_dot":
                 s = "PB"
@@ -275,8 +281,12 @@ class _Walker:
             if it[FLIGHT] is not None:
                 continue  # an in-flight cp.async: only its own thread's wait orders it
             lo, hi, w, cls, s = it[LO], it[HI], it[W], it[CLS], it[STATE]
-            if cls == "b":
-                if s in ("U", "F") and any(a < hi and lo < b for a, b in binit + buse):
+            if cls == "b":  # an init/inval (one thread) before another thread's use
+                if s in ("U", "F") and any(a < hi and lo < b for a, b in buse):
+                    hits.append(it)
+                continue
+            if cls == "u":  # a use (any thread) before a re-init/inval (one thread)
+                if s in ("U", "F") and any(a < hi and lo < b for a, b in binit):
                     hits.append(it)
                 continue
             if publishes and s in ("U", "F", "SF") and cls == "g":
@@ -305,6 +315,7 @@ class _Walker:
         new = [(lo, hi, w, op, "g", "U", fl) for lo, hi, w in gen]
         new += [(lo, hi, False, op, "a", "P", None) for lo, hi in ards]
         new += [(lo, hi, True, op, "b", "U", None) for lo, hi in binit]
+        new += [(lo, hi, False, op, "u", "U", None) for lo, hi in buse]
         if new and st:
             # a new unsynced access supersedes a pending one of the same kind to the same bytes
             # (it conflicts with everything the old one does, now and after any barrier, fence

@@ -24,10 +24,14 @@ Rules (fence-passes.md §2.B):
       tlx.barrier_expect_bytes %bar {bytes = <tile bytes>}
       tlx.tma_load %desc, %buf, %bar offsets(..)    # async write
       tlx.barrier_wait %bar, %c0                    # completion orders the data: no fence
+      tlx.barrier_inval %bar
       %t = tlx.local_load %buf
 
   An async write followed by a generic read needs no proxy fence: the mbarrier's complete-tx
-  and the wait order it.
+  and the wait order it. The barrier is invalidated after its one use (as Triton does), so a
+  load inside a loop initializes it afresh each iteration; the CTA-barrier pass makes every
+  thread pass its wait before the leader invalidates it (a thread still polling the old phase
+  would otherwise see the next iteration's barrier and read the next tile).
 """
 
 from __future__ import annotations
@@ -102,6 +106,7 @@ def _lower_load(op: Operation, ctx: PassContext, edits: Edits) -> None:
     add("tlx.barrier_expect_bytes", [bar, None], [], {"bytes": nbytes})
     add("tlx.tma_load", [desc, buf, bar, offs, None], [])
     add("tlx.barrier_wait", [bar, c0, None], [])
+    add("tlx.barrier_inval", [bar], [])
     ld = add("tlx.local_load", [buf, None], [op.result.type])
     op.result.replace_all_uses_with(ld.result)
     edits.erase(op)

@@ -1118,6 +1118,18 @@ def _arrive(it, th, op):
     _check_overshoot(it, th, bar)
 
 
+@handler("tlx.barrier_inval")
+def _inval(it, th, op):
+    bar = _bar(th, op)
+    if bar.transfers:  # invalidating a barrier that a TMA load will still complete on
+        t = bar.transfers[0]
+        it.checker.report(SyncHazard, "inval-in-flight", f"{bar.name} is invalidated while a load that "
+                          "completes on it is still in flight", f"{bar.name} (allocated at {describe_loc(bar.op.loc)})",
+                          t.record, th.record(op, "barrier_inval"),
+                          "wait on the barrier (tlx.barrier_wait) before invalidating it")
+    # the next alloc_barriers of this op initializes it again; nothing else to model
+
+
 def _check_overshoot(it, th, bar: MBarrier) -> None:
     """Loads issued in a phase that completed without them bring more bytes than expected."""
     stale = [t for t in bar.transfers if t.issued_phase < bar.phase]
