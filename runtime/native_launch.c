@@ -1,7 +1,8 @@
 /* tlx's native launch entry: one call from Python straight into the driver's cuLaunchKernelEx.
  *
- * Why: cuda.bindings' cuLaunchKernelEx wrapper costs about 2 us of Python-to-C conversion per
- * launch on the H200's host (3.7 us in all, against 1.3-1.6 us for the same call from C). The
+ * Why: cuda.bindings' cuLaunchKernelEx wrapper adds its Python-to-C conversion to every launch:
+ * on the H200's host the call measured 3.9-4.0 us through it and 3.2-3.3 us from here
+ * (benchmarks/launch_overhead.py), and a launcher launch with four arguments 5.8 vs 4.6 us. The
  * launcher already keeps a prebuilt CUlaunchConfig (cuda.bindings' own struct, whose address it
  * passes here) and a pre-packed void** per specialization, so all this module does is turn
  * three Python ints into pointers and make the call, with the GIL released as the driver runs.

@@ -1,7 +1,8 @@
 """The native launch entry: `native_launch.c`, built on first use, calls cuLaunchKernelEx from C.
 
-cuda.bindings' ``cuLaunchKernelEx`` spends about 2 us per call converting its Python arguments
-(3.7 us in all on the H200's host, 1.3-1.6 us from C). The launcher keeps a prebuilt
+cuda.bindings' ``cuLaunchKernelEx`` converts its Python arguments on every call: on the H200's
+host the call measured 3.9-4.0 us through it and 3.2-3.3 us from C, and a four-argument
+`Launcher.launch` 5.8 us against 4.6 us (benchmarks/launch_overhead.py). The launcher keeps a prebuilt
 ``CUlaunchConfig`` and a pre-packed ``void**`` per specialization anyway, so the C side is a
 three-int call (`launch(config_address, function_handle, params_address)`), like Triton's
 compiled launcher but generic: one small module for every kernel, not one per signature.
@@ -14,7 +15,7 @@ a whole module. About 0.3 s, once.
 
 Fallback: where there is no compiler or no headers, the build fails, libcuda has no
 cuLaunchKernelEx, or ``TLX_NATIVE_LAUNCH=0`` is set, `entry()` returns None and the launcher uses
-cuda.bindings (correct, ~2 us slower); `status()` says which path is in use and why.
+cuda.bindings (correct, 0.6-1.2 us slower); `status()` says which path is in use and why.
 """
 
 from __future__ import annotations
