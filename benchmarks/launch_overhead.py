@@ -154,8 +154,9 @@ def cpu_main(n: int, repeats: int) -> int:
     from tlx.runtime import native_launch
 
     native_module = native_launch.load_module()
-    native_module.set_entry(native_module.recording_entry(0))  # a C no-op for cuLaunchKernelEx
-    NL = native_module.launch
+    # a C no-op for cuLaunchKernelEx, bound as the driver's would be (the frontend's native
+    # dispatcher uses it too)
+    NL = native_launch.bind_entry(native_module.recording_entry(0))
 
     def fake_load(self: Any) -> Any:
         if self.loaded is None:

@@ -55,13 +55,16 @@ from .arrays import HostCopy, StagingNeeded, pointer_and_dtype, torch_dtype_cach
 from .dtypes import canonical_dtype
 from .errors import TLXRuntimeError, driver_error
 from .loader import LoadedKernel, configure_for_device, load_kernel
-from .packing import ArgLayout, ArgPack, TENSOR_MAP_BYTES, explain_bad_value
+from .packing import INT_RANGES, ArgLayout, ArgPack, TENSOR_MAP_BYTES, explain_bad_value
 from .streams import default_stream, stream_handle
 from .tma import DescriptorEncoder
 
 MAX_GRID = (2 ** 31 - 1, 65535, 65535)
 _CLONE_LOCK = threading.Lock()
 _BAD_VALUE = (struct.error, OverflowError, TypeError, ValueError)
+# The native dispatcher's writer codes (native_dispatch.c W_*): a tensor's address, a
+# range-checked integer, fp32, fp64, constant bytes.
+W_PTR, W_INT, W_F32, W_F64, W_CONST = range(5)
 
 
 class _DescriptorSlot:
@@ -336,6 +339,56 @@ class Launcher:
         namespace: Dict[str, Any] = {}
         exec(compile(outer, f"<tlx launcher {self.name}>", "exec"), namespace)
         return namespace["make"](**env)
+
+    # -- the native dispatcher's plan ------------------------------------------------------------
+
+    def native_plan(self, sources: Sequence[Tuple[str, Any]]) -> Optional[Tuple[Any, ...]]:
+        """What the native dispatcher (native_dispatch.c) needs to repeat this specialization's
+        launch from C, or None where it cannot (not loaded or not on the native entry, tensor
+        descriptors, global scratch, fp16/bf16 scalars, a default it cannot pack).
+
+        `sources` gives each user parameter, in ABI order: ``("arg", i)`` — the call's argument
+        *i* (positional, then keyword values in call order) — or ``("const", value)`` — a default.
+        Returns ``(writers, offsets, config_address, function_handle, cluster,
+        grid_in_clusters, keepalive)``: one writer ``(code, source, offset, size, lo, hi, bits)``
+        per pointer/scalar (codes `native_writer_codes`), each ABI parameter's byte offset, and
+        the config and handle this launcher launches with."""
+        if self.loaded is None or self._native is None or self.layout.desc_slots:
+            return None
+        if int(self.abi.scratch_bytes_per_program) > 0:  # scratch is allocated per launch
+            return None
+        if len(sources) != len(self.user_params):
+            return None
+        source_of = dict(zip(self.user_params, sources))
+        writers = []
+        for slot in self.layout.value_slots:
+            if slot.hidden:  # the global scratch pointer, null without scratch
+                writers.append((W_CONST, -1, slot.offset, 8, 0, 0, 0))
+                continue
+            how, what = source_of[slot.index]
+            if how == "const":
+                try:
+                    value = slot.convert(what) if slot.convert is not None else what
+                    raw = struct.pack("<" + (slot.code or "Q"), value)
+                except _BAD_VALUE:
+                    return None
+                writers.append((W_CONST, -1, slot.offset, len(raw), 0, 0, int.from_bytes(raw, "little")))
+                continue
+            if slot.kind == "pointer":
+                writers.append((W_PTR, what, slot.offset, 8, 0, 0, 0))
+                continue
+            d = canonical_dtype(slot.dtype)
+            if d in INT_RANGES:
+                lo, hi = INT_RANGES[d]
+                writers.append((W_INT, what, slot.offset, slot.size, lo, hi, 0))
+            elif (d, slot.size) in (("fp32", 4), ("fp64", 8)):
+                writers.append((W_F32 if d == "fp32" else W_F64, what, slot.offset, slot.size, 0, 0, 0))
+            else:  # fp16 / bf16 scalars: the Python path converts them
+                return None
+        offsets = tuple(s.offset for s in self.layout.slots)
+        cluster = tuple(int(c) for c in self.abi.cluster)
+        return (tuple(writers), offsets, int(self._config.getPtr()), int(self.loaded.handle), cluster,
+                self.grid_in_clusters, (self, self._config))
 
     # -- slow paths (other threads, errors, staging, scratch) ----------------------------------
 

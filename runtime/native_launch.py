@@ -39,6 +39,9 @@ from typing import Callable, List, Optional
 from .cache import default_cache_dir
 
 SOURCE = Path(__file__).with_name("native_launch.c")
+# everything the module is built from (the build hashes them all)
+SOURCES = (SOURCE, Path(__file__).with_name("native_dispatch.c"))
+HEADER = Path(__file__).with_name("native_launch.h")
 MODULE_NAME = "_tlx_native_launch"
 
 _lock = threading.Lock()
@@ -72,7 +75,8 @@ def module_path(directory: Optional[Path] = None) -> Path:
     """Where the built module lives: the name hashes the C source, the Python version and ABI
     (EXT_SUFFIX), so a changed source or another interpreter builds its own."""
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    digest = hashlib.sha256(SOURCE.read_bytes() + suffix.encode() + sys.version.encode()).hexdigest()
+    source = b"".join(p.read_bytes() for p in (*SOURCES, HEADER))
+    digest = hashlib.sha256(source + suffix.encode() + sys.version.encode()).hexdigest()
     root = directory if directory is not None else default_cache_dir() / "native"
     return root / f"native_launch-{digest[:16]}{suffix}"
 
@@ -93,7 +97,7 @@ def build(directory: Optional[Path] = None) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
     os.close(fd)
     try:
-        argv = cc + ["-O2", "-shared", "-fPIC", "-I", include, str(SOURCE), "-o", tmp]
+        argv = cc + ["-O2", "-shared", "-fPIC", "-I", include, *map(str, SOURCES), "-o", tmp]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)} failed:\n{(done.stderr or done.stdout)[-2000:]}")
@@ -148,6 +152,26 @@ def entry() -> Optional[Callable[[int, int, int], int]]:
                 _status = f"native ({module.__file__})"
             except (OSError, RuntimeError, ImportError, AttributeError, subprocess.SubprocessError) as exc:
                 _status = f"cuda.bindings (native entry unavailable: {exc})"
+        _tried = True
+    return _entry
+
+
+def dispatch_module() -> Optional[ModuleType]:
+    """The built module, for its launch dispatcher (``Dispatcher``/``BoundLaunch``, see
+    native_dispatch.c), when the native entry is in use (`entry` is not None); else None."""
+    return _module if entry() is not None else None
+
+
+def bind_entry(address: int, directory: Optional[Path] = None) -> Callable[[int, int, int], int]:
+    """Build and load the module and point it at `address` instead of the driver's
+    cuLaunchKernelEx: the C stand-in of the tests and the CPU benchmark
+    (``module.recording_entry(result)``). Later `entry()` calls return its launch function."""
+    global _entry, _status, _tried
+    module = load_module(directory)
+    with _lock:
+        module.set_entry(address)
+        _entry = module.launch
+        _status = f"native, bound to 0x{address:x} ({module.__file__})"
         _tried = True
     return _entry
 

@@ -29,7 +29,8 @@ from .errors import TLXRuntimeError
 TENSOR_MAP_BYTES = 128
 _DESC_ALIGN = 64
 
-_RANGES: Dict[str, Tuple[int, int]] = {
+# The values each integer parameter type takes (the native dispatcher range-checks with them too).
+INT_RANGES: Dict[str, Tuple[int, int]] = {
     "i8": (-2 ** 7, 2 ** 7 - 1), "i16": (-2 ** 15, 2 ** 15 - 1), "i32": (-2 ** 31, 2 ** 31 - 1),
     "i64": (-2 ** 63, 2 ** 63 - 1), "u8": (0, 2 ** 8 - 1), "u16": (0, 2 ** 16 - 1),
     "u32": (0, 2 ** 32 - 1), "u64": (0, 2 ** 64 - 1), "i1": (0, 1),
@@ -44,7 +45,7 @@ def _as_int(value: Any) -> int:
 
 
 def _checked_int(dtype: str) -> Callable[[Any], int]:
-    lo, hi = _RANGES[dtype]
+    lo, hi = INT_RANGES[dtype]
 
     def convert(value: Any) -> int:
         v = _as_int(value)
@@ -213,12 +214,12 @@ def explain_bad_value(slot: ParamSlot, value: Any) -> Optional[str]:
     """Why `value` cannot be written into `slot`, or None if it can (for the error message)."""
     d = canonical_dtype(slot.dtype) if slot.kind == "scalar" else "u64"
     what = "a pointer" if slot.kind == "pointer" else d
-    if d in _RANGES:
+    if d in INT_RANGES:
         try:
             iv = _as_int(value)
         except TypeError:
             return f"expected an integer for {what}, got {type(value).__name__} {value!r}"
-        lo, hi = _RANGES[d]
+        lo, hi = INT_RANGES[d]
         if not lo <= iv <= hi:
             return f"{iv} is out of range for {what} [{lo}, {hi}]"
         return None

@@ -4,6 +4,7 @@ parameter bytes, grid and stream. Checks the fast path's specialization (pointer
 dtype, int range, == 1, constexprs, options), packing, streams, grids, errors and TLX_INTERPRET."""
 
 import ctypes
+import itertools
 import struct
 import sys
 import types
@@ -15,7 +16,8 @@ import tlx
 import tlx.language as tl
 from runtime_fakes import CAIArray, Tensor, TorchStream
 from tlx.compiler.errors import TLXCompileError
-from tlx.runtime import driver, host_copy, streams
+from tlx.jit import JITFunction
+from tlx.runtime import driver, host_copy, native_launch, streams
 from tlx.runtime.errors import TLXRuntimeError
 from tlx.runtime.launcher import Launcher
 from tlx.runtime.loader import LoadedKernel
@@ -40,20 +42,86 @@ class Launches:
         return launch_ex
 
 
-@pytest.fixture
-def launches(monkeypatch, tmp_path):
+class NativeLaunches:
+    """The same record, read from the native module's C stand-in for cuLaunchKernelEx: every
+    launch goes through C (the native dispatcher's own, or the launcher's native entry when the
+    dispatcher takes the Python path), which logs the parameter bytes during the call."""
+
+    def __init__(self, module):
+        self.module = module
+        self.by_handle = {}
+        self._calls = []
+
+    def register(self, launcher, handle):
+        self.by_handle[handle] = launcher
+        self.module.record_param_sizes(handle, tuple(p.size for p in launcher.abi.params))
+
+    @property
+    def calls(self):
+        for c in self.module.logged_calls():
+            self._calls.append({"launcher": self.by_handle[c["function"]], "grid": c["grid"],
+                                "block": c["block"][0], "stream": c["stream"], "params": c["params"]})
+        return self._calls
+
+
+_HANDLES = itertools.count(0x10_0000, 0x100)
+
+
+def no_bindings_call(*args):
+    raise AssertionError("cuda.bindings' cuLaunchKernelEx called with the native entry in use")
+
+
+@pytest.fixture(params=["python dispatcher", "native dispatcher"])
+def launches(request, monkeypatch, tmp_path, tmp_path_factory):
+    """The recorded launches; every test runs with the generated Python dispatcher alone and with
+    the native dispatcher (native_dispatch.c) in front of it."""
+    return record_launches(request.param, monkeypatch, tmp_path, tmp_path_factory)
+
+
+def record_launches(mode, monkeypatch, tmp_path, tmp_path_factory):
+    """Fake loading and launching (`mode`: "python dispatcher" or "native dispatcher") and
+    return the record of the launches."""
     monkeypatch.setenv("TLX_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("TLX_INTERPRET", raising=False)
-    rec = Launches()
+    # whatever the test does, kernel[grid] ends as the Python method it started as
+    monkeypatch.setattr(JITFunction, "__getitem__", JITFunction._getitem)
+    if mode == "native dispatcher":
+        module = bind_recording_entry(monkeypatch, tmp_path_factory)
+        rec = NativeLaunches(module)
 
-    def fake_load(self):
-        if self.loaded is None:
-            self._install(LoadedKernel(self.name, None, None, "HANDLE", 0, 0, 0), rec.recorder(self))
-        return self.loaded
+        def fake_load(self):
+            if self.loaded is None:
+                handle = next(_HANDLES)
+                self._install(LoadedKernel(self.name, None, None, handle, 0, 0, 0), no_bindings_call, module.launch)
+                rec.register(self, handle)
+            return self.loaded
+    else:
+        monkeypatch.setattr(native_launch, "_entry", None)  # as on a machine without the entry
+        monkeypatch.setattr(native_launch, "_tried", True)
+        rec = Launches()
+
+        def fake_load(self):
+            if self.loaded is None:
+                self._install(LoadedKernel(self.name, None, None, "HANDLE", 0, 0, 0), rec.recorder(self))
+            return self.loaded
 
     monkeypatch.setattr(Launcher, "load", fake_load)
     monkeypatch.setattr(driver, "current_context", lambda kernel=None: None)
+    rec.mode = mode
     return rec
+
+
+def bind_recording_entry(monkeypatch, tmp_path_factory):
+    """The native module (built once per session), bound as the launch entry to its recording
+    stand-in for cuLaunchKernelEx; `monkeypatch` restores native_launch's entry state after."""
+    if native_launch.compiler_command() is None:
+        pytest.skip("no C compiler on this machine")
+    for name in ("_entry", "_tried", "_status"):
+        monkeypatch.setattr(native_launch, name, getattr(native_launch, name))
+    module = native_launch.load_module(tmp_path_factory.getbasetemp() / "native")
+    module.reset_log()
+    native_launch.bind_entry(module.recording_entry(0))
+    return module
 
 
 def fake_torch(monkeypatch, current_stream):

@@ -98,9 +98,10 @@ class JITFunction:
         self.cache: Dict[Any, Any] = {}  # specialization key -> compiled launcher (filled by the launch path)
         self.loc_cache: Dict[int, Location] = {}  # AST node id -> source location (the AST is kept alive)
         self.assigned_cache: Dict[int, Any] = {}  # loop node id -> names its body binds
-        # The last `kernel[grid]`: (grid, its launch function). One attribute, so a thread
-        # reading it never pairs one thread's grid with another's function.
-        self._last_launch: Tuple[Any, Any] = (_NO_GRID, None)
+        # The last `kernel[grid]`: (grid, its launch function, whether that is a native
+        # BoundLaunch). One attribute, so a thread reading it never pairs one thread's grid with
+        # another's function.
+        self._last_launch: Tuple[Any, Any, bool] = (_NO_GRID, None, False)
 
     # ---- source --------------------------------------------------------------------------------------
     @property
@@ -248,15 +249,19 @@ class JITFunction:
         raise TLXCompileError(f"@tlx.jit function {self.__name__} cannot be called directly from Python",
                               hint=f"launch it as {self.__name__}[grid](...), or call it from another @tlx.jit kernel")
 
-    def __getitem__(self, grid: Any) -> Callable[..., Any]:
-        """`kernel[grid]`: the launch function with the grid bound (the generated dispatcher on
-        the hot path; the general path under TLX_INTERPRET=1). Launching in a loop with the
-        same grid object gets the same function back, nothing built per launch."""
+    def _getitem(self, grid: Any) -> Callable[..., Any]:
+        """`kernel[grid]`: the launch function with the grid bound — the native dispatcher's
+        `BoundLaunch` (runtime/native_dispatch.c) where the native launch entry is in use and
+        the grid is a tuple of ints, else the generated Python dispatcher; the general path
+        under TLX_INTERPRET=1. Launching in a loop with the same grid object gets the same
+        function back, nothing built per launch."""
+        last = self._last_launch
+        if last[0] is grid and last[2]:  # a BoundLaunch reads TLX_INTERPRET itself, per call
+            return last[1]
         if _INTERPRET_KEY in _ENV and interpret_requested():  # `in` first: no call when unset
             from .launch import launch_slow
 
             return lambda *args, **kwargs: launch_slow(self, grid, args, kwargs)
-        last = self._last_launch
         if last[0] is grid:  # `is`, not ==: (1.0,) == (1,), and a grid is kept alive here
             return last[1]
         d = self.__dict__.get("_dispatch")
@@ -264,9 +269,22 @@ class JITFunction:
             from .launch import make_dispatcher
 
             d = self._dispatch = make_dispatcher(self)
-        bound = functools.partial(d, grid)
-        self._last_launch = (grid, bound)
+        bound: Callable[..., Any]
+        if d.native is not None and (type(grid) is tuple or type(grid) is int):
+            from tlx.runtime.native_launch import dispatch_module
+
+            try:
+                bound = dispatch_module().BoundLaunch(d.native, grid)  # type: ignore[union-attr]
+            except (ValueError, OverflowError):  # not a grid C reads: the Python path says why
+                bound = functools.partial(d, grid)
+        else:
+            bound = functools.partial(d, grid)
+        self._last_launch = (grid, bound, not isinstance(bound, functools.partial))
         return bound
+
+    # `kernel[grid]`. Where the native dispatcher is in use, tlx/launch.py replaces it with the
+    # C `Subscript`, which returns a cached BoundLaunch itself and calls `_getitem` otherwise.
+    __getitem__ = _getitem
 
     def __repr__(self) -> str:
         return f"JITFunction({self.__module__}:{self.__qualname__})"

@@ -291,11 +291,13 @@ def make_dispatcher(fn: JITFunction) -> Callable[..., Any]:
 
     src, env = dispatcher_source(fn)
     specs: Dict[Any, Tuple[Callable[..., None], Any]] = {}
+    launchers: Dict[int, Any] = {}  # id(compiled) -> its Launcher, for the native dispatcher's plans
 
     def first_launch(key: Any, bound: Dict[str, Any], opts: Dict[str, Any]) -> Tuple[Callable[..., None], Any]:
         spec = _specialization_for(fn, bound, opts)
         spec.launcher.load()  # so that the launch_bound kept here is the loaded fast path
         entry = (spec.launcher.launch_bound, spec.compiled)
+        launchers[id(spec.compiled)] = spec.launcher  # fn.cache keeps `compiled` alive: ids stay unique
         if key is not None:  # None: an unhashable constexpr; this specialization takes the slow lookup
             specs[key] = entry
         return entry
@@ -316,7 +318,94 @@ def make_dispatcher(fn: JITFunction) -> Callable[..., Any]:
     dispatch.__name__ = dispatch.__qualname__ = fn.__name__  # Python's own binding errors name the kernel
     dispatch.source = src
     dispatch.specs = specs
+    dispatch.native = native_dispatcher(fn, dispatch, launchers)
     return dispatch
+
+
+# Argument roles in a native plan (native_dispatch.c ROLE_*).
+ROLE_RUNTIME, ROLE_VALUE, ROLE_IGNORE = 0, 1, 2
+
+
+def native_dispatcher(fn: JITFunction, dispatch: Callable[..., Any], launchers: Dict[int, Any]) -> Any:
+    """The C dispatcher in front of `dispatch` (runtime/native_dispatch.c), or None where the
+    native launch entry is not in use (no C compiler, no driver, ``TLX_NATIVE_LAUNCH=0``).
+
+    Its miss hook launches through `dispatch` and returns the *plan* of that launch, which C
+    keeps and repeats for every later call with the same shape (positional count, keyword names)
+    whose arguments have the same specialization key: per argument its role — a runtime argument
+    (C compares what the key reads of it: a CUDA torch tensor's dtype and 16-byte alignment, an
+    int's range class, == 1 and % 16 == 0, a float), a constexpr or key option (C compares the
+    value), ``num_stages`` (ignored) — and the launcher's `native_plan` (how to pack, what to
+    launch). No plan, so always the Python path: a ``stream=`` keyword, arguments of other
+    types (numba/CuPy arrays, TensorDescriptors, HostCopy, numpy scalars), unhashable
+    constexprs, and what `Launcher.native_plan` declines."""
+    from tlx.runtime import native_launch
+    from tlx.runtime.arrays import torch_tensor_class
+    from tlx.runtime.streams import default_stream, torch_stream_functions
+
+    module = native_launch.dispatch_module()
+    if module is None:
+        return None
+    names = [p.name for p in fn.params]
+    runtime_names = [p.name for p in fn.params if not p.is_constexpr]
+    runtime_set = set(runtime_names)
+    constexprs = {p.name for p in fn.params if p.is_constexpr}
+    defaults = {p.name: p.default for p in fn.params if p.has_default}
+    options = {o for o in _OPTION_DEFAULTS if o not in names}
+    tensor_type = torch_tensor_class()  # as `bind_source` captured it for `dispatch`
+    torch_stream = torch_stream_functions()  # as `dispatcher_source` chose it
+    get_device, get_stream = torch_stream if torch_stream is not None else (None, None)
+
+    def runtime_kind(value: Any) -> bool:
+        tp = type(value)
+        return tp is int or tp is float or (tp is tensor_type and value.is_cuda)
+
+    def plan(args: Tuple[Any, ...], kwargs: Dict[str, Any], compiled: Any) -> Optional[Tuple[Any, ...]]:
+        launcher = launchers.get(id(compiled))
+        if launcher is None or len(args) > len(names):
+            return None
+        roles: List[int] = []
+        values: List[Any] = []
+        position: Dict[str, int] = {}
+        for i, (name, value) in enumerate([*zip(names, args), *kwargs.items()]):
+            if name in runtime_set:
+                if not runtime_kind(value):
+                    return None
+                roles.append(ROLE_RUNTIME)
+                values.append(None)
+                position[name] = i
+            elif name in constexprs or (name in options and name not in ("stream", "num_stages")):
+                try:
+                    hash(value)
+                except TypeError:  # a list constexpr: the dispatcher's slow lookup each time
+                    return None
+                roles.append(ROLE_VALUE)
+                values.append(value)
+            elif name == "num_stages" and name in options:
+                roles.append(ROLE_IGNORE)
+                values.append(None)
+            else:  # stream=: resolved per call, in Python
+                return None
+        sources = [("arg", position[n]) if n in position else ("const", defaults[n]) for n in runtime_names]
+        how = launcher.native_plan(sources)
+        if how is None:
+            return None
+        writers, offsets, config, handle, cluster, in_clusters, keepalive = how
+        return (tuple(roles), tuple(values), writers, offsets, config, handle, cluster, in_clusters,
+                compiled, keepalive)
+
+    def hook(grid: Any, *args: Any, **kwargs: Any) -> Tuple[Any, Optional[Tuple[Any, ...]]]:
+        compiled = dispatch(grid, *args, **kwargs)
+        return compiled, plan(args, kwargs, compiled)
+
+    def interpret(grid: Any, *args: Any, **kwargs: Any) -> Any:
+        return launch(fn, grid, args, kwargs)
+
+    if not isinstance(JITFunction.__dict__["__getitem__"], module.Subscript):
+        # kernel[grid]'s cache hit in C too (same decision as JITFunction._getitem's first
+        # lines; everything else is that method): saves the Python frame on every launch.
+        JITFunction.__getitem__ = module.Subscript(JITFunction._getitem)  # type: ignore[method-assign]
+    return module.Dispatcher(hook, dispatch, interpret, tensor_type, get_device, get_stream, default_stream)
 
 
 def _specialization_for(fn: JITFunction, bound: Dict[str, Any], opts: Dict[str, Any]) -> Specialization:
