@@ -414,12 +414,12 @@ def test_gemm_correctness_on_the_interpreter(gemm):
 
 def test_gemm_results_cell_reads_the_results_folder(gemm):
     out = text_of(gemm, "results")
-    files = sorted((ROOT / "benchmarks" / "results").glob("*.json"))
+    files = sorted((ROOT / "benchmarks" / "results").glob("gemm-*.json"))  # not launch_overhead-*.json
     if files:
         assert re.match(rf"\d+ measurements in benchmarks/results/{re.escape(files[-1].name)} \(the newest of "
                         rf"{len(files)} result file\(s\)\):", out)
     else:
-        assert out.startswith("No benchmark results: benchmarks/results/ has no *.json file")
+        assert out.startswith("No benchmark results: benchmarks/results/ has no gemm-*.json file")
         assert text_of(gemm, "plot").startswith("Nothing to plot")
     assert text_of(gemm, "live").startswith("No sm_90 GPU here: no live measurement")
 
@@ -435,6 +435,8 @@ def test_gemm_plots_results_against_cublas(tmp_path):
                 "tflops": tflops, "family_pid": pid, **kw}
 
     (results / "gemm-20260101-000000.json").write_text(json.dumps({"results": [row("ws", 1.0, 1)]}))
+    # another benchmark's file, newer and later in name order: not a GEMM result
+    (results / "launch_overhead-20260103-000000.json").write_text(json.dumps({"rows": []}))
     (results / "gemm-20260102-000000.json").write_text(json.dumps({"results": [
         {"kind": "device", "name": "H200"},
         row("cublas", 750.0, 11), row("persistent", 700.0, 11),
