@@ -53,6 +53,7 @@ enum { RANGE_I32 = 0, RANGE_I64 = 1, RANGE_U64 = 2 };
 enum { W_PTR = 0, W_INT = 1, W_F32 = 2, W_F64 = 3, W_CONST = 4 };
 
 static PyObject *s_is_cuda, *s_dtype, *s_data_ptr; /* interned attribute names */
+static PyObject *s_current_device;                  /* -1: torch's "the current device" */
 
 /* ---- one argument as the launch reads it ------------------------------------------------- */
 
@@ -66,17 +67,39 @@ typedef struct {
     double real;       /* float */
 } Seen;
 
-static void classify(Seen *seen, PyObject *x, PyTypeObject *tensor_type) {
+/* How C reads a torch tensor: exactly this type, and its `is_cuda` / `dtype` data descriptors
+ * (looked up once: a data descriptor on the type wins over anything else, so calling its getter
+ * is what `x.is_cuda` does, minus the lookup), NULL where the type has none. */
+typedef struct {
+    PyTypeObject *type;
+    PyObject *is_cuda;
+    PyObject *dtype;
+} TensorReader;
+
+static PyObject *read_attr(PyObject *x, PyObject *descr, PyObject *name) {
+    if (descr != NULL)
+        return Py_TYPE(descr)->tp_descr_get(descr, x, (PyObject *)Py_TYPE(x));
+    return PyObject_GetAttr(x, name);
+}
+
+static PyObject *data_descriptor(PyTypeObject *type, PyObject *name) {
+    PyObject *d = PyObject_GetAttr((PyObject *)type, name); /* a descriptor read on its class is itself */
+    if (d == NULL) { PyErr_Clear(); return NULL; }
+    if (Py_TYPE(d)->tp_descr_get == NULL || Py_TYPE(d)->tp_descr_set == NULL) { Py_DECREF(d); return NULL; }
+    return d;
+}
+
+static void classify(Seen *seen, PyObject *x, const TensorReader *tensor) {
     seen->done = 1;
     seen->kind = KIND_OTHER;
     PyTypeObject *tp = Py_TYPE(x);
-    if (tp == tensor_type) {
-        PyObject *is_cuda = PyObject_GetAttr(x, s_is_cuda);
+    if (tp == tensor->type) {
+        PyObject *is_cuda = read_attr(x, tensor->is_cuda, s_is_cuda);
         if (is_cuda == NULL) { PyErr_Clear(); return; }
         int cuda = is_cuda == Py_True;
         Py_DECREF(is_cuda);
         if (!cuda) return;
-        PyObject *dtype = PyObject_GetAttr(x, s_dtype);
+        PyObject *dtype = read_attr(x, tensor->dtype, s_dtype);
         if (dtype == NULL) { PyErr_Clear(); return; }
         /* Borrowed from here on: torch's dtypes live as long as torch; a plan that compares
          * against this pointer holds its own reference to its dtype. */
@@ -191,12 +214,12 @@ static int value_equal(PyObject *x, PyObject *v) {
 
 /* Whether the call's arguments satisfy plan `p` (computing each argument's class once). */
 static int plan_matches(PlanObject *p, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                        Seen *seen, PyTypeObject *tensor_type) {
+                        Seen *seen, const TensorReader *tensor) {
     if (p->nargs != nargs || !kwnames_equal(p->kwnames, kwnames)) return 0;
     for (Py_ssize_t i = 0; i < p->nelem; i++) {
         const Elem *e = &p->elems[i];
         if (e->role == ROLE_RUNTIME) {
-            if (!seen[i].done) classify(&seen[i], args[i], tensor_type);
+            if (!seen[i].done) classify(&seen[i], args[i], tensor);
             if (seen[i].kind != e->kind || seen[i].cls != e->cls) return 0;
             if (e->kind == KIND_TENSOR && seen[i].dtype != e->obj) return 0;
         } else if (e->role == ROLE_VALUE) {
@@ -250,10 +273,10 @@ typedef struct {
     PyObject *hook;           /* hook(grid, *args, **kw) -> (result, plan spec or None) */
     PyObject *fallback;       /* the generated Python dispatcher: fallback(grid, *args, **kw) */
     PyObject *interpret;      /* interpret(grid, *args, **kw): the launch under TLX_INTERPRET */
-    PyTypeObject *tensor_type;
-    PyObject *get_device;     /* torch's current device and stream C functions, or NULL ... */
-    PyObject *get_stream;
-    PyObject *default_stream; /* ... and then this */
+    TensorReader tensor;
+    PyObject *get_device;     /* torch's current stream: get_stream(get_device()), or */
+    PyObject *get_stream;     /* get_stream(-1) without get_device (-1: the current device), */
+    PyObject *default_stream; /* else default_stream() */
     PyObject *plans;          /* list of Plan, most recently used first */
     unsigned long long hits, misses;
 } DispatcherObject;
@@ -262,7 +285,9 @@ static void dispatcher_dealloc(DispatcherObject *d) {
     Py_XDECREF(d->hook);
     Py_XDECREF(d->fallback);
     Py_XDECREF(d->interpret);
-    Py_XDECREF(d->tensor_type);
+    Py_XDECREF(d->tensor.type);
+    Py_XDECREF(d->tensor.is_cuda);
+    Py_XDECREF(d->tensor.dtype);
     Py_XDECREF(d->get_device);
     Py_XDECREF(d->get_stream);
     Py_XDECREF(d->default_stream);
@@ -285,7 +310,9 @@ static PyObject *dispatcher_new(PyTypeObject *type, PyObject *args, PyObject *kw
     d->hook = Py_NewRef(hook);
     d->fallback = Py_NewRef(fallback);
     d->interpret = Py_NewRef(interpret);
-    d->tensor_type = (PyTypeObject *)Py_NewRef(tensor_type);
+    d->tensor.type = (PyTypeObject *)Py_NewRef(tensor_type);
+    d->tensor.is_cuda = data_descriptor(d->tensor.type, s_is_cuda);
+    d->tensor.dtype = data_descriptor(d->tensor.type, s_dtype);
     d->get_device = get_device == Py_None ? NULL : Py_NewRef(get_device);
     d->get_stream = get_stream == Py_None ? NULL : Py_NewRef(get_stream);
     d->default_stream = Py_NewRef(default_stream);
@@ -327,7 +354,7 @@ static PlanObject *plan_from_spec(DispatcherObject *d, PyObject *spec, PyObject 
         e->cls = 0;
         p->nelem = i + 1;
         if (e->role == ROLE_RUNTIME) {
-            classify(&seen[i], args[i], d->tensor_type);
+            classify(&seen[i], args[i], &d->tensor);
             if (seen[i].kind == KIND_OTHER) goto decline;
             e->kind = seen[i].kind;
             e->cls = seen[i].cls;
@@ -448,6 +475,8 @@ static int current_stream(DispatcherObject *d, void **stream) {
         if (dev == NULL) return -1;
         s = PyObject_CallOneArg(d->get_stream, dev);
         Py_DECREF(dev);
+    } else if (d->get_stream != NULL) {
+        s = PyObject_CallOneArg(d->get_stream, s_current_device);
     } else {
         s = PyObject_CallNoArgs(d->default_stream);
     }
@@ -511,7 +540,7 @@ static PyObject *bound_call(BoundLaunchObject *b, PyObject *const *args, size_t 
     Py_ssize_t nplans = PyList_GET_SIZE(d->plans);
     for (Py_ssize_t i = 0; i < nplans; i++) {
         PlanObject *p = (PlanObject *)PyList_GET_ITEM(d->plans, i);
-        if (plan_matches(p, args, nargs, kwnames, seen, d->tensor_type)) {
+        if (plan_matches(p, args, nargs, kwnames, seen, &d->tensor)) {
             plan = p;
             if (i > 0) { /* most recently used first */
                 Py_INCREF(p);
@@ -712,7 +741,8 @@ int tlx_dispatch_add_types(PyObject *module) {
     s_dtype = PyUnicode_InternFromString("dtype");
     s_data_ptr = PyUnicode_InternFromString("data_ptr");
     s_last_launch = PyUnicode_InternFromString("_last_launch");
-    if (!s_is_cuda || !s_dtype || !s_data_ptr || !s_last_launch) return -1;
+    s_current_device = PyLong_FromLong(-1);
+    if (!s_is_cuda || !s_dtype || !s_data_ptr || !s_last_launch || !s_current_device) return -1;
     DispatcherType.tp_methods = dispatcher_methods;
     if (PyType_Ready(&PlanType) < 0 || PyType_Ready(&DispatcherType) < 0 ||
         PyType_Ready(&BoundLaunchType) < 0 || PyType_Ready(&SubscriptType) < 0)

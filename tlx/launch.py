@@ -355,6 +355,12 @@ def native_dispatcher(fn: JITFunction, dispatch: Callable[..., Any], launchers: 
     tensor_type = torch_tensor_class()  # as `bind_source` captured it for `dispatch`
     torch_stream = torch_stream_functions()  # as `dispatcher_source` chose it
     get_device, get_stream = torch_stream if torch_stream is not None else (None, None)
+    if torch_stream is not None:
+        try:  # torch's getCurrentCUDAStream(-1) is the current device's: one C call instead of two
+            if get_stream(-1) == get_stream(get_device()):
+                get_device = None
+        except Exception:  # a torch that refuses -1: ask for the device first, as `dispatch` does
+            pass
 
     def runtime_kind(value: Any) -> bool:
         tp = type(value)
