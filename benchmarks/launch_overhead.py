@@ -313,6 +313,14 @@ def main(argv: List[str]) -> int:
                      time_loop(lambda: NL(cfg_address, a0, 0), sync)))
         rows.append(("native entry (C cuLaunchKernelEx)", "4 args",
                      time_loop(lambda: NL(cfg_address, a4, addr4), sync)))
+        if isinstance(h0, drv.CUkernel):  # the same call with the context's CUfunction of the CUkernel
+            err, f0 = drv.cuKernelGetFunction(h0)
+            err4, f4 = drv.cuKernelGetFunction(h4)
+            if not err and not err4:
+                fa0, fa4 = int(f0), int(f4)
+                rows.append(("  same, CUfunction handle", "empty", time_loop(lambda: NL(cfg_address, fa0, 0), sync)))
+                rows.append(("  same, CUfunction handle", "4 args",
+                             time_loop(lambda: NL(cfg_address, fa4, addr4), sync)))
     l0, l4 = e0.launch, e4.launch
     rows.append(("tlx.runtime Launcher.launch", "empty", time_loop(lambda: l0(g, args0), sync)))
     rows.append(("tlx.runtime Launcher.launch", "4 args", time_loop(lambda: l4(g, args4), sync)))
@@ -338,6 +346,7 @@ def main(argv: List[str]) -> int:
 
     # full frontend path
     note = ""
+    dispatchers: Tuple[Any, Any] = (None, None)
     try:
         import tlx
         import tlx.language as tl  # noqa: F401
@@ -368,9 +377,7 @@ def main(argv: List[str]) -> int:
                           ("  of which: 3 tensor reads", lambda: (a.is_cuda, a.dtype, a.data_ptr(), b.is_cuda, b.dtype,
                                                                   b.data_ptr(), c.is_cuda, c.dtype, c.data_ptr()))):
             rows.append((label, "4 args", time_loop(fn, lambda: None)))
-        native = getattr(four_arg_kernel._dispatch, "native", None)
-        note += (f"\nnative dispatcher: empty {empty_kernel._dispatch.native.stats()}, 4 args {native.stats()}"
-                 if native is not None else "\nnative dispatcher: not in use (the Python dispatcher launches)")
+        dispatchers = (getattr(empty_kernel._dispatch, "native", None), getattr(four_arg_kernel._dispatch, "native", None))
     except Exception as exc:  # the frontend may not launch yet
         note = f"tlx kernel[grid](...): n/a ({type(exc).__name__}: {str(exc)[:120]})"
         rows.append(("tlx kernel[grid](...)", "empty", None))
@@ -393,6 +400,10 @@ def main(argv: List[str]) -> int:
         note += f"\nTriton: n/a ({type(exc).__name__}: {str(exc)[:120]})"
 
     run_timings(n, opts.rounds)
+    if dispatchers[1] is not None:
+        note += f"\nnative dispatcher: empty {dispatchers[0].stats()}, 4 args {dispatchers[1].stats()}"
+    else:
+        note += "\nnative dispatcher: not in use (the Python dispatcher launches)"
     print(f"\n== launch overhead, {opts.rounds} interleaved rounds of {n} launches per row (us per launch) ==")
     print(f"{'path':<34} {'kernel':<8} {'best':>7} {'median':>7} {'x raw':>7} {'<= 4 us':>8}")
     for path, kernel, t in rows:

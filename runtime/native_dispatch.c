@@ -277,6 +277,7 @@ typedef struct {
     PyObject *get_device;     /* torch's current stream: get_stream(get_device()), or */
     PyObject *get_stream;     /* get_stream(-1) without get_device (-1: the current device), */
     PyObject *default_stream; /* else default_stream() */
+    PyObject *env, *env_key, *env_off; /* where TLX_INTERPRET is read (see `interpreting`) */
     PyObject *plans;          /* list of Plan, most recently used first */
     unsigned long long hits, misses;
 } DispatcherObject;
@@ -292,16 +293,21 @@ static void dispatcher_dealloc(DispatcherObject *d) {
     Py_XDECREF(d->get_stream);
     Py_XDECREF(d->default_stream);
     Py_XDECREF(d->plans);
+    Py_XDECREF(d->env);
+    Py_XDECREF(d->env_key);
+    Py_XDECREF(d->env_off);
     Py_TYPE(d)->tp_free((PyObject *)d);
 }
 
 static PyObject *dispatcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *names[] = {"hook", "fallback", "interpret", "tensor_type", "get_device",
-                            "get_stream", "default_stream", NULL};
+                            "get_stream", "default_stream", "env", "env_key", "env_off", NULL};
     PyObject *hook, *fallback, *interpret, *tensor_type, *get_device, *get_stream, *default_stream;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!OOO", names, &hook, &fallback, &interpret,
+    PyObject *env, *env_key, *env_off;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!OOOO!OO!", names, &hook, &fallback, &interpret,
                                      &PyType_Type, &tensor_type, &get_device, &get_stream,
-                                     &default_stream))
+                                     &default_stream, &PyDict_Type, &env, &env_key, &PyTuple_Type,
+                                     &env_off))
         return NULL;
     DispatcherObject *d = (DispatcherObject *)type->tp_alloc(type, 0);
     if (d == NULL) return NULL;
@@ -316,6 +322,9 @@ static PyObject *dispatcher_new(PyTypeObject *type, PyObject *args, PyObject *kw
     d->get_device = get_device == Py_None ? NULL : Py_NewRef(get_device);
     d->get_stream = get_stream == Py_None ? NULL : Py_NewRef(get_stream);
     d->default_stream = Py_NewRef(default_stream);
+    d->env = Py_NewRef(env);
+    d->env_key = Py_NewRef(env_key);
+    d->env_off = Py_NewRef(env_off);
     return (PyObject *)d;
 }
 
@@ -461,11 +470,21 @@ static PyObject *miss(DispatcherObject *d, PyObject *grid, PyObject *const *args
     return result;
 }
 
-static int interpreting(void) {
-    /* TLX_INTERPRET set and neither "" nor "0" (tlx/jit.py interpret_requested); os.environ
-     * writes go through putenv, so the C environment is current. */
-    const char *v = getenv("TLX_INTERPRET");
-    return v != NULL && v[0] != '\0' && !(v[0] == '0' && v[1] == '\0');
+/* Whether TLX_INTERPRET asks for the interpreter, read as tlx/jit.py's interpret_requested reads
+ * it: `env` (os.environ's own dict of encoded entries) at `env_key`, set and none of `env_off`. */
+static int interpreting(DispatcherObject *d) {
+    PyObject *v = PyDict_GetItemWithError(d->env, d->env_key); /* borrowed */
+    if (v == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(d->env_off);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int eq = PyObject_RichCompareBool(v, PyTuple_GET_ITEM(d->env_off, i), Py_EQ);
+        if (eq < 0) PyErr_Clear();
+        if (eq > 0) return 0;
+    }
+    return 1;
 }
 
 static int current_stream(DispatcherObject *d, void **stream) {
@@ -494,7 +513,8 @@ static PyTypeObject DispatcherType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = dispatcher_new,
     .tp_doc = "Dispatcher(hook, fallback, interpret, tensor_type, get_device, get_stream, "
-              "default_stream): one kernel's native launch plans (see native_dispatch.c).",
+              "default_stream, env, env_key, env_off): one kernel's native launch plans "
+              "(see native_dispatch.c).",
 };
 
 static PyObject *dispatcher_stats(DispatcherObject *d, PyObject *unused) {
@@ -528,7 +548,7 @@ static const unsigned long long MAX_GRID[3] = {2147483647ULL, 65535ULL, 65535ULL
 static PyObject *bound_call(BoundLaunchObject *b, PyObject *const *args, size_t nargsf,
                             PyObject *kwnames) {
     DispatcherObject *d = b->dispatcher;
-    if (interpreting())
+    if (interpreting(d))
         return call_with_grid(d->interpret, b->grid, args, nargsf, kwnames);
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
     Py_ssize_t nelem = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);

@@ -411,7 +411,12 @@ def native_dispatcher(fn: JITFunction, dispatch: Callable[..., Any], launchers: 
         # kernel[grid]'s cache hit in C too (same decision as JITFunction._getitem's first
         # lines; everything else is that method): saves the Python frame on every launch.
         JITFunction.__getitem__ = module.Subscript(JITFunction._getitem)  # type: ignore[method-assign]
-    return module.Dispatcher(hook, dispatch, interpret, tensor_type, get_device, get_stream, default_stream)
+    from .jit import _ENV, _INTERPRET_KEY, _INTERPRET_OFF
+
+    if not isinstance(_ENV, dict):  # pragma: no cover - not CPython's os.environ
+        return None
+    return module.Dispatcher(hook, dispatch, interpret, tensor_type, get_device, get_stream, default_stream,
+                             _ENV, _INTERPRET_KEY, tuple(v for v in _INTERPRET_OFF if v is not None))
 
 
 def _specialization_for(fn: JITFunction, bound: Dict[str, Any], opts: Dict[str, Any]) -> Specialization:
