@@ -12,6 +12,8 @@
  * `recording_entry()` is a C stand-in for cuLaunchKernelEx that records what it was given, so
  * tests and the CPU benchmark exercise this exact code on machines without a GPU.
  *
+ * The module also holds the launch dispatcher (native_dispatch.c), which calls the same entry.
+ *
  * Built on first use by tlx/runtime/native_launch.py (see there); the module name is fixed. */
 
 #include "native_launch.h"

@@ -7,8 +7,11 @@ host the call measured 3.9-4.0 us through it and 3.2-3.3 us from C, and a four-a
 three-int call (`launch(config_address, function_handle, params_address)`), like Triton's
 compiled launcher but generic: one small module for every kernel, not one per signature.
 
+The same module holds the native launch dispatcher (``native_dispatch.c``: `dispatch_module`),
+which repeats a kernel's launch from C for the calls it has seen (docs/runtime.md).
+
 Build (once per machine and Python): the system C compiler (``$CC``, else Python's own, else
-``cc``/``gcc``/``clang``) and Python's headers compile ``native_launch.c`` into
+``cc``/``gcc``/``clang``) and Python's headers compile ``native_launch.c`` and ``native_dispatch.c`` into
 ``$TLX_CACHE_DIR/native/`` under a name that hashes the source and the Python ABI. The file is
 written atomically (temporary name, then rename), so processes building at once each end with
 a whole module. About 0.3 s, once.

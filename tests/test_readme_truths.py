@@ -64,12 +64,21 @@ def test_the_environment_table_names_the_four_knobs():
 
 def test_tlx_native_launch_0_selects_cuda_bindings(tmp_path):
     code = """
+import tlx
+from tlx.launch import make_dispatcher
 from tlx.runtime import native_launch
 print("entry", native_launch.entry(), "|", native_launch.status())
+
+@tlx.jit
+def k(x_ptr):
+    pass
+
+print("dispatcher", make_dispatcher(k).native, type(k[(1,)]).__name__)
 """
     r = run_py(code, {"TLX_NATIVE_LAUNCH": "0", "TLX_CACHE_DIR": str(tmp_path)}, tmp_path)
     assert r.returncode == 0, r.stderr
     assert "entry None | cuda.bindings (TLX_NATIVE_LAUNCH=0)" in r.stdout
+    assert "dispatcher None partial" in r.stdout  # the Python dispatcher, no native one
     assert not (tmp_path / "native").exists()  # nothing was built
 
 
