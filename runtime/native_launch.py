@@ -74,6 +74,17 @@ def compiler_command() -> Optional[List[str]]:
     return None
 
 
+def missing_prerequisite() -> Optional[str]:
+    """Why the module cannot be built on this machine (no C compiler, no Python headers), or
+    None when it can be."""
+    if compiler_command() is None:
+        return "no C compiler found (set CC, or install gcc)"
+    include = sysconfig.get_paths()["include"]
+    if not os.path.exists(os.path.join(include, "Python.h")):
+        return f"Python's headers are missing ({include}/Python.h; install python3-dev)"
+    return None
+
+
 def module_path(directory: Optional[Path] = None) -> Path:
     """Where the built module lives: the name hashes the C source, the Python version and ABI
     (EXT_SUFFIX), so a changed source or another interpreter builds its own."""
@@ -90,12 +101,12 @@ def build(directory: Optional[Path] = None) -> Path:
     target = module_path(directory)
     if target.exists():
         return target
+    missing = missing_prerequisite()
+    if missing is not None:
+        raise RuntimeError(missing)
     cc = compiler_command()
-    if cc is None:
-        raise RuntimeError("no C compiler found (set CC, or install gcc)")
+    assert cc is not None
     include = sysconfig.get_paths()["include"]
-    if not os.path.exists(os.path.join(include, "Python.h")):
-        raise RuntimeError(f"Python's headers are missing ({include}/Python.h; install python3-dev)")
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
     os.close(fd)

@@ -20,8 +20,8 @@ from tlx.runtime.errors import TLXRuntimeError
 from tlx.runtime.launcher import Launcher
 from tlx.runtime.loader import LoadedKernel
 
-pytestmark = pytest.mark.skipif(native_launch.compiler_command() is None,
-                                reason="no C compiler on this machine")
+pytestmark = pytest.mark.skipif(native_launch.missing_prerequisite() is not None,
+                                reason=f"the native module cannot be built here: {native_launch.missing_prerequisite()}")
 
 
 def P(name, kind, dtype, size, **kw):
