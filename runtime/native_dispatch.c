@@ -545,6 +545,45 @@ typedef struct {
 
 static const unsigned long long MAX_GRID[3] = {2147483647ULL, 65535ULL, 65535ULL};
 
+/* Launches `plan` (held by the caller) with the call's classified arguments; the compiled kernel,
+ * or NULL (no error set) when C does not launch it: a grid or value the Python path must judge,
+ * the stream query failing, a driver error (nothing was launched then). */
+static PyObject *launch_plan(DispatcherObject *d, BoundLaunchObject *b, PlanObject *plan,
+                             const Seen *seen) {
+    tlx_launch_config config = plan->config;
+    unsigned long long g[3];
+    for (int a = 0; a < 3; a++) {
+        g[a] = (unsigned long long)b->dims[a] * (plan->grid_in_clusters ? plan->cluster[a] : 1);
+        if (g[a] > MAX_GRID[a] || g[a] % plan->cluster[a])
+            return NULL;
+    }
+    if (g[0] == 0 || g[1] == 0 || g[2] == 0) { /* an empty grid launches nothing */
+        d->hits++;
+        return Py_NewRef(plan->compiled);
+    }
+    config.gridDimX = (unsigned)g[0];
+    config.gridDimY = (unsigned)g[1];
+    config.gridDimZ = (unsigned)g[2];
+    if (current_stream(d, &config.hStream) < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    _Alignas(16) unsigned char buf[MAX_BUF];
+    void *params[MAX_PARAMS];
+    params[0] = NULL; /* a kernel without parameters: nothing for the driver to read */
+    if (!pack_params(plan, seen, buf))
+        return NULL;
+    for (int i = 0; i < plan->nparams; i++) params[i] = buf + plan->offsets[i];
+    int err;
+    Py_BEGIN_ALLOW_THREADS
+    err = tlx_launch_entry(&config, plan->function, params, NULL);
+    Py_END_ALLOW_THREADS
+    if (err) /* the Python path retries (no context on this thread, another device) or raises */
+        return NULL;
+    d->hits++;
+    return Py_NewRef(plan->compiled);
+}
+
 static PyObject *bound_call(BoundLaunchObject *b, PyObject *const *args, size_t nargsf,
                             PyObject *kwnames) {
     DispatcherObject *d = b->dispatcher;
@@ -556,65 +595,32 @@ static PyObject *bound_call(BoundLaunchObject *b, PyObject *const *args, size_t 
         return call_with_grid(d->fallback, b->grid, args, nargsf, kwnames);
     Seen seen[MAX_ELEMS];
     for (Py_ssize_t i = 0; i < nelem; i++) seen[i].done = 0;
+    /* Matching calls back into Python (torch's getters, a constexpr's __eq__, the stream query),
+     * where another thread may run and change the plan list: each plan is held while it is
+     * looked at, and the list is re-read at every step. */
     PlanObject *plan = NULL;
-    Py_ssize_t nplans = PyList_GET_SIZE(d->plans);
-    for (Py_ssize_t i = 0; i < nplans; i++) {
-        PlanObject *p = (PlanObject *)PyList_GET_ITEM(d->plans, i);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(d->plans); i++) {
+        PlanObject *p = (PlanObject *)Py_NewRef(PyList_GET_ITEM(d->plans, i));
         if (plan_matches(p, args, nargs, kwnames, seen, &d->tensor)) {
-            plan = p;
-            if (i > 0) { /* most recently used first */
-                Py_INCREF(p);
+            plan = p; /* a strong reference, released below */
+            if (i > 0 && i < PyList_GET_SIZE(d->plans) && PyList_GET_ITEM(d->plans, i) == (PyObject *)p) {
+                /* most recently used first */
                 if (PyList_SetSlice(d->plans, i, i + 1, NULL) < 0 ||
                     PyList_Insert(d->plans, 0, (PyObject *)p) < 0) {
                     Py_DECREF(p);
                     return NULL;
                 }
-                Py_DECREF(p);
             }
             break;
         }
+        Py_DECREF(p);
     }
     if (plan == NULL)
         return miss(d, b->grid, args, nargsf, kwnames);
-
-    tlx_launch_config config = plan->config;
-    unsigned long long g[3];
-    for (int a = 0; a < 3; a++) {
-        g[a] = (unsigned long long)b->dims[a] * (plan->grid_in_clusters ? plan->cluster[a] : 1);
-        if (g[a] > MAX_GRID[a] || g[a] % plan->cluster[a]) /* the Python path raises the error */
-            return call_with_grid(d->fallback, b->grid, args, nargsf, kwnames);
-    }
-    if (g[0] == 0 || g[1] == 0 || g[2] == 0) { /* an empty grid launches nothing */
-        d->hits++;
-        return Py_NewRef(plan->compiled);
-    }
-    config.gridDimX = (unsigned)g[0];
-    config.gridDimY = (unsigned)g[1];
-    config.gridDimZ = (unsigned)g[2];
-    if (current_stream(d, &config.hStream) < 0) {
-        PyErr_Clear();
-        return call_with_grid(d->fallback, b->grid, args, nargsf, kwnames);
-    }
-    _Alignas(16) unsigned char buf[MAX_BUF];
-    void *params[MAX_PARAMS];
-    params[0] = NULL; /* a kernel without parameters: nothing for the driver to read */
-    if (!pack_params(plan, seen, buf))
-        return call_with_grid(d->fallback, b->grid, args, nargsf, kwnames);
-    for (int i = 0; i < plan->nparams; i++) params[i] = buf + plan->offsets[i];
-    Py_INCREF(plan); /* another thread may drop it from the list while the GIL is released */
-    int err;
-    Py_BEGIN_ALLOW_THREADS
-    err = tlx_launch_entry(&config, plan->function, params, NULL);
-    Py_END_ALLOW_THREADS
-    if (err) {
-        /* Nothing was launched: the Python path retries (no context on this thread, another
-         * device's context) or raises the driver error with the launch's shape. */
-        Py_DECREF(plan);
-        return call_with_grid(d->fallback, b->grid, args, nargsf, kwnames);
-    }
-    d->hits++;
-    PyObject *result = Py_NewRef(plan->compiled);
+    PyObject *result = launch_plan(d, b, plan, seen);
     Py_DECREF(plan);
+    if (result == NULL) /* not launched here: the Python path retries, raises or says why */
+        return call_with_grid(d->fallback, b->grid, args, nargsf, kwnames);
     return result;
 }
 

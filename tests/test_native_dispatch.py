@@ -277,3 +277,42 @@ def test_native_and_python_dispatchers_agree(native, shared_scale, calls):
             hits = stats(scale)["hits"]
             assert scale[grid](*args, **kw) is outcome[0][0] and stats(scale)["hits"] == hits + 1
             assert native.calls[-1]["params"] == outcome[0][4]
+
+
+def test_threads_while_plans_are_evicted(native):
+    """Four threads cycle through more specializations than the dispatcher keeps plans for, so
+    plans are added, moved and evicted while other threads match against them (the fake torch's
+    stream query is Python code: threads switch inside the C launch path too)."""
+
+    @tlx.jit
+    def times(out_ptr, n, C: tl.constexpr):
+        tl.store(out_ptr + tl.arange(0, 16), n * C)
+
+    limit = native.module.MAX_PLANS
+    consts = list(range(3, limit + 7))
+    out = Tensor(0x20000, (16,))
+    compiled = {c: times[(1,)](out, 16, C=c) for c in consts}
+    native.calls.clear()
+    failures = []
+
+    def work(t):
+        try:
+            for i in range(3):
+                for c in consts[t:] + consts[:t]:
+                    n = 16 * (10000 * t + 100 * i + c)
+                    if times[(t + 1,)](Tensor(0x100000 * (t + 1), (16,)), n, C=c) is not compiled[c]:
+                        failures.append((t, i, c))
+        except Exception as exc:  # reported from the main thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not failures
+    want = {((t + 1, 1, 1), Q(0x100000 * (t + 1)), struct.pack("<i", 16 * (10000 * t + 100 * i + c)))
+            for t in range(4) for i in range(3) for c in consts}
+    got = [(c["grid"], c["params"][0], c["params"][1]) for c in native.calls]
+    assert len(got) == len(want) and set(got) == want
+    assert stats(times)["plans"] <= limit
