@@ -212,30 +212,6 @@ def test_threads_launch_their_own_arguments(native):
     assert len(native.calls) == 4 * per_thread and seen == expected
 
 
-def test_interpret_set_after_native_launches(native, monkeypatch):
-    @tlx.jit
-    def add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
-        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
-
-    g = (2,)
-    args = (Tensor(0x10000, (128,)), Tensor(0x20000, (128,)), Tensor(0x30000, (128,)), 128)
-    add[g](*args, BLOCK=64)
-    add[g](*args, BLOCK=64)
-    assert stats(add)["hits"] == 1 and len(native.calls) == 2
-    monkeypatch.setenv("TLX_INTERPRET", "1")
-    rng = np.random.default_rng()
-    x, y = rng.standard_normal(100).astype(np.float32), rng.standard_normal(100).astype(np.float32)
-    out = np.full(100, np.nan, np.float32)
-    add[g](x, y, out, 100, BLOCK=64)
-    np.testing.assert_allclose(out.astype(np.float64), x.astype(np.float64) + y, rtol=1e-6)
-    assert len(native.calls) == 2
-    monkeypatch.setenv("TLX_INTERPRET", "0")
-    add[g](*args, BLOCK=64)
-    assert stats(add)["hits"] == 2 and len(native.calls) == 3
-
-
 _INTS = st.sampled_from([0, 1, 2, 16, 17, 1024, 2 ** 31 - 1, -2 ** 31, 2 ** 31, -2 ** 31 - 1, 2 ** 40,
                          2 ** 63 - 1, 2 ** 63, 2 ** 64 - 1])
 _SCALARS = st.one_of(_INTS, st.floats(-1e30, 1e30, allow_nan=False), st.just(1e300))
