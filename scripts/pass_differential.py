@@ -15,9 +15,9 @@ benchmark times) — it records the IR text after every pass, every fence record
 a subprocess (its own `tlx` package on PYTHONPATH, in front of the editable install), so the
 reference is the revision's own code. `--quick` leaves out the 10 000-op modules.
 
-A record's writer, reader and guard lists (and a fence's first reader, and the parts of its
-texts that list writers or buffers) come from iterating sets of ops, whose order follows object
-addresses and so differs from run to run: they are compared as sets. Everything else must be
+A record's writer, reader and guard lists (and the parts of its texts that list writers or
+buffers) come from iterating sets of ops, whose order follows object addresses and so may differ
+from run to run: they are compared as sets. Everything else must be
 equal. Exit status 0 when nothing differs, 1 otherwise.
 """
 
