@@ -64,6 +64,7 @@ _RELEVANT = (EFFECT_NAMES | HANDOFF_RELEASE | HANDOFF_ACQUIRE
 # an item: (lo, hi, box, write, op, flight, cta_fenced)
 #   flight: None landed, -1 not committed, k >= 0 committed with k newer groups
 # an async access: (lo, hi, box, write, op, cluster)
+# the forward state: (landed items, in-flight items, marks), see `_Forward`
 
 
 def trip_count(op: Operation) -> Optional[int]:
@@ -95,7 +96,7 @@ def loop_fixpoint(block, union, op: Operation, st):
     return out if n is not None else union(st, out)
 
 
-EMPTY = (frozenset(), frozenset())
+EMPTY = (frozenset(), frozenset(), frozenset())
 
 
 def merge_normalized(a: FrozenSet, b: FrozenSet, norm) -> FrozenSet:
@@ -103,6 +104,8 @@ def merge_normalized(a: FrozenSet, b: FrozenSet, norm) -> FrozenSet:
     the item without its op, index 4): only an item of one side that the other lacks can share a
     key with one of the other side, so those few are compared instead of renormalizing the union
     (the walks' states are always normalized, and most joins add nothing new)."""
+    if a is b:
+        return a
     only_a = a - b
     if not only_a:
         return b
@@ -258,7 +261,15 @@ def conflict(item, acc, fence_scope: Optional[str] = None) -> bool:
 
 
 class _Forward:
-    """The forward walk: inserts fences (when `insert`), records the state reaching each fence."""
+    """The forward walk: inserts fences (when `insert`), records the state reaching each fence.
+
+    A state is a triple (landed, in flight, marks): the pending items whose data has landed
+    (flight None: the only ones that can conflict, and the ones a fence clears), the cp.async
+    items still in flight (flight -1 or k; only commits and waits change them), and the fences
+    that reach this point with no fence between (for the pruning's neighbours). The split is the
+    one `norm`'s key already makes (flight is part of it), so each part stays normalized on its
+    own; it keeps the per-op work to the part an op can change — a kernel that leaves cp.async
+    groups in flight carries them through every later op."""
 
     def __init__(self, model: _Model, ctx: PassContext, insert: bool):
         self.m = model
@@ -290,11 +301,11 @@ class _Forward:
         return items if len(seen) == len(items) else frozenset(seen.values())
 
     def union(self, a, b):
-        if a is b or not b[0] and not b[1]:
+        if a is b or not b[0] and not b[1] and not b[2]:
             return a
-        if not a[0] and not a[1]:
+        if not a[0] and not a[1] and not a[2]:
             return b
-        return (merge_normalized(a[0], b[0], self.norm), a[1] | b[1])
+        return (merge_normalized(a[0], b[0], self.norm), merge_normalized(a[1], b[1], self.norm), a[2] | b[2])
 
     def block(self, blk: Block, st):
         planned = self.planned
@@ -327,11 +338,11 @@ class _Forward:
         if k == K_FENCE:
             self.pending_at[id(op)] = st
             if op.attrs.get("cluster") or not m.has_cluster:
-                keep = frozenset(it for it in st[0] if it[5] is not None)  # in-flight cp.async stays
+                keep = frozenset()  # in-flight cp.async stays (a fence does not order it)
             else:  # a CTA fence: still pending for async ops that reach other CTAs
-                keep = self.norm(frozenset(it if it[5] is not None else it[:6] + (True,) for it in st[0]))
-            marks = frozenset((op,)) | (st[1] if m.has_cluster else frozenset())
-            return (keep, marks)
+                keep = self.norm(frozenset(it[:6] + (True,) for it in st[0]))
+            marks = frozenset((op,)) | (st[2] if m.has_cluster else frozenset())
+            return (keep, st[1], marks)
         if k == K_GENERIC:
             fl = -1 if op.name == "tlx.async_load" else None
             new = [(lo, hi, box, w, op, fl, False) for lo, hi, box, w in m.generic[id(op)]]
@@ -339,13 +350,17 @@ class _Forward:
             # conflicts with everything the old one does, now and after any fence or wait); this
             # keeps the state as small as the set of distinct byte ranges in fence-free code
             keys = {it[:4] for it in new}
-            old = st[0]
+            part = 0 if fl is None else 1
+            old = st[part]
             if any(it[:4] in keys and it[5] == fl for it in old):
                 old = frozenset(it for it in old if not (it[:4] in keys and it[5] == fl))
-            return (old | frozenset(new), st[1])
+            if part == 0:
+                return (old | frozenset(new), st[1], st[2])
+            return (st[0], old | frozenset(new), st[2])
         if k == K_ASYNC:
             accs = m.asyncs[id(op)]
-            hits = [(it, a) for a in accs for it in st[0] if conflict(it, a)]
+            # only landed items conflict; the byte test (the cheapest) first
+            hits = [(it, a) for a in accs for it in st[0] if it[0] < a[1] and a[0] < it[1] and conflict(it, a)]
             if hits:
                 if self.insert:
                     cluster = any(a[5] for _, a in hits)
@@ -354,12 +369,16 @@ class _Forward:
                 self.unfenced.extend(hits)
             return st
         if k == K_COMMIT:
-            return (self.norm(frozenset(it if it[5] is None else it[:5] + (min(it[5] + 1, FLIGHT_CAP),) + it[6:]
-                                        for it in st[0])), st[1])
-        if k == K_WAIT:
+            if not st[1]:
+                return st
+            return (st[0], self.norm(frozenset(it[:5] + (min(it[5] + 1, FLIGHT_CAP),) + it[6:] for it in st[1])),
+                    st[2])
+        if k == K_WAIT:  # the groups with at least n newer ones land
             n = min(op.attrs.get("pendings", 0), FLIGHT_CAP)
-            return (self.norm(frozenset(it[:5] + (None,) + it[6:] if it[5] is not None and it[5] >= n else it
-                                        for it in st[0])), st[1])
+            landed = [it[:5] + (None,) + it[6:] for it in st[1] if it[5] >= n]
+            if not landed:
+                return st
+            return (self.norm(st[0] | frozenset(landed)), frozenset(it for it in st[1] if it[5] < n), st[2])
         if k in (K_RELEASE, K_ACQUIRE) or id(op) in m.keys:
             return self.handoff_op(op, st)
         if k == K_FOR:
@@ -563,9 +582,10 @@ class _Backward:
 def _guards(fence: Operation, pending, reach: FrozenSet) -> List[Tuple]:
     scope = "cluster" if fence.attrs.get("cluster") else "cta"
     out = []
-    for it in pending[0]:
+    for it in pending[0]:  # the landed items (in-flight ones conflict with nothing)
+        lo, hi = it[0], it[1]
         for a in reach:
-            if conflict(it, a, scope):
+            if lo < a[1] and a[0] < hi and conflict(it, a, scope):
                 out.append((it, a))
     return out
 
@@ -617,7 +637,7 @@ def run(module: Module, ctx: PassContext) -> None:
         cands.sort(key=lambda f: (PRIORITY.get(f.attrs.get("origin"), 9), -pos[id(f)]))
         neighbours: Dict[int, Set[int]] = {id(f): set() for f in fences}
         for f in fences:
-            for g in fwd.pending_at.get(id(f), EMPTY)[1]:
+            for g in fwd.pending_at.get(id(f), EMPTY)[2]:
                 if id(g) in neighbours:
                     neighbours[id(f)].add(id(g))
                     neighbours[id(g)].add(id(f))
@@ -689,7 +709,7 @@ def _reachable_after(op: Operation):
 
 def _first_fence_guards(fence: Operation, pending, model: _Model) -> List[Tuple]:
     scope = "cluster" if fence.attrs.get("cluster") else "cta"
-    items = [it for it in pending[0] if it[5] is None]
+    items = list(pending[0])  # the landed items
     if not items:
         return []
     out = []
