@@ -51,7 +51,7 @@ def arg(op: Operation, group: str) -> Optional[Value]:
     segs = op.segments
     if not segs[gi]:
         return None
-    return op._operands[sum(segs[:gi])]
+    return op._operands[sum(segs[:gi]) if gi else 0]
 
 
 def group(op: Operation, name: str) -> List[Value]:
@@ -163,13 +163,7 @@ class RegionAnalysis:
             r = self._compute(v)
         finally:
             self._busy.discard(k)
-        # dedupe, keep order
-        seen, out = set(), []
-        for x in r:
-            if x not in seen:
-                seen.add(x)
-                out.append(x)
-        res = tuple(out)
+        res = tuple(dict.fromkeys(r)) if len(r) > 1 else tuple(r)  # deduped, in order
         self._memo[k] = res
         self._keep.append(v)
         return res

@@ -97,6 +97,7 @@ class _Liveness:
         self.index: Dict[int, int] = {}  # id(op) -> index in its block, for the numbered ops
         self.users: List[Operation] = []  # ops that may use shared memory, in program order
         self._user_kind: Dict[str, bool] = {}
+        self._loops: Dict[int, Tuple[Operation, ...]] = {}  # id(block) -> `loops_around` its ops
         self.count = 0  # ops numbered so far; after __init__, every op of the module
         self._number(module.func)
 
@@ -141,6 +142,16 @@ class _Liveness:
         p = self.pos[id(op)]
         return p, self.span_end.get(id(op), p)
 
+    def loops_around(self, op: Operation) -> Tuple[Operation, ...]:
+        """The loops and warp-specialize ops enclosing `op`, innermost first (the same for every
+        op of a block, so computed once per block)."""
+        blk = op.parent
+        out = self._loops.get(id(blk))
+        if out is None:
+            out = self._loops[id(blk)] = tuple(a for a in op.ancestors()
+                                               if a.name in ("scf.for", "scf.while", "tlx.warp_specialize"))
+        return out
+
 
 def _next_completion(op: Operation, live: _Liveness, matches) -> int:
     """Position of the first op after `op` for which `matches(o)` holds: later in program order,
@@ -155,9 +166,10 @@ def _next_completion(op: Operation, live: _Liveness, matches) -> int:
             o = ops[j]
             if matches(o):
                 return live.pos[id(o)]
-            for n in o.iter_nested():
-                if matches(n):
-                    return live.pos[id(n)]
+            if o.regions:
+                for n in o.iter_nested():
+                    if matches(n):
+                        return live.pos[id(n)]
         owner = blk.parent_op
         if owner.name == "tt.func":
             break
@@ -192,13 +204,16 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List
 
     def extend(b: Buffer, user: Operation) -> None:
         lo, hi = live.span(user)
-        # enclosing loops / warp-specialize ops that do not contain the allocation
-        a = user.parent_op
-        while a is not None and a.name != "tt.func":
-            if a.name in ("scf.for", "scf.while", "tlx.warp_specialize") and not a.is_ancestor_of(b.op):
-                s, e = live.span(a)
-                lo, hi = min(lo, s), max(hi, e)
-            a = a.parent_op
+        # the enclosing loops / warp-specialize ops that do not contain the allocation: they nest,
+        # so the outermost of them spans the others (and the user)
+        around = live.loops_around(user)
+        if around:
+            of_alloc = live.loops_around(b.op)
+            for a in reversed(around):
+                if a not in of_alloc:
+                    s, e = live.span(a)
+                    lo, hi = min(lo, s), max(hi, e)
+                    break
         b.start, b.end = min(b.start, lo), max(b.end, hi)
 
     smem_types = (T.MemDescType, T.BarrierType)
