@@ -49,11 +49,11 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from ..ir import types as T
 from ..ir.core import Block, Module, Operation
+from .access_index import access_index, forget_access_index
 from .edits import Edits
 from .manager import PassContext
-from .memory import (arg, ASYNC, BARRIER, FENCE, FUNC_ARG, GENERIC, READ, WRITE, RegionAnalysis, EFFECT_NAMES,
-                     accesses_of, allocated_regions, const_int)
-from .proxy_fence_insertion import FLIGHT_CAP, trip_count
+from .memory import arg, ASYNC, BARRIER, FENCE, GENERIC, EFFECT_NAMES, const_int
+from .proxy_fence_insertion import FLIGHT_CAP
 
 # item: (lo, hi, write, op, cls, state, flight)
 #   cls: 'g' generic, 'a' async read (wgmma / TMA store source), 'b' mbarrier initialization or
@@ -77,7 +77,7 @@ class _Walker:
     def __init__(self, module: Module, ctx: PassContext):
         self.module = module
         self.ctx = ctx
-        self.ra = allocated_regions(ctx)
+        self.index = access_index(module, ctx)
         self.kind: Dict[int, int] = {}
         self.skel: Dict[int, List[Tuple[Operation, int]]] = {}  # block id -> its ops that matter, with kinds
         self.acc: Dict[int, Tuple] = {}  # op id -> (generic, async reads, async writes, barrier init, barrier use)
@@ -89,25 +89,12 @@ class _Walker:
         self.edits = Edits()
         self._classify(module.func.regions[0].block, int(module.attrs.get("num_warps", ctx.options.num_warps)))
 
-    def _intervals(self, v, op) -> List[Tuple[int, int]]:
-        if v is None:
-            off = op.attrs.get("scratch_offset")
-            return [(off, off + op.attrs.get("scratch_bytes", 0))] if isinstance(off, int) else []
-        out = []
-        for rg in self.ra.regions_of(v):
-            if rg.root is FUNC_ARG:
-                continue
-            off = rg.root.attrs.get("offset")
-            if isinstance(off, int):
-                out.append((off + rg.lo, off + rg.hi))
-        return out
-
     def _classify(self, blk: Block, warps: int) -> None:
         kind = self.kind
         skel: List[Tuple[Operation, int]] = []
         self.skel[id(blk)] = skel
         relevant = _RELEVANT
-        for op in blk.ops:
+        for op, accs in self.index.entries(blk):  # the ops that touch shared memory or order accesses
             n = op.name
             if n not in relevant and not op.regions and not (op.attrs and "scratch_bytes" in op.attrs):
                 continue  # most ops: nothing to do with shared memory
@@ -126,23 +113,22 @@ class _Walker:
             elif n in _SIMPLE:
                 kind[k] = _SIMPLE[n]
             elif n in EFFECT_NAMES or (op.attrs and op.attrs.get("scratch_bytes")):
-                acc = accesses_of(op)
                 publishes = n in ("tlx.barrier_arrive", "tlx.barrier_expect_bytes")
-                if acc or publishes:
-                    self._accesses(op, acc, publishes)
+                if accs or publishes:
+                    self._accesses(op, accs, publishes)
             if k in kind:
                 skel.append((op, kind[k]))
 
-    def _accesses(self, op: Operation, acc, publishes: bool) -> None:
+    def _accesses(self, op: Operation, accs, publishes: bool) -> None:
         n = op.name
         gen, ards, awrs, binit, buse = [], [], [], [], []
-        for a in acc:
-            ivs = self._intervals(a.value, op)
-            if a.proxy == GENERIC:
-                gen.extend((lo, hi, a.kind == WRITE) for lo, hi in ivs)
-            elif a.proxy == ASYNC:
-                (awrs if a.kind == WRITE else ards).extend(ivs)
-            elif a.proxy == BARRIER:
+        for write, proxy, byts in accs:
+            ivs = [(lo, hi) for lo, hi, _, _ in byts]
+            if proxy == GENERIC:
+                gen.extend((lo, hi, write) for lo, hi in ivs)
+            elif proxy == ASYNC:
+                (awrs if write else ards).extend(ivs)
+            elif proxy == BARRIER:
                 (binit if n in ("tlx.alloc_barriers", "tlx.barrier_inval") else buse).extend(ivs)
         if gen or ards or awrs or binit or buse or publishes:
             self.kind[id(op)] = K_ACC
@@ -227,7 +213,7 @@ class _Walker:
     def loop(self, op: Operation, st: FrozenSet) -> FrozenSet:
         while True:
             had = id(op) in self.planned
-            n = trip_count(op)
+            n = self.index.trips[id(op)]
             body = op.regions[0].block
             self.pre_states.append((op, st))
             try:
@@ -351,4 +337,5 @@ def run(module: Module, ctx: PassContext) -> None:
     """Insert the CTA barriers (see the module docstring)."""
     w = _Walker(module, ctx)
     w.run()
+    forget_access_index(ctx)  # the last pass that reads it (the barriers changed the blocks)
     ctx.stats["cta_barriers.inserted"] = w.inserted

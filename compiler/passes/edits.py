@@ -76,9 +76,11 @@ class Edits:
         return op.parent.ops[i - 1] if i > 0 else None  # type: ignore[union-attr]
 
     # -- applying ---------------------------------------------------------------------------------
-    def apply(self) -> None:
-        """Rebuild every touched block once (slices between the edited positions)."""
+    def apply(self) -> List[Block]:
+        """Rebuild every touched block once (slices between the edited positions); returns the
+        blocks it rebuilt."""
         before, removed = self.before, self.removed
+        touched = [blk for blk, _ in self.blocks.values()]
         for blk, edited in self.blocks.values():
             ops = blk.ops
             if len(edited) == 1:
@@ -111,6 +113,7 @@ class Edits:
         self.blocks.clear()
         self._index.clear()
         self._indexed.clear()
+        return touched
 
 
 def preceding_fence(anchor: Operation, edits: Edits, cluster: bool = False) -> Optional[Operation]:

@@ -46,20 +46,18 @@ from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from ..fences import FenceRecord, Guard, loc_text, make_fence, op_text
 from ..ir import types as T
-from ..ir.core import Block, Module, Operation, Value
-from ..ir.layouts import default_shared_layout
+from ..ir.core import Block, Module, Operation
+from .access_index import AccessIndex, access_index, refresh_access_index
 from .edits import Edits
 from .manager import PassContext
-from .memory import (arg, ASYNC, FENCE, FUNC_ARG, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE, READ, WRITE, RegionAnalysis,
-                     EFFECT_NAMES, accesses_of, all_ops, allocated_regions, const_int, describe_alloc, enclosing_partition, is_cluster_op, overlap_detail)
+from .memory import (arg, ASYNC, FENCE, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE, all_ops, const_int, describe_alloc,
+                     is_cluster_op, overlap_detail)
 
 FLIGHT_CAP = 8  # commit-group counts saturate here (waits with pendings >= 8 are treated as 8)
 
 # op classification codes
 K_FENCE, K_GENERIC, K_ASYNC, K_COMMIT, K_WAIT, K_RELEASE, K_ACQUIRE, K_FOR, K_IF, K_WHILE, K_WS, K_OTHER_REGION = range(12)
 _REGION_KINDS = {"scf.for": K_FOR, "scf.if": K_IF, "scf.while": K_WHILE}
-_RELEVANT = (EFFECT_NAMES | HANDOFF_RELEASE | HANDOFF_ACQUIRE
-             | {FENCE, "tlx.async_commit_group", "tlx.async_wait_group"})
 
 # an item: (lo, hi, box, write, op, flight, cta_fenced)
 #   flight: None landed, -1 not committed, k >= 0 committed with k newer groups
@@ -67,20 +65,12 @@ _RELEVANT = (EFFECT_NAMES | HANDOFF_RELEASE | HANDOFF_ACQUIRE
 # the forward state: (landed items, in-flight items, marks), see `_Forward`
 
 
-def trip_count(op: Operation) -> Optional[int]:
-    """The constant trip count of an `scf.for`, or None when a bound is not a constant."""
-    lb, ub, st = (const_int(arg(op, n)) for n in ("lb", "ub", "step"))
-    if lb is None or ub is None or st is None or st <= 0:
-        return None
-    return max(0, -(-(ub - lb) // st))
-
-
-def loop_fixpoint(block, union, op: Operation, st):
-    """The state after (forward) or before (backward) the `scf.for` `op` from state `st`: its
-    body walked to a fixpoint over the back edge (at most 50 rounds); a loop known to run zero
-    times leaves `st`, one known to run once walks the body once, one of unknown trip count may
-    also be skipped (so `st` joins the result — a zero-trip loop must not hide a hazard)."""
-    n = trip_count(op)
+def loop_fixpoint(block, union, op: Operation, n: Optional[int], st):
+    """The state after (forward) or before (backward) the `scf.for` `op` of trip count `n` (None:
+    not a constant) from state `st`: its body walked to a fixpoint over the back edge (at most 50
+    rounds); a loop known to run zero times leaves `st`, one known to run once walks the body
+    once, one of unknown trip count may also be skipped (so `st` joins the result — a zero-trip
+    loop must not hide a hazard)."""
     body = op.regions[0].block
     if n == 0:
         return st
@@ -119,11 +109,13 @@ def merge_normalized(a: FrozenSet, b: FrozenSet, norm) -> FrozenSet:
 
 
 class _Model:
-    """Per-module facts: the accesses of every op in absolute bytes, and op kinds."""
+    """Per-module facts, from the access index: op kinds, the accesses of the ops that make them
+    (in absolute bytes) and the skeleton of every block."""
 
-    def __init__(self, module: Module, ra: Optional[RegionAnalysis] = None):
+    def __init__(self, module: Module, index: AccessIndex):
         self.module = module
-        self.ra = ra or RegionAnalysis()
+        self.index = index
+        self.ra = index.ra
         self.kind: Dict[int, int] = {}
         self.skel: Dict[int, List[Tuple[Operation, int]]] = {}  # block id -> its ops that matter, with kinds
         self.order: Dict[int, float] = {}  # op id -> pre-order rank among the classified ops
@@ -136,39 +128,12 @@ class _Model:
         self.has_cluster = False
         self._classify(module.func.regions[0].block, None)
 
-    # -- regions in absolute bytes -----------------------------------------------------------
-    def abs_regions(self, v: Optional[Value], op: Operation) -> List[Tuple[int, int, object, object]]:
-        """(lo, hi, box key, root) for every allocation bytes `v` may name (scratch when None)."""
-        if v is None:
-            off = op.attrs.get("scratch_offset")
-            sb = op.attrs.get("scratch_bytes", 0)
-            if not isinstance(off, int):
-                return []
-            return [(off, off + sb, None, op)]
-        out = []
-        for rg in self.ra.regions_of(v):
-            if rg.root is FUNC_ARG:
-                continue
-            off = rg.root.attrs.get("offset")
-            if not isinstance(off, int):
-                continue  # not allocated (allocation disabled): nothing to compare
-            box = None
-            if rg.box is not None:
-                t = rg.root.result.type
-                lay = t.layout if t.layout is not None else default_shared_layout(tuple(t.buffer_shape), t.element.bits)
-                box = ((rg.box[0], str(lay)), rg.box[1], rg.box[2])
-            out.append((off + rg.lo, off + rg.hi, box, rg.root))
-        return out
-
     def _classify(self, blk: Block, part) -> None:
         kind = self.kind
         skel: List[Tuple[Operation, int]] = []
         self.skel[id(blk)] = skel
-        relevant = _RELEVANT
-        for op in blk.ops:
+        for op, accs in self.index.entries(blk):  # the ops that touch shared memory or order accesses
             n = op.name
-            if n not in relevant and not op.regions and not (op.attrs and "scratch_bytes" in op.attrs):
-                continue  # most ops: nothing to do with shared memory
             k = id(op)
             if op.regions:
                 if n == "tlx.warp_specialize":
@@ -190,10 +155,8 @@ class _Model:
             elif n == "tlx.async_wait_group":
                 kind[k] = K_WAIT
             else:
-                if n in EFFECT_NAMES or (op.attrs and op.attrs.get("scratch_bytes")):
-                    acc = accesses_of(op)
-                    if acc:
-                        self._accesses(op, acc)
+                if accs:
+                    self._accesses(op, accs)
                 if part is not None and (n in HANDOFF_RELEASE or n in HANDOFF_ACQUIRE):
                     # a hand-off carries state between partitions: outside a warp-specialize op
                     # there is no other partition, and the walks skip the op
@@ -205,19 +168,19 @@ class _Model:
                 skel.append((op, kind[k]))
                 self.order[k] = len(self.order)
 
-    def _accesses(self, op: Operation, acc) -> None:
+    def _accesses(self, op: Operation, accs) -> None:
         k = id(op)
         gen, asy = [], []
-        for a in acc:
-            if a.proxy == GENERIC:
-                for lo, hi, box, root in self.abs_regions(a.value, op):
-                    gen.append((lo, hi, box, a.kind == WRITE))
+        for write, proxy, byts in accs:
+            if proxy == GENERIC:
+                for lo, hi, box, root in byts:
+                    gen.append((lo, hi, box, write))
                     self.roots[(lo, hi)] = root
-            elif a.proxy == ASYNC:
+            elif proxy == ASYNC:
                 cl = is_cluster_op(op)
                 self.has_cluster |= cl
-                for lo, hi, box, root in self.abs_regions(a.value, op):
-                    asy.append((lo, hi, box, a.kind == WRITE, op, cl))
+                for lo, hi, box, root in byts:
+                    asy.append((lo, hi, box, write, op, cl))
                     self.roots[(lo, hi)] = root
         if asy:
             self.kind[k] = K_ASYNC
@@ -227,9 +190,9 @@ class _Model:
             self.generic[k] = tuple(gen)
 
     def reskeleton(self, blk: Block) -> None:
-        """Rebuild one block's skeleton after ops were inserted into it."""
+        """Rebuild one block's skeleton after ops were inserted into it (and the index refreshed)."""
         kind = self.kind
-        self.skel[id(blk)] = [(op, kind[id(op)]) for op in blk.ops if id(op) in kind]
+        self.skel[id(blk)] = [(op, kind[id(op)]) for op, _ in self.index.entries(blk) if id(op) in kind]
 
     def _handoff_keys(self, op: Operation) -> Tuple:
         if op.name.startswith("tlx.named_barrier"):
@@ -321,15 +284,14 @@ class _Forward:
         if not self.planned:
             return
         ed = Edits()
-        blocks = {}
         for key, fences in self.planned.items():
             anchor = self.anchors[key]
-            blocks[id(anchor.parent)] = anchor.parent
             for j, f in enumerate(fences):
                 ed.insert_before(anchor, f)
                 self.m.order[id(f)] = self.m.order[key] - 1 + (j + 1) / (len(fences) + 1)
-        ed.apply()
-        for blk in blocks.values():
+        blocks = ed.apply()
+        self.m.index.refresh(blocks)
+        for blk in blocks:
             self.m.reskeleton(blk)
         self.planned = {}
 
@@ -435,7 +397,7 @@ class _Forward:
         return st
 
     def loop(self, op: Operation, st):
-        return loop_fixpoint(self.block, self.union, op, st)
+        return loop_fixpoint(self.block, self.union, op, self.m.index.trips[id(op)], st)
 
     def _insert_before(self, op: Operation, hits, cluster: bool) -> Operation:
         fence, rec = make_fence("proxy_fence_insertion", self.ctx.fences, op.loc, cluster)
@@ -528,7 +490,7 @@ class _Backward:
         if id(op) in m.keys:
             return self.handoff_op(op, st)
         if k == K_FOR:
-            return loop_fixpoint(self.block, self.union, op, st)
+            return loop_fixpoint(self.block, self.union, op, m.index.trips[id(op)], st)
         if k == K_IF:
             c = const_int(arg(op, "cond"))
             if c is not None:
@@ -616,11 +578,11 @@ def run(module: Module, ctx: PassContext) -> None:
             rec.removed_reason = (f"target {ctx.options.target} has no async proxy (fence.proxy.async needs sm_90); "
                                   "no proxy fence is emitted below sm_90")
             ed.erase(f)
-        ed.apply()
+        refresh_access_index(ctx, ed.apply())
         return
     insert = ctx.proxy_fences_enabled
-    ra = allocated_regions(ctx)
-    model = _Model(module, ra)
+    index = access_index(module, ctx)
+    model = _Model(module, index)
     fwd, bwd = _analyse(model, ctx, insert)
     ctx.stats["proxy_fence_insertion.inserted"] = len(fwd.inserted)
     removed_total = 0
@@ -653,8 +615,8 @@ def run(module: Module, ctx: PassContext) -> None:
             ed.erase(f)
             removed_total += 1
             blocked |= neighbours[id(f)]
-        ed.apply()
-        model = _Model(module, ra)
+        index.refresh(ed.apply())
+        model = _Model(module, index)
         fwd, bwd = _analyse(model, ctx, False)
     ctx.stats["proxy_fence_insertion.removed"] = removed_total
     # fill the records

@@ -41,6 +41,7 @@ from ..fences import loc_text
 from ..ir import types as T
 from ..ir.core import BlockArgument, Module, Operation, Value
 from ..ir.layouts import NVMMASharedLayout, default_shared_layout
+from .access_index import forget_access_index
 from .manager import PassContext
 from .memory import arg, FUNC_ARG, RegionAnalysis, alloc_bytes, describe_alloc, may_use_smem
 
@@ -319,6 +320,7 @@ def run(module: Module, ctx: PassContext) -> None:
     """Assign offsets (see the module docstring)."""
     ra = RegionAnalysis()
     ctx.cache["allocated_regions"] = ra  # the later passes reuse it
+    forget_access_index(ctx)  # one built on an earlier allocation names other bytes
     bufs = collect_buffers(module, ra)
     # mbarriers live to the end and share bytes with nothing: they go after the data buffers, one
     # after the other, without entering the interference computation

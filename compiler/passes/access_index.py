@@ -1,0 +1,147 @@
+"""The allocated IR's shared-memory ops, classified once for the passes that run after allocation.
+
+ProxyFenceInsertion and the CTA-barrier pass both walk the allocated IR block by block over the
+same few ops — those that touch shared memory, and those that order such accesses (fences,
+barriers, cp.async commits and waits, mbarrier and named-barrier hand-offs) — and both need every
+access in absolute bytes. On a large kernel those ops are a third of all ops, and finding them
+and resolving their bytes is most of each pass's set-up. `AccessIndex` does it once: one walk
+over the module keeps, per block, its ops of interest (in block order, region ops included) with
+their accesses in absolute bytes; the passes build their own skeletons from it.
+
+The index describes the IR as allocation left it plus the fences and barriers the passes insert
+or remove afterwards, which name no memory: a pass that edits a block calls `refresh` with the
+blocks it rebuilt (`Edits.apply` returns them). Shared-memory allocation, which decides the
+bytes, drops the index (`forget_access_index`); the next pass that asks builds a new one.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from ..ir.core import Block, Module, Operation
+from ..ir.layouts import default_shared_layout
+from .memory import (EFFECT_NAMES, FENCE, FUNC_ARG, HANDOFF_ACQUIRE, HANDOFF_RELEASE, WRITE, RegionAnalysis,
+                     accesses_of, allocated_regions, const_int, arg)
+
+# ops that order shared-memory accesses without touching shared memory themselves
+ORDERING_OPS = frozenset({FENCE, "tlx.cta_barrier", "tlx.async_commit_group", "tlx.async_wait_group",
+                          "tlx.tma_store_wait", "tlx.async_dot_wait"}) | HANDOFF_RELEASE | HANDOFF_ACQUIRE
+INDEXED = EFFECT_NAMES | ORDERING_OPS
+
+# one byte range an access may touch: (lo, hi, box key or None, root: the allocation or scratch owner)
+Bytes = Tuple[int, int, Optional[tuple], object]
+# one access: (write, proxy, the byte ranges it may touch)
+AbsAccess = Tuple[bool, str, Tuple[Bytes, ...]]
+# one indexed op with its accesses (empty for ordering ops and region ops)
+Entry = Tuple[Operation, Tuple[AbsAccess, ...]]
+
+_KEY = "access_index"
+
+
+def trip_count(op: Operation) -> Optional[int]:
+    """The constant trip count of an `scf.for`, or None when a bound is not a constant."""
+    lb, ub, st = (const_int(arg(op, n)) for n in ("lb", "ub", "step"))
+    if lb is None or ub is None or st is None or st <= 0:
+        return None
+    return max(0, -(-(ub - lb) // st))
+
+
+def is_indexed(op: Operation) -> bool:
+    """Whether the index keeps `op` (it touches shared memory, orders such accesses, or has regions)."""
+    return op.name in INDEXED or bool(op.regions) or bool(op.attrs and "scratch_bytes" in op.attrs)
+
+
+class AccessIndex:
+    """Per block (by id), its indexed ops with their accesses in absolute bytes; per `scf.for`,
+    its constant trip count (the walks ask for it at every visit of a loop)."""
+
+    def __init__(self, module: Module, ra: RegionAnalysis):
+        self.ra = ra
+        self.blocks: Dict[int, List[Entry]] = {}
+        self.trips: Dict[int, Optional[int]] = {}
+        self._index_block(module.func.regions[0].block)
+
+    def entries(self, blk: Block) -> List[Entry]:
+        return self.blocks[id(blk)]
+
+    def refresh(self, blocks: Iterable[Block]) -> None:
+        """Re-read the given blocks after ops were inserted into or removed from them; ops already
+        indexed keep their entries (what they access has not changed). Ops keep their order in a
+        block, so the old entries are matched in one pass alongside the block."""
+        for blk in blocks:
+            old = self.blocks.get(id(blk), [])
+            j, n = 0, len(old)
+            out: List[Entry] = []
+            for op in blk.ops:
+                while j < n and old[j][0].parent is not blk:
+                    j += 1  # removed from the block
+                if j < n and old[j][0] is op:
+                    out.append(old[j])
+                    j += 1
+                elif is_indexed(op):  # inserted
+                    out.append(self._entry(op))
+            self.blocks[id(blk)] = out
+
+    # -- building ---------------------------------------------------------------------------------
+    def _index_block(self, blk: Block) -> None:
+        out: List[Entry] = []
+        self.blocks[id(blk)] = out
+        indexed = INDEXED
+        for op in blk.ops:
+            if op.name not in indexed and not op.regions and not (op.attrs and "scratch_bytes" in op.attrs):
+                continue  # most ops: nothing to do with shared memory
+            out.append(self._entry(op))
+
+    def _entry(self, op: Operation) -> Entry:
+        if op.regions:
+            if op.name == "scf.for":
+                self.trips[id(op)] = trip_count(op)
+            for r in op.regions:
+                self._index_block(r.block)
+            return (op, ())
+        if op.name in EFFECT_NAMES or (op.attrs and op.attrs.get("scratch_bytes")):
+            return (op, tuple((a.kind == WRITE, a.proxy, self._bytes(a.value, op)) for a in accesses_of(op)))
+        return (op, ())
+
+    def _bytes(self, v, op: Operation) -> Tuple[Bytes, ...]:
+        """(lo, hi, box key, root) for every allocated byte range `v` may name (`op`'s scratch area
+        when `v` is None); a function argument and an unallocated buffer name none we can compare."""
+        if v is None:
+            off = op.attrs.get("scratch_offset")
+            if not isinstance(off, int):
+                return ()
+            return ((off, off + op.attrs.get("scratch_bytes", 0), None, op),)
+        out = []
+        for rg in self.ra.regions_of(v):
+            if rg.root is FUNC_ARG:
+                continue
+            off = rg.root.attrs.get("offset")
+            if not isinstance(off, int):
+                continue  # not allocated (allocation disabled): nothing to compare
+            box = None
+            if rg.box is not None:  # boxes compare within one slab layout
+                t = rg.root.result.type
+                lay = t.layout if t.layout is not None else default_shared_layout(tuple(t.buffer_shape), t.element.bits)
+                box = ((rg.box[0], str(lay)), rg.box[1], rg.box[2])
+            out.append((off + rg.lo, off + rg.hi, box, rg.root))
+        return tuple(out)
+
+
+def access_index(module: Module, ctx) -> AccessIndex:
+    """The compilation's index of the allocated IR (built on first use)."""
+    idx = ctx.cache.get(_KEY)
+    if idx is None:
+        idx = ctx.cache[_KEY] = AccessIndex(module, allocated_regions(ctx))
+    return idx
+
+
+def refresh_access_index(ctx, blocks: Iterable[Block]) -> None:
+    """Tell the index (if there is one) that these blocks were edited."""
+    idx = ctx.cache.get(_KEY)
+    if idx is not None:
+        idx.refresh(blocks)
+
+
+def forget_access_index(ctx) -> None:
+    """Drop the index (the accesses it records are about to change)."""
+    ctx.cache.pop(_KEY, None)
