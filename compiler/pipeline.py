@@ -20,7 +20,7 @@ from .codegen import emit
 from .passes import (cta_barriers, fence_insertion, layouts, lower_dot, proxy_fence_insertion, smem_allocation,
                      tma_lowering)
 from .passes.manager import Pass, PassContext, run_passes
-from .passes.memory import FENCE, all_ops
+from .passes.memory import FENCE, all_ops, take_census
 
 PIPELINE: List[Pass] = [
     Pass("lower_dot", lower_dot.run),
@@ -90,9 +90,10 @@ def compile_module(module: Module, options: Optional[CompileOptions] = None, pas
     ctx = PassContext(options)
     if snapshots:
         ctx.asm["ir"] = print_module(module)
-    for op in all_ops(module):  # user fences get their records (ids in program order) first
-        if op.name == FENCE:
-            ctx.fences.of(op)
+    # one walk tells the passes where the frontend's ops are (memory.census_ops); the user's fences
+    # get their records (ids in program order) first
+    for op in take_census(module, ctx)[FENCE]:
+        ctx.fences.of(op)
     run_passes(module, PIPELINE + BACKEND if passes is None else passes, ctx, snapshots)
     return CompileResult(module, ctx.asm, ctx.abi, _final_fences(module, ctx), ctx.pass_times, ctx.resources,
                          ctx.fences)

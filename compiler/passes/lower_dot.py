@@ -25,7 +25,7 @@ from ..ir.core import Operation, Value
 from ..ir.layouts import NVMMASharedLayout, default_shared_layout
 from .edits import Edits
 from .manager import PassContext
-from .memory import all_ops
+from .memory import census_ops
 from .memory import accesses_of, READ, REGION_OPS
 
 
@@ -89,7 +89,7 @@ def run(module, ctx: PassContext) -> None:
     """Lower every `tt.dot` of the module (sm_90 and newer)."""
     if ctx.capability < 90:
         return
-    dots = [op for op in all_ops(module) if op.name == "tt.dot"]
+    dots = census_ops(module, ctx, "tt.dot")
     edits = Edits()
     for op in dots:
         lower_one(op, edits)

@@ -350,6 +350,33 @@ def all_ops(module: Module) -> List[Operation]:
     return out
 
 
+# the ops only the frontend makes (no pass creates them), and the user's fences: `take_census`
+CENSUS_NAMES = frozenset({"tt.dot", "tt.descriptor_load", "tt.descriptor_store", FENCE})
+
+
+def take_census(module: Module, ctx) -> Dict[str, List[Operation]]:
+    """The ops of the module named in CENSUS_NAMES, by name, each list in program order (one
+    walk). The pipeline takes it of its input, before any pass (`census_ops` reads it)."""
+    out: Dict[str, List[Operation]] = {n: [] for n in CENSUS_NAMES}
+    for op in all_ops(module):
+        lst = out.get(op.name)
+        if lst is not None:
+            lst.append(op)
+    ctx.cache["census"] = out
+    return out
+
+
+def census_ops(module: Module, ctx, name: str) -> List[Operation]:
+    """The ops named `name` (a name only the frontend makes: tt.dot, the descriptor ops), in
+    program order, for the pass that rewrites them. The pipeline's census of its input answers
+    without a walk — no pass creates these ops, and the pass asking is the one that removes them,
+    so it takes its name out of the census (a second run walks); without a census, one walk."""
+    census = ctx.cache.get("census")
+    if census is None or name not in census:
+        return [op for op in all_ops(module) if op.name == name]
+    return [op for op in census.pop(name) if op.parent is not None]
+
+
 def allocated_regions(ctx) -> RegionAnalysis:
     """The region analysis shared by the passes after shared-memory allocation (which creates it;
     they only add fences and barriers, which name no memory)."""

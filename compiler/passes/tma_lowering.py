@@ -43,7 +43,7 @@ from ..ir.layouts import default_shared_layout
 from .edits import Edits, preceding_fence
 from .lower_dot import buffer_read_in_place, staging_type
 from .manager import PassContext
-from .memory import all_ops
+from .memory import census_ops
 
 
 def _lower_store(op: Operation, ctx: PassContext, edits: Edits) -> None:
@@ -114,14 +114,13 @@ def _lower_load(op: Operation, ctx: PassContext, edits: Edits) -> None:
 
 def run(module, ctx: PassContext) -> None:
     """Lower every `tt.descriptor_store` / `tt.descriptor_load` of the module."""
-    todo = [op for op in all_ops(module) if op.name in ("tt.descriptor_store", "tt.descriptor_load")]
+    loads = census_ops(module, ctx, "tt.descriptor_load")
+    stores = census_ops(module, ctx, "tt.descriptor_store")
     # loads first, so that a store of a loaded tile sees the lowered local_load (and reads in place)
     edits = Edits()
-    for op in todo:
-        if op.name == "tt.descriptor_load":
-            _lower_load(op, ctx, edits)
+    for op in loads:
+        _lower_load(op, ctx, edits)
     edits.apply()
-    for op in todo:
-        if op.name == "tt.descriptor_store":
-            _lower_store(op, ctx, edits)
+    for op in stores:
+        _lower_store(op, ctx, edits)
     edits.apply()
