@@ -390,8 +390,9 @@ class _Forward:
                     table[hk] = new
                     self.version += 1
         if n in HANDOFF_ACQUIRE:
+            entries = list(table.items())
             for key in m.keys[id(op)]:
-                for (k2, p2), s2 in list(table.items()):
+                for (k2, p2), s2 in entries:
                     if p2 != part and _keys_match(key, k2):
                         st = self.union(st, s2)
         return st
