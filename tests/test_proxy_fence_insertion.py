@@ -408,3 +408,33 @@ def test_fence_passes_off_inserts_nothing_but_reports():
     tlx.tma_store %d, %x offsets(%c0, %c0)""", f"%d: !tensordesc<128x128xf16>, %t: {T16}")
     text, res = run(ir, PASS_C, fence_passes=False)
     assert count_fences(text) == 0
+
+
+def test_a_fence_lists_its_writers_and_guards_in_program_order():
+    # Four generic writes to four slots, one TMA store of a dynamically indexed slot (which may
+    # be any of them): one fence guards all four. The analysis keeps them in frozensets, whose
+    # order follows object addresses; the record must list them as the program runs them.
+    ir = module("""
+    %c0 = arith.constant {value = 0} : i32
+    %c1 = arith.constant {value = 1} : i32
+    %c2 = arith.constant {value = 2} : i32
+    %c3 = arith.constant {value = 3} : i32
+    %ring = tlx.local_alloc : !smem<4x64x64xf16, buffers=4, mutable>
+    %s2 = tlx.memdesc_index %ring, %c2 : !smem<64x64xf16, alloc=4x64x64, mutable>
+    %s0 = tlx.memdesc_index %ring, %c0 : !smem<64x64xf16, alloc=4x64x64, mutable>
+    %s3 = tlx.memdesc_index %ring, %c3 : !smem<64x64xf16, alloc=4x64x64, mutable>
+    %s1 = tlx.memdesc_index %ring, %c1 : !smem<64x64xf16, alloc=4x64x64, mutable>
+    tlx.local_store %s2, %t loc(#f0:10:4)
+    tlx.local_store %s0, %t loc(#f0:11:4)
+    tlx.local_store %s3, %t loc(#f0:12:4)
+    tlx.local_store %s1, %t loc(#f0:13:4)
+    %r = tlx.memdesc_index %ring, %i : !smem<64x64xf16, alloc=4x64x64, mutable>
+    tlx.tma_store %d, %r offsets(%c0, %c0) loc(#f0:20:4)""",
+                "%d: !tensordesc<64x64xf16>, %t: tensor<64x64xf16>, %i: i32")
+    for _ in range(3):  # new objects (new addresses) each time
+        text, res = run(ir, PASS_C)
+        assert count_fences(text) == 1
+        (rec,) = res.fences
+        assert [loc.line for loc in rec.writer_locs] == [10, 11, 12, 13]
+        assert [str(g).split(" -> ")[0] for g in rec.guards] == [
+            f"RAW: tlx.local_store at kernel.py:{line}" for line in (10, 11, 12, 13)]

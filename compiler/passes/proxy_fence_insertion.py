@@ -408,6 +408,7 @@ class _Forward:
         self.m.fences.append(fence)
         self.inserted.append(fence)
         kinds = set()
+        hits = _in_program_order(list(hits), self.m)
         for it, a in hits:
             rec.add_writer(it[4])
             kinds.add(_hazard_kind(it, a))
@@ -625,7 +626,8 @@ def run(module: Module, ctx: PassContext) -> None:
     ctx.cache["fence_order"] = fences
     for f in fences:
         rec = ctx.fences.of(f)
-        gs = _guards(f, fwd.pending_at.get(id(f), EMPTY), bwd.reach_at.get(id(f), frozenset()))
+        gs = _in_program_order(_guards(f, fwd.pending_at.get(id(f), EMPTY), bwd.reach_at.get(id(f), frozenset())),
+                               model)
         rec.guards = _guard_records(gs, model)
         if gs:
             lo = min(max(it[0], a[0]) for it, a in gs)
@@ -643,7 +645,7 @@ def run(module: Module, ctx: PassContext) -> None:
         elif rec.origin == "user":
             # no hazard has this fence as its only guard; it still counts when it is the first
             # fence after a pending generic access on the way to a conflicting async access
-            gs = _first_fence_guards(f, fwd.pending_at.get(id(f), EMPTY), model)
+            gs = _in_program_order(_first_fence_guards(f, fwd.pending_at.get(id(f), EMPTY), model), model)
             rec.guards = _guard_records(gs, model)
             rec.redundant = not gs
             rec.reason = rec.reason or "written by the user"
@@ -682,6 +684,15 @@ def _first_fence_guards(fence: Operation, pending, model: _Model) -> List[Tuple]
                 if conflict(it, a, scope):
                     out.append((it, a))
     return out
+
+
+def _in_program_order(gs: List[Tuple], model: _Model) -> List[Tuple]:
+    """(generic item, async access) pairs sorted by where their ops run, then by bytes: the
+    pending sets are frozensets, whose order follows object addresses, so without this a record's
+    writers, readers and guards (and the explain_fences text) could change order between runs."""
+    far = float("inf")
+    return sorted(gs, key=lambda g: (model.order.get(id(g[0][4]), far), model.order.get(id(g[1][4]), far),
+                                     g[0][0], g[0][1], g[1][0], g[1][1]))
 
 
 def _guard_records(gs, model: _Model) -> List[Guard]:
