@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from .fences import FenceLog, FenceRecord, explain_fences
+from .gc_pause import gc_paused
 from .ir.core import Module
 from .ir.printer import print_module
 from .options import CompileOptions
@@ -85,7 +86,14 @@ def _final_fences(module: Module, ctx: PassContext) -> List[FenceRecord]:
 def compile_module(module: Module, options: Optional[CompileOptions] = None, passes: Optional[List[Pass]] = None,
                    snapshots: bool = True) -> CompileResult:
     """Run the pipeline on `module` (modified in place). `snapshots=False` skips keeping the IR
-    text after every pass (benchmarks); `passes` replaces the pipeline (tests)."""
+    text after every pass (benchmarks); `passes` replaces the pipeline (tests). Python's cyclic
+    garbage collector is paused meanwhile (compiler/gc_pause.py says why)."""
+    with gc_paused():
+        return _compile(module, options, passes, snapshots)
+
+
+def _compile(module: Module, options: Optional[CompileOptions], passes: Optional[List[Pass]],
+             snapshots: bool) -> CompileResult:
     options = options or CompileOptions()
     ctx = PassContext(options)
     if snapshots:
