@@ -16,9 +16,9 @@ a subprocess (its own `tlx` package on PYTHONPATH, in front of the editable inst
 reference is the revision's own code. `--quick` leaves out the 10 000-op modules.
 
 A record's writer, reader and guard lists (and the parts of its texts that list writers or
-buffers) come from iterating sets of ops, whose order follows object addresses and so may differ
-from run to run: they are compared as sets. Everything else must be
-equal. Exit status 0 when nothing differs, 1 otherwise.
+buffers) are compared as sets: since 6884f46 ProxyFenceInsertion lists them in program order, but
+earlier revisions listed them in the order of sets of ops (object addresses), which may differ
+from run to run, and the script compares with those too. Everything else must be equal. Exit status 0 when nothing differs, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -56,9 +56,7 @@ def _plain(v: Any) -> Any:
 
 
 def _unordered_lists(text: str) -> str:
-    """A record text with its comma-separated lists put in a fixed order: ProxyFenceInsertion's
-    reason names the writers (`RAW: on some path A, B reach(es) C over ...`) and its buffer names
-    the buffers in the order it met them, which is set order."""
+    """A comma-separated list (of a record's writers or buffers) put in a fixed order."""
     return ", ".join(sorted(text.split(", ")))
 
 
@@ -69,15 +67,16 @@ _TEMP_SOURCE = re.compile(r"/tmp/tlx_src_[^/\"]+/")
 
 def _record(rec) -> Dict[str, Any]:
     """A fence record as compared: lists that come from sets sorted (writers with their
-    locations, readers, guards), and the parts of its texts that list them in set order."""
+    locations, readers, guards), and the parts of its texts that list them (see the module
+    docstring)."""
     d = _plain(rec)
     d["writer_pairs"] = sorted(map(repr, zip(d.pop("writers"), d.pop("writer_locs"))))
     d["readers"] = sorted(map(repr, d["readers"]))
     d["guards"] = sorted(map(repr, d["guards"]))
-    # ProxyFenceInsertion's reason names its writers, and its buffer the buffers, in set order
-    d["reason"] = _WRITER_LIST.sub(lambda m: m.group(1) + ", ".join(sorted(m.group(2).split(", "))) + m.group(3),
-                                   d["reason"])
-    d["buffer"] = ", ".join(sorted(d["buffer"].split(", ")))
+    # ProxyFenceInsertion's reason names its writers (`RAW: on some path A, B reach(es) C over
+    # ...`), and its buffer the buffers
+    d["reason"] = _WRITER_LIST.sub(lambda m: m.group(1) + _unordered_lists(m.group(2)) + m.group(3), d["reason"])
+    d["buffer"] = _unordered_lists(d["buffer"])
     return d
 
 

@@ -88,6 +88,7 @@ class AccessIndex:
         self.blocks[id(blk)] = out
         indexed = INDEXED
         for op in blk.ops:
+            # `is_indexed`, written out: this loop visits every op of the module
             if op.name not in indexed and not op.regions and not (op.attrs and "scratch_bytes" in op.attrs):
                 continue  # most ops: nothing to do with shared memory
             out.append(self._entry(op))

@@ -97,7 +97,7 @@ class _Walker:
         for op, accs in self.index.entries(blk):  # the ops that touch shared memory or order accesses
             n = op.name
             if n not in relevant and not op.regions and not (op.attrs and "scratch_bytes" in op.attrs):
-                continue  # most ops: nothing to do with shared memory
+                continue  # indexed for ProxyFenceInsertion only (hand-offs that touch no shared memory)
             k = id(op)
             self.warps[k] = warps  # the warps of the partition the op runs in
             if op.regions:
