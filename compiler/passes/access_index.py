@@ -9,16 +9,18 @@ over the module keeps, per block, its ops of interest (in block order, region op
 their accesses in absolute bytes; the passes build their own skeletons from it.
 
 The index describes the IR as allocation left it plus the fences and barriers the passes insert
-or remove afterwards, which name no memory: a pass that edits a block calls `refresh` with the
-blocks it rebuilt (`Edits.apply` returns them). Shared-memory allocation, which decides the
-bytes, drops the index (`forget_access_index`); the next pass that asks builds a new one.
+or remove afterwards, which name no memory: a pass applies its edits through the index
+(`AccessIndex.apply`, `apply_edits`), which updates the entries of the edited blocks.
+Shared-memory allocation, which decides the bytes, drops the index (`forget_access_index`); the
+next pass that asks builds a new one.
 """
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ..ir.core import Block, Module, Operation
+from .edits import Edits
 from ..ir.layouts import default_shared_layout
 from .memory import (EFFECT_NAMES, FENCE, FUNC_ARG, HANDOFF_ACQUIRE, HANDOFF_RELEASE, WRITE, RegionAnalysis,
                      accesses_of, allocated_regions, const_int, arg)
@@ -64,23 +66,55 @@ class AccessIndex:
     def entries(self, blk: Block) -> List[Entry]:
         return self.blocks[id(blk)]
 
-    def refresh(self, blocks: Iterable[Block]) -> None:
-        """Re-read the given blocks after ops were inserted into or removed from them; ops already
-        indexed keep their entries (what they access has not changed). Ops keep their order in a
-        block, so the old entries are matched in one pass alongside the block."""
-        for blk in blocks:
-            old = self.blocks.get(id(blk), [])
-            j, n = 0, len(old)
-            out: List[Entry] = []
-            for op in blk.ops:
-                while j < n and old[j][0].parent is not blk:
-                    j += 1  # removed from the block
-                if j < n and old[j][0] is op:
-                    out.append(old[j])
-                    j += 1
-                elif is_indexed(op):  # inserted
-                    out.append(self._entry(op))
-            self.blocks[id(blk)] = out
+    def apply(self, edits: Edits) -> List[Block]:
+        """Apply `edits` (fences and barriers inserted, ops removed: nothing whose accesses the
+        index records changes) to the IR and to the index; returns the blocks rebuilt. The entries
+        of an edited block are rebuilt from its old entries and the planned ops, without reading
+        the block (a long block would cost a walk per edit): inserted ops go before their
+        anchor's entry. An anchor the index does not keep (nothing in the index says where it
+        is) makes that block re-read after the edit."""
+        plans = []
+        before, removed = edits.before, edits.removed
+        for blk, edited in edits.blocks.values():
+            old = self.blocks.get(id(blk))
+            if old is None:
+                continue
+            anchors = {id(o) for o in edited if id(o) in before}
+            found = 0
+            new: List[Entry] = []
+            for e in old:
+                k = id(e[0])
+                if k in anchors:
+                    found += 1
+                    new.extend(self._entry(o) for o in before[k] if is_indexed(o))
+                if k not in removed:
+                    new.append(e)
+            # an anchor outside the index (nothing in it says where that is): re-read the block
+            plans.append((blk, new if found == len(anchors) else None))
+        blocks = edits.apply()
+        for blk, new in plans:
+            if new is None:
+                self._reread(blk)
+            else:
+                self.blocks[id(blk)] = new
+        return blocks
+
+    def _reread(self, blk: Block) -> None:
+        """Re-read one block after ops were inserted into or removed from it; ops already indexed
+        keep their entries (what they access has not changed), matched in one pass alongside the
+        block (ops keep their order)."""
+        old = self.blocks.get(id(blk), [])
+        j, n = 0, len(old)
+        out: List[Entry] = []
+        for op in blk.ops:
+            while j < n and old[j][0].parent is not blk:
+                j += 1  # removed from the block
+            if j < n and old[j][0] is op:
+                out.append(old[j])
+                j += 1
+            elif is_indexed(op):  # inserted
+                out.append(self._entry(op))
+        self.blocks[id(blk)] = out
 
     # -- building ---------------------------------------------------------------------------------
     def _index_block(self, blk: Block) -> None:
@@ -136,11 +170,11 @@ def access_index(module: Module, ctx) -> AccessIndex:
     return idx
 
 
-def refresh_access_index(ctx, blocks: Iterable[Block]) -> None:
-    """Tell the index (if there is one) that these blocks were edited."""
+def apply_edits(ctx, edits: Edits) -> List[Block]:
+    """Apply `edits` to the IR and to the compilation's index (if there is one); returns the
+    blocks rebuilt."""
     idx = ctx.cache.get(_KEY)
-    if idx is not None:
-        idx.refresh(blocks)
+    return edits.apply() if idx is None else idx.apply(edits)
 
 
 def forget_access_index(ctx) -> None:

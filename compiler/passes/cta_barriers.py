@@ -73,6 +73,12 @@ _SIMPLE = {"tlx.cta_barrier": K_BAR, FENCE: K_FENCE, "tlx.async_commit_group": K
 _RELEVANT = EFFECT_NAMES | set(_SIMPLE)
 
 
+def _same_kind(it) -> Tuple:
+    """What a newer access must share with a pending item to supersede it: bytes, write, class,
+    flight (and the op for async reads, whose completions differ)."""
+    return (it[LO], it[HI], it[W], it[CLS], it[FLIGHT], it[OP].name if it[CLS] == "a" else "")
+
+
 class _Walker:
     def __init__(self, module: Module, ctx: PassContext):
         self.module = module
@@ -132,7 +138,10 @@ class _Walker:
                 (binit if n in ("tlx.alloc_barriers", "tlx.barrier_inval") else buse).extend(ivs)
         if gen or ards or awrs or binit or buse or publishes:
             self.kind[id(op)] = K_ACC
-            self.acc[id(op)] = (tuple(gen), tuple(ards), tuple(awrs), tuple(binit), tuple(buse), publishes)
+            ivs = [(x[0], x[1]) for x in gen] + ards + awrs + binit + buse
+            # the bytes all of them lie in: most pending items are outside it (`access`)
+            env = (min(a for a, _ in ivs), max(b for _, b in ivs)) if ivs else (0, 0)
+            self.acc[id(op)] = (tuple(gen), tuple(ards), tuple(awrs), tuple(binit), tuple(buse), publishes, env)
 
     # -- the walk -----------------------------------------------------------------------------
     def run(self) -> None:
@@ -261,12 +270,16 @@ class _Walker:
 
     # -- accesses -------------------------------------------------------------------------------
     def access(self, op: Operation, st: FrozenSet) -> FrozenSet:
-        gen, ards, awrs, binit, buse, publishes = self.acc[id(op)]
+        gen, ards, awrs, binit, buse, publishes, (elo, ehi) = self.acc[id(op)]
         hits = []
         for it in st:
             if it[FLIGHT] is not None:
                 continue  # an in-flight cp.async: only its own thread's wait orders it
             lo, hi, w, cls, s = it[LO], it[HI], it[W], it[CLS], it[STATE]
+            if not (lo < ehi and elo < hi):  # touches none of the op's bytes
+                if publishes and cls == "g" and s in ("U", "F", "SF"):
+                    hits.append(it)
+                continue
             if cls == "b":  # an init/inval (one thread) before another thread's use
                 if s in ("U", "F") and any(a < hi and lo < b for a, b in buse):
                     hits.append(it)
@@ -305,10 +318,12 @@ class _Walker:
         if new and st:
             # a new unsynced access supersedes a pending one of the same kind to the same bytes
             # (it conflicts with everything the old one does, now and after any barrier, fence
-            # or wait): the state stays as small as the set of distinct byte ranges
-            keys = {(it[LO], it[HI], it[W], it[CLS], it[FLIGHT], it[OP].name if it[CLS] == "a" else "") for it in new}
-            st = frozenset(it for it in st if (it[LO], it[HI], it[W], it[CLS], it[FLIGHT],
-                                               it[OP].name if it[CLS] == "a" else "") not in keys)
+            # or wait): the state stays as small as the set of distinct byte ranges. The start
+            # byte first: most accesses share it with no pending item
+            los = {it[LO] for it in new}
+            if any(it[LO] in los for it in st):
+                keys = {_same_kind(it) for it in new}
+                st = frozenset(it for it in st if it[LO] not in los or _same_kind(it) not in keys)
         return st | frozenset(new)
 
     def insert_barrier(self, op: Operation, hits, st: FrozenSet) -> FrozenSet:

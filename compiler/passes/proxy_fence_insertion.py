@@ -47,7 +47,7 @@ from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 from ..fences import FenceRecord, Guard, loc_text, make_fence, op_text
 from ..ir import types as T
 from ..ir.core import Block, Module, Operation
-from .access_index import AccessIndex, access_index, refresh_access_index
+from .access_index import AccessIndex, access_index, apply_edits
 from .edits import Edits
 from .manager import PassContext
 from .memory import (arg, ASYNC, FENCE, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE, all_ops, const_int, describe_alloc,
@@ -123,6 +123,10 @@ class _Model:
         self.asyncs: Dict[int, Tuple] = {}  # op id -> tuple of (lo, hi, box, write, op, cluster)
         self.keys: Dict[int, Tuple] = {}  # release / acquire op id -> hand-off keys
         self.part: Dict[int, Optional[Tuple[int, int]]] = {}
+        # ws id -> (partition index, key) of its acquire / release hand-off ops: who takes in a
+        # hand-off state walking forward / backward (`walk_partitions`)
+        self.acquires: Dict[int, List[Tuple[int, Tuple]]] = {}
+        self.releases: Dict[int, List[Tuple[int, Tuple]]] = {}
         self.roots: Dict[int, object] = {}  # (lo, hi) describing -> root, for records
         self.fences: List[Operation] = []
         self.has_cluster = False
@@ -160,8 +164,11 @@ class _Model:
                 if part is not None and (n in HANDOFF_RELEASE or n in HANDOFF_ACQUIRE):
                     # a hand-off carries state between partitions: outside a warp-specialize op
                     # there is no other partition, and the walks skip the op
-                    self.keys[k] = self._handoff_keys(op)
+                    self.keys[k] = keys = self._handoff_keys(op)
                     self.part[k] = part
+                    for side, names in ((self.acquires, HANDOFF_ACQUIRE), (self.releases, HANDOFF_RELEASE)):
+                        if n in names:
+                            side.setdefault(part[0], []).extend((part[1], key) for key in keys)
                     if k not in kind:  # named_barrier_wait both releases and acquires
                         kind[k] = K_RELEASE if n in HANDOFF_RELEASE else K_ACQUIRE
             if k in kind:
@@ -209,6 +216,37 @@ def _keys_match(a, b) -> bool:
     return a[1] is None or b[1] is None or a[1] == b[1]
 
 
+def walk_partitions(walker, op: Operation, st, empty):
+    """The state after (forward) or before (backward) the warp-specialize `op` from `st`: every
+    partition walked from `st`, the results joined. Partitions hand off to each other (mbarriers,
+    named barriers), so a partition is walked again while a hand-off state it takes in has
+    changed since its walk began — the hand-off ops mark it in `walker.dirty` (`changed_handoff`);
+    a partition not marked would repeat its last walk exactly. At most 20 sweeps."""
+    regions = op.regions
+    outs = [empty] * len(regions)
+    todo = walker.dirty[id(op)] = set(range(len(regions)))
+    for _ in range(20):
+        if not todo:
+            break
+        for i, r in enumerate(regions):
+            if i in todo:
+                todo.discard(i)
+                outs[i] = walker.block(r.block, st)
+    del walker.dirty[id(op)]
+    out = empty
+    for o in outs:
+        out = walker.union(out, o)
+    return out
+
+
+def changed_handoff(walker, takers: Dict[int, List[Tuple[int, Tuple]]], part: Tuple[int, int], key: Tuple) -> None:
+    """The hand-off state partition `part` publishes under `key` grew: mark the other partitions
+    of its warp-specialize op that take in a matching key (`takers`) for another walk."""
+    todo = walker.dirty.get(part[0])
+    if todo is not None:
+        todo.update(i for i, k in takers.get(part[0], ()) if i != part[1] and _keys_match(key, k))
+
+
 def conflict(item, acc, fence_scope: Optional[str] = None) -> bool:
     """Whether pending generic `item` and async access `acc` form a hazard that a fence of
     `fence_scope` (None: any fence that would be inserted) separates."""
@@ -245,7 +283,7 @@ class _Forward:
         self.inserted: List[Operation] = []
         self.planned: Dict[int, List[Operation]] = {}  # id(anchor) -> fences to insert before it
         self.anchors: Dict[int, Operation] = {}
-        self.version = 0  # bumped whenever a hand-off state grows
+        self.dirty: Dict[int, Set[int]] = {}  # ws id -> partitions to walk again (`walk_partitions`)
 
     def run(self) -> None:
         self.unfenced = []
@@ -289,8 +327,7 @@ class _Forward:
             for j, f in enumerate(fences):
                 ed.insert_before(anchor, f)
                 self.m.order[id(f)] = self.m.order[key] - 1 + (j + 1) / (len(fences) + 1)
-        blocks = ed.apply()
-        self.m.index.refresh(blocks)
+        blocks = self.m.index.apply(ed)
         for blk in blocks:
             self.m.reskeleton(blk)
         self.planned = {}
@@ -363,15 +400,7 @@ class _Forward:
                 inn = nxt
             return ob
         if k == K_WS:
-            # partitions hand off to each other: iterate them until the hand-off states settle
-            for _ in range(20):
-                v0 = self.version
-                out = EMPTY
-                for r in op.regions:
-                    out = self.union(out, self.block(r.block, st))
-                if self.version == v0:
-                    break
-            return out
+            return walk_partitions(self, op, st, EMPTY)
         return st
 
     def handoff_op(self, op: Operation, st):
@@ -388,7 +417,7 @@ class _Forward:
                 new = self.union(old, st)
                 if new != old:
                     table[hk] = new
-                    self.version += 1
+                    changed_handoff(self, m.acquires, part, key)
         if n in HANDOFF_ACQUIRE:
             entries = list(table.items())
             for key in m.keys[id(op)]:
@@ -451,7 +480,7 @@ class _Backward:
         self.m = model
         self.reach_at: Dict[int, FrozenSet] = {}  # fence id -> async accesses after it
         self.handoff: Dict[int, Dict[Tuple, FrozenSet]] = {}
-        self.version = 0
+        self.dirty: Dict[int, Set[int]] = {}  # ws id -> partitions to walk again (`walk_partitions`)
 
     def run(self) -> None:
         self.block(self.m.module.func.regions[0].block, frozenset())
@@ -509,14 +538,7 @@ class _Backward:
                 before_entry = b_entry
             return before_entry
         if k == K_WS:
-            for _ in range(20):
-                v0 = self.version
-                out: FrozenSet = frozenset()
-                for r in op.regions:
-                    out = self.union(out, self.block(r.block, st))
-                if self.version == v0:
-                    break
-            return out
+            return walk_partitions(self, op, st, frozenset())
         return st
 
     def handoff_op(self, op: Operation, st: FrozenSet) -> FrozenSet:
@@ -534,7 +556,7 @@ class _Backward:
                 new = self.union(old, st)
                 if new != old:
                     table[hk] = new
-                    self.version += 1
+                    changed_handoff(self, m.releases, part, key)
         if n in HANDOFF_RELEASE:
             for key in m.keys[id(op)]:
                 for (k2, p2), s2 in list(table.items()):
@@ -580,7 +602,7 @@ def run(module: Module, ctx: PassContext) -> None:
             rec.removed_reason = (f"target {ctx.options.target} has no async proxy (fence.proxy.async needs sm_90); "
                                   "no proxy fence is emitted below sm_90")
             ed.erase(f)
-        refresh_access_index(ctx, ed.apply())
+        apply_edits(ctx, ed)
         return
     insert = ctx.proxy_fences_enabled
     index = access_index(module, ctx)
@@ -617,7 +639,7 @@ def run(module: Module, ctx: PassContext) -> None:
             ed.erase(f)
             removed_total += 1
             blocked |= neighbours[id(f)]
-        index.refresh(ed.apply())
+        index.apply(ed)
         model = _Model(module, index)
         fwd, bwd = _analyse(model, ctx, False)
     ctx.stats["proxy_fence_insertion.removed"] = removed_total

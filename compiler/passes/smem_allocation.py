@@ -95,7 +95,7 @@ class _Liveness:
     def __init__(self, module: Module):
         self.pos: Dict[int, int] = {}
         self.span_end: Dict[int, int] = {}
-        self.index: Dict[int, int] = {}  # id(op) -> index in its block, for the numbered ops
+        self.block_end: Dict[int, int] = {}  # id(block) -> last position inside the block
         self.users: List[Operation] = []  # ops that may use shared memory, in program order
         self._user_kind: Dict[str, bool] = {}
         self._loops: Dict[int, Tuple[Operation, ...]] = {}  # id(block) -> `loops_around` its ops
@@ -111,9 +111,9 @@ class _Liveness:
     def _number_block(self, blk) -> None:
         # pre-order positions; span_end[op] = last position inside a region op; on the way, the
         # ops that may take shared memory as an operand (and the scratch owners)
-        pos, index, users, kinds, span_end = self.pos, self.index, self.users, self._user_kind, self.span_end
+        pos, users, kinds, span_end = self.pos, self.users, self._user_kind, self.span_end
         count = self.count
-        for j, op in enumerate(blk.ops):
+        for op in blk.ops:
             n = op.name
             u = kinds.get(n)
             if u is None:
@@ -125,7 +125,6 @@ class _Liveness:
                 continue
             k = id(op)
             pos[k] = count
-            index[k] = j
             count += 1
             if op.regions:
                 self.count = count
@@ -133,11 +132,8 @@ class _Liveness:
                     self._number_block(r.block)
                 count = self.count
                 span_end[k] = count - 1
+        self.block_end[id(blk)] = count - 1
         self.count = count
-
-    def index_of(self, op: Operation) -> int:
-        """`op`'s index in its block (`op` is a numbered op)."""
-        return self.index[id(op)]
 
     def span(self, op: Operation) -> Tuple[int, int]:
         p = self.pos[id(op)]
@@ -154,29 +150,57 @@ class _Liveness:
         return out
 
 
-def _next_completion(op: Operation, live: _Liveness, matches) -> int:
-    """Position of the first op after `op` for which `matches(o)` holds: later in program order,
-    or anywhere in an enclosing loop (the next iteration's wait completes this iteration's op,
-    so the buffer lives for the whole loop) or warp-specialize op (another partition waits for
-    it). The end of the kernel when there is none."""
+class _Completions:
+    """The program positions of the ops that complete async accesses, sorted, to find the first
+    one after an op (`_next_completion`) with a binary search instead of a scan of the rest of
+    the kernel: `tma_store_wait {pendings = 0}` (TMA / bulk stores), `async_dot_wait {pendings =
+    0}` (wgmma operands) and `barrier_wait` per mbarrier allocation (TMA / bulk loads)."""
+
+    def __init__(self, live: _Liveness, ra: RegionAnalysis):
+        self.store: List[int] = []
+        self.dot: List[int] = []
+        self.bar: Dict[int, List[int]] = {}  # id(alloc_barriers op) -> positions of waits on it
+        for op in live.users:  # in program order: the lists come out sorted
+            n = op.name
+            if n == "tlx.tma_store_wait" and op.attrs.get("pendings") == 0:
+                self.store.append(live.pos[id(op)])
+            elif n == "tlx.async_dot_wait" and op.attrs.get("pendings") == 0:
+                self.dot.append(live.pos[id(op)])
+            elif n == "tlx.barrier_wait":
+                p = live.pos[id(op)]
+                for root in _bar_roots(ra, arg(op, "bar")):
+                    self.bar.setdefault(id(root), []).append(p)
+
+
+def _first_in(lists: List[List[int]], lo: int, hi: int) -> Optional[int]:
+    """The smallest position in [lo, hi] of any of the sorted `lists`, or None."""
+    best = None
+    for lst in lists:
+        i = bisect.bisect_left(lst, lo)
+        if i < len(lst) and lst[i] <= hi and (best is None or lst[i] < best):
+            best = lst[i]
+    return best
+
+
+def _next_completion(op: Operation, live: _Liveness, lists: List[List[int]]) -> int:
+    """Position of the first completing op (one of the sorted position `lists`) after `op`: later
+    in program order within `op`'s block (nested ops of later ops included), or anywhere in an
+    enclosing loop (the next iteration's wait completes this iteration's op, so the buffer lives
+    for the whole loop) or warp-specialize op (another partition waits for it), looking outwards
+    one enclosing block at a time. The end of the kernel when there is none."""
     cur = op
     while cur.parent is not None and cur.parent.parent_op is not None:
         blk = cur.parent
-        ops = blk.ops
-        for j in range(live.index_of(cur) + 1, len(ops)):
-            o = ops[j]
-            if matches(o):
-                return live.pos[id(o)]
-            if o.regions:
-                for n in o.iter_nested():
-                    if matches(n):
-                        return live.pos[id(n)]
+        p = _first_in(lists, live.span(cur)[1] + 1, live.block_end[id(blk)])  # after cur and its regions
+        if p is not None:
+            return p
         owner = blk.parent_op
         if owner.name == "tt.func":
             break
-        if owner.name in ("scf.for", "scf.while", "tlx.warp_specialize") and any(
-                matches(n) for n in owner.iter_nested()):
-            return live.span(owner)[1]
+        if owner.name in ("scf.for", "scf.while", "tlx.warp_specialize"):
+            s, e = live.span(owner)
+            if _first_in(lists, s, e) is not None:
+                return e
         cur = owner
     return live.count
 
@@ -189,6 +213,7 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List
     """Every allocation and scratch area with its lifetime [start, end] in program positions."""
     ra = ra or RegionAnalysis()
     live = _Liveness(module)
+    done = _Completions(live, ra)
     bufs: Dict[int, Buffer] = {}
     order: List[Buffer] = []
     scratch: List[Buffer] = []
@@ -203,32 +228,41 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List
             p = live.pos[id(op)]
             scratch.append(Buffer(op, sb, max(16, int(op.attrs.get("scratch_align", 16))), p, p, scratch=True))
 
-    def extend(b: Buffer, user: Operation) -> None:
-        lo, hi = live.span(user)
-        # the enclosing loops / warp-specialize ops that do not contain the allocation: they nest,
-        # so the outermost of them spans the others (and the user)
-        around = live.loops_around(user)
-        if around:
-            of_alloc = live.loops_around(b.op)
-            for a in reversed(around):
-                if a not in of_alloc:
-                    s, e = live.span(a)
-                    lo, hi = min(lo, s), max(hi, e)
-                    break
-        b.start, b.end = min(b.start, lo), max(b.end, hi)
+    windows: Dict[Tuple[int, int], Optional[Tuple[int, int]]] = {}
+
+    def loop_window(user: Operation, alloc: Operation) -> Optional[Tuple[int, int]]:
+        """The span of the outermost loop / warp-specialize op around `user` that does not contain
+        `alloc` (a use there keeps the buffer alive for all of it), None when there is none. The
+        same for all users in one block and allocations in one block: computed once per pair."""
+        key = (id(user.parent), id(alloc.parent))
+        if key in windows:
+            return windows[key]
+        w = None
+        of_alloc = live.loops_around(alloc)
+        for a in reversed(live.loops_around(user)):  # outermost first: it spans the others
+            if a not in of_alloc:
+                w = live.span(a)
+                break
+        windows[key] = w
+        return w
 
     smem_types = (T.MemDescType, T.BarrierType)
     for op in live.users:
+        here = None  # the user's own span, once it names a buffer
         for v in op._operands:  # (read-only: the list itself, without the copy `operands` makes)
             if not isinstance(v.type, smem_types):
                 continue
             for r in ra.regions_of(v):
-                if r.root is FUNC_ARG:
-                    continue
-                b = bufs.get(id(r.root))
+                b = bufs.get(id(r.root))  # None for a function argument (FUNC_ARG)
                 if b is None:
                     continue
-                extend(b, op)
+                if here is None:
+                    here = live.span(op)
+                lo, hi = loop_window(op, b.op) or here
+                if lo < b.start:
+                    b.start = lo
+                if hi > b.end:
+                    b.end = hi
                 if op.name == "scf.yield":
                     loop = op.parent_op
                     if loop is not None and loop.name in ("scf.for", "scf.while") and loop.is_ancestor_of(b.op):
@@ -241,16 +275,14 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List
         if n in ("tlx.tma_store", "tlx.async_store", "tlx.async_dot", "tlx.tma_load", "tlx.async_bulk_load"):
             if n in ("tlx.tma_store", "tlx.async_store"):
                 targets = [arg(op, "src")]
-                match = lambda o: o.name == "tlx.tma_store_wait" and o.attrs.get("pendings") == 0  # noqa: E731
+                lists = [done.store]
             elif n == "tlx.async_dot":
                 targets = [x for x in (arg(op, "a"), arg(op, "b")) if isinstance(x.type, T.MemDescType)]
-                match = lambda o: o.name == "tlx.async_dot_wait" and o.attrs.get("pendings") == 0  # noqa: E731
+                lists = [done.dot]
             else:
                 targets = [arg(op, "dst")]
-                roots = _bar_roots(ra, arg(op, "bar"))
-                match = lambda o, roots=roots: (o.name == "tlx.barrier_wait"  # noqa: E731
-                                                and bool(_bar_roots(ra, arg(o, "bar")) & roots))
-            end = _next_completion(op, live, match)
+                lists = [done.bar[id(r)] for r in _bar_roots(ra, arg(op, "bar")) if id(r) in done.bar]
+            end = _next_completion(op, live, lists)
             for v in targets:
                 for r in ra.regions_of(v):
                     b = bufs.get(id(r.root))
