@@ -28,10 +28,7 @@ def _as_text(idx: AccessIndex, m) -> list:
     """Every block's entries as (op name, position in the module, accesses): comparable across
     two indexes of the same module."""
     pos = {id(op): i for i, op in enumerate(all_ops(m))}
-    out = []
-    for blk_id, entries in sorted(idx.blocks.items(), key=lambda kv: min((pos[id(e[0])] for e in kv[1]), default=-1)):
-        out.append([(e[0].name, pos[id(e[0])], e[1]) for e in entries])
-    return sorted(out)
+    return sorted([(e[0].name, pos[id(e[0])], e[1]) for e in entries] for entries in idx.blocks.values())
 
 
 @pytest.mark.parametrize("case", catalog.CASES, ids=lambda c: c.name)
@@ -42,18 +39,24 @@ def test_the_index_kept_through_proxy_fence_insertion_equals_a_fresh_one(case):
     assert _as_text(kept, m) == _as_text(fresh, m)
 
 
-def test_an_edit_anchored_outside_the_index_rereads_the_block():
-    case = catalog.CASES_BY_NAME["tma_store_unfenced"]
-    m, ctx = _compiled_to(case, "smem_allocation")
+def _fence_before(ed: Edits, anchor: Operation) -> Operation:
+    return ed.insert_before(anchor, Operation("tlx.fence_async_shared", [], [], loc=anchor.loc))
+
+
+@pytest.mark.parametrize("outside", [False, True], ids=["anchors_in_the_index", "an_anchor_outside_it"])
+def test_fences_inserted_and_ops_removed_update_the_index_like_a_fresh_walk(outside):
+    m, ctx = _compiled_to(catalog.CASES_BY_NAME["tma_store_unfenced"], "smem_allocation")
     idx = access_index(m, ctx)
     top = m.func.regions[0].block
-    indexed = {id(e[0]) for e in idx.entries(top)}
-    plain = next(op for op in top.ops if id(op) not in indexed and op.name != "tt.return")  # not in the index
-    first = next(op for op in top.ops if id(op) in indexed)
+    indexed = [e[0] for e in idx.entries(top)]
     ed = Edits()
-    f1 = ed.insert_before(plain, Operation("tlx.fence_async_shared", [], [], loc=plain.loc))
-    f2 = ed.insert_before(first, Operation("tlx.fence_async_shared", [], [], loc=first.loc))
+    fences = [_fence_before(ed, indexed[0]), _fence_before(ed, indexed[-1])]
+    if outside:  # an anchor the index does not keep: the block is re-read
+        plain = next(op for op in top.ops if op not in indexed and op.name != "tt.return")
+        fences.append(_fence_before(ed, plain))
+    gone = next(op for op in indexed if op.name == "tlx.fence_async_shared")  # placed before allocation
+    ed.erase(gone)
     idx.apply(ed)
     got = [e[0] for e in idx.entries(top)]
-    assert f1 in got and f2 in got
+    assert all(f in got for f in fences) and gone not in got
     assert _as_text(idx, m) == _as_text(AccessIndex(m, allocated_regions(ctx)), m)

@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 from ..ir.core import Block, Module, Operation
-from .edits import Edits
 from ..ir.layouts import default_shared_layout
+from .edits import Edits
 from .memory import (EFFECT_NAMES, FENCE, FUNC_ARG, HANDOFF_ACQUIRE, HANDOFF_RELEASE, WRITE, RegionAnalysis,
                      accesses_of, allocated_regions, const_int, arg)
 

@@ -138,9 +138,9 @@ class _Walker:
                 (binit if n in ("tlx.alloc_barriers", "tlx.barrier_inval") else buse).extend(ivs)
         if gen or ards or awrs or binit or buse or publishes:
             self.kind[id(op)] = K_ACC
-            ivs = [(x[0], x[1]) for x in gen] + ards + awrs + binit + buse
+            spans = [(x[0], x[1]) for x in gen] + ards + awrs + binit + buse
             # the bytes all of them lie in: most pending items are outside it (`access`)
-            env = (min(a for a, _ in ivs), max(b for _, b in ivs)) if ivs else (0, 0)
+            env = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0, 0)
             self.acc[id(op)] = (tuple(gen), tuple(ards), tuple(awrs), tuple(binit), tuple(buse), publishes, env)
 
     # -- the walk -----------------------------------------------------------------------------

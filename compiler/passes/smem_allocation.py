@@ -43,7 +43,7 @@ from ..ir.core import BlockArgument, Module, Operation, Value
 from ..ir.layouts import NVMMASharedLayout, default_shared_layout
 from .access_index import forget_access_index
 from .manager import PassContext
-from .memory import arg, FUNC_ARG, RegionAnalysis, alloc_bytes, describe_alloc, may_use_smem
+from .memory import arg, RegionAnalysis, alloc_bytes, describe_alloc, may_use_smem
 
 SMEM_LIMITS = {90: 232448, 80: 166912, 86: 101376, 87: 166912, 89: 101376}
 
@@ -88,8 +88,8 @@ class Buffer:
 
 class _Liveness:
     """Program positions (pre-order numbers) of the ops that matter to lifetimes — those that may
-    use shared memory (and scratch owners) and region ops — with their index in their block, and
-    the span of every region op. Other ops are only counted: on a large kernel most ops are
+    use shared memory (and scratch owners) and region ops —, the span of every region op and the
+    last position of every block. Other ops are only counted: on a large kernel most ops are
     arithmetic, and one dict entry per op would cost more than the whole numbering."""
 
     def __init__(self, module: Module):
@@ -253,7 +253,7 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List
             if not isinstance(v.type, smem_types):
                 continue
             for r in ra.regions_of(v):
-                b = bufs.get(id(r.root))  # None for a function argument (FUNC_ARG)
+                b = bufs.get(id(r.root))  # None for a function argument (memory.FUNC_ARG)
                 if b is None:
                     continue
                 if here is None:
