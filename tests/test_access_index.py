@@ -11,7 +11,7 @@ from tlx.compiler.options import CompileOptions
 from tlx.compiler.passes.access_index import AccessIndex, access_index
 from tlx.compiler.passes.edits import Edits
 from tlx.compiler.passes.manager import PassContext, run_passes
-from tlx.compiler.passes.memory import all_ops, allocated_regions, take_census
+from tlx.compiler.passes.memory import all_ops, shared_regions, take_census
 from tlx.compiler.pipeline import PIPELINE
 
 
@@ -35,7 +35,7 @@ def _as_text(idx: AccessIndex, m) -> list:
 def test_the_index_kept_through_proxy_fence_insertion_equals_a_fresh_one(case):
     m, ctx = _compiled_to(case, "proxy_fence_insertion")  # fences inserted and pruned through apply
     kept = access_index(m, ctx)
-    fresh = AccessIndex(m, allocated_regions(ctx))
+    fresh = AccessIndex(m, shared_regions(ctx))
     assert _as_text(kept, m) == _as_text(fresh, m)
 
 
@@ -59,4 +59,4 @@ def test_fences_inserted_and_ops_removed_update_the_index_like_a_fresh_walk(outs
     idx.apply(ed)
     got = [e[0] for e in idx.entries(top)]
     assert all(f in got for f in fences) and gone not in got
-    assert _as_text(idx, m) == _as_text(AccessIndex(m, allocated_regions(ctx)), m)
+    assert _as_text(idx, m) == _as_text(AccessIndex(m, shared_regions(ctx)), m)

@@ -23,7 +23,7 @@ from ..ir.core import Block, Module, Operation
 from ..ir.layouts import default_shared_layout
 from .edits import Edits
 from .memory import (EFFECT_NAMES, FENCE, FUNC_ARG, HANDOFF_ACQUIRE, HANDOFF_RELEASE, WRITE, RegionAnalysis,
-                     accesses_of, allocated_regions, const_int, arg)
+                     accesses_of, shared_regions, const_int, arg)
 
 # ops that order shared-memory accesses without touching shared memory themselves
 ORDERING_OPS = frozenset({FENCE, "tlx.cta_barrier", "tlx.async_commit_group", "tlx.async_wait_group",
@@ -166,7 +166,7 @@ def access_index(module: Module, ctx) -> AccessIndex:
     """The compilation's index of the allocated IR (built on first use)."""
     idx = ctx.cache.get(_KEY)
     if idx is None:
-        idx = ctx.cache[_KEY] = AccessIndex(module, allocated_regions(ctx))
+        idx = ctx.cache[_KEY] = AccessIndex(module, shared_regions(ctx))
     return idx
 
 

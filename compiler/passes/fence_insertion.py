@@ -39,7 +39,7 @@ from ..ir.core import Block, Module, Operation, Value
 from .edits import Edits, preceding_fence
 from .manager import PassContext
 from .memory import (arg, FUNC_ARG, GENERIC_WRITERS, HANDOFF_RELEASE, Region, RegionAnalysis, accesses_of, all_ops,
-                     describe_alloc, GENERIC, WRITE)
+                     describe_alloc, GENERIC, WRITE, shared_regions)
 
 LOOPS = ("scf.for", "scf.while")
 READERS = frozenset({"tlx.async_dot", "tlx.tma_store", "tlx.async_store"})
@@ -296,8 +296,7 @@ def fence_reader(r: Operation, info: _Info, ctx: PassContext, edits: Edits) -> N
 
 def run(module: Module, ctx: PassContext) -> None:
     """Insert fences for every async reader of the module (see the module docstring)."""
-    ra = RegionAnalysis()
-    info = _Info(module, ra)
+    info = _Info(module, shared_regions(ctx))
     readers = info.readers
     before = len(ctx.fences.records)
     edits = Edits()

@@ -133,12 +133,28 @@ def const_int(v: Value) -> Optional[int]:
     return None
 
 
+_NO_CYCLE = 1 << 30  # RegionAnalysis: no open value reached again
+
+
 class RegionAnalysis:
-    """Memoized `regions_of` for one module."""
+    """Memoized `regions_of` for one module.
+
+    Loop-carried values make the value graph cyclic: a block argument names what its init and
+    its yield name, and the yield may be a view of the argument. The answer is the least fixpoint,
+    whatever the order of the queries. A value reached again while it is being computed returns
+    its approximation so far (nothing at first); the outermost value of the cycle is computed
+    again while any approximation in it grew, and only then memoized. A value computed while an
+    enclosing one was still open depended on an approximation, so it is not memoized (its own
+    approximation is kept: a later computation starts from it). Memoizing those partial answers
+    lost a cycle's buffers — a view yielded back into the loop named nothing, and its wgmma read
+    got no fence."""
 
     def __init__(self) -> None:
         self._memo: Dict[int, Tuple[Region, ...]] = {}
-        self._busy: set = set()
+        self._open: Dict[int, int] = {}  # id(value) being computed -> its depth in the recursion
+        self._approx: Dict[int, Tuple[Region, ...]] = {}  # a value on a cycle -> its regions so far
+        self._low = _NO_CYCLE  # the shallowest open value the current round reached again
+        self._grew = False  # an approximation grew in the current round
         self._keep: List[object] = []  # keep memo keys alive (ids are never reused meanwhile)
         self._desc: Dict[int, str] = {}
 
@@ -152,21 +168,44 @@ class RegionAnalysis:
         return d
 
     def regions_of(self, v: Value) -> Tuple[Region, ...]:
+        """Every region `v` may name, deduplicated."""
         k = id(v)
         r = self._memo.get(k)
         if r is not None:
             return r
-        if k in self._busy:  # a cycle through loop-carried values contributes nothing new
-            return ()
-        self._busy.add(k)
+        depth = self._open.get(k)
+        if depth is not None:  # a cycle back to `v`
+            if depth < self._low:
+                self._low = depth
+            return self._approx.get(k, ())
+        depth = self._open[k] = len(self._open)
+        outer_low, outer_grew = self._low, self._grew
         try:
-            r = self._compute(v)
+            while True:
+                self._low, self._grew = _NO_CYCLE, False
+                r = self._compute(v)
+                r = tuple(dict.fromkeys(r)) if len(r) > 1 else tuple(r)  # deduped, in order
+                low = self._low
+                if low == _NO_CYCLE:
+                    break  # no cycle through `v` or below it: exact
+                if set(r) != set(self._approx.get(k, ())):
+                    self._approx[k] = r
+                    self._grew = True
+                if low < depth or not self._grew:
+                    break  # part of an enclosing value's cycle (it iterates), or converged
         finally:
-            self._busy.discard(k)
-        res = tuple(dict.fromkeys(r)) if len(r) > 1 else tuple(r)  # deduped, in order
-        self._memo[k] = res
+            del self._open[k]
+            grew = self._grew
+            self._low, self._grew = outer_low, outer_grew
+        if low < depth:  # depended on an enclosing value's approximation: not final
+            if low < self._low:
+                self._low = low
+            self._grew = self._grew or grew
+            return r
+        self._memo[k] = r
+        self._approx.pop(k, None)
         self._keep.append(v)
-        return res
+        return r
 
     def _union(self, vals) -> List[Region]:
         out: List[Region] = []
@@ -377,12 +416,16 @@ def census_ops(module: Module, ctx, name: str) -> List[Operation]:
     return [op for op in census.pop(name) if op.parent is not None]
 
 
-def allocated_regions(ctx) -> RegionAnalysis:
-    """The region analysis shared by the passes after shared-memory allocation (which creates it;
-    they only add fences and barriers, which name no memory)."""
-    ra = ctx.cache.get("allocated_regions")
+def shared_regions(ctx) -> RegionAnalysis:
+    """The compilation's region analysis, shared by the passes from FenceInsertion on (the first
+    that asks creates it). Valid because no later pass changes what a memdesc value names: the
+    regions are bytes of allocations, whose sizes do not depend on layouts (all the layout pass
+    changes of a memdesc), and the other passes add fences, barriers, register ops and scratch
+    attributes, which name no allocation. A pass that rewires memdesc values must drop it
+    (``ctx.cache.pop("regions")``)."""
+    ra = ctx.cache.get("regions")
     if ra is None:
-        ra = ctx.cache["allocated_regions"] = RegionAnalysis()
+        ra = ctx.cache["regions"] = RegionAnalysis()
     return ra
 
 

@@ -43,7 +43,7 @@ from ..ir.core import BlockArgument, Module, Operation, Value
 from ..ir.layouts import NVMMASharedLayout, default_shared_layout
 from .access_index import forget_access_index
 from .manager import PassContext
-from .memory import arg, RegionAnalysis, alloc_bytes, describe_alloc, may_use_smem
+from .memory import arg, RegionAnalysis, alloc_bytes, describe_alloc, may_use_smem, shared_regions
 
 SMEM_LIMITS = {90: 232448, 80: 166912, 86: 101376, 87: 166912, 89: 101376}
 
@@ -350,8 +350,7 @@ def _peak_report(bufs: List[Buffer]) -> Tuple[int, List[Buffer]]:
 
 def run(module: Module, ctx: PassContext) -> None:
     """Assign offsets (see the module docstring)."""
-    ra = RegionAnalysis()
-    ctx.cache["allocated_regions"] = ra  # the later passes reuse it
+    ra = shared_regions(ctx)  # FenceInsertion's, when it ran; the later passes reuse it
     forget_access_index(ctx)  # one built on an earlier allocation names other bytes
     bufs = collect_buffers(module, ra)
     # mbarriers live to the end and share bytes with nothing: they go after the data buffers, one
