@@ -47,7 +47,6 @@ from __future__ import annotations
 
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
-from ..ir import types as T
 from ..ir.core import Block, Module, Operation
 from .access_index import access_index, forget_access_index
 from .edits import Edits
@@ -85,8 +84,10 @@ class _Walker:
         self.ctx = ctx
         self.index = access_index(module, ctx)
         self.kind: Dict[int, int] = {}
-        self.skel: Dict[int, List[Tuple[Operation, int]]] = {}  # block id -> its ops that matter, with kinds
-        self.acc: Dict[int, Tuple] = {}  # op id -> (generic, async reads, async writes, barrier init, barrier use)
+        # block id -> its ops that matter: (op, kind, what the walk needs of it: its accesses for
+        # K_ACC, its partition's warps for K_DOTWAIT, its trip count for K_FOR)
+        self.skel: Dict[int, List[Tuple[Operation, int, object]]] = {}
+        self.acc: Dict[int, Tuple] = {}  # op id -> (generic, async reads, async writes, barrier init, barrier use, ...)
         self.warps: Dict[int, int] = {}  # op id -> warps of its partition
         self.pre_states: List[Tuple[Operation, FrozenSet]] = []  # enclosing loops and their entry states
         self.inserted = 0
@@ -97,7 +98,7 @@ class _Walker:
 
     def _classify(self, blk: Block, warps: int) -> None:
         kind = self.kind
-        skel: List[Tuple[Operation, int]] = []
+        skel: List[Tuple[Operation, int, object]] = []
         self.skel[id(blk)] = skel
         relevant = _RELEVANT
         for op, accs in self.index.entries(blk):  # the ops that touch shared memory or order accesses
@@ -123,7 +124,10 @@ class _Walker:
                 if accs or publishes:
                     self._accesses(op, accs, publishes)
             if k in kind:
-                skel.append((op, kind[k]))
+                kd = kind[k]
+                data = self.acc[k] if kd == K_ACC else warps if kd == K_DOTWAIT else \
+                    self.index.trips[k] if kd == K_FOR else None
+                skel.append((op, kd, data))
 
     def _accesses(self, op: Operation, accs, publishes: bool) -> None:
         n = op.name
@@ -141,7 +145,15 @@ class _Walker:
             spans = [(x[0], x[1]) for x in gen] + ards + awrs + binit + buse
             # the bytes all of them lie in: most pending items are outside it (`access`)
             env = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0, 0)
-            self.acc[id(op)] = (tuple(gen), tuple(ards), tuple(awrs), tuple(binit), tuple(buse), publishes, env)
+            # the items the op leaves pending are the same at every visit: made once, with what a
+            # pending item must share with one of them to be superseded (`access`)
+            fl = -1 if n == "tlx.async_load" else None
+            new = [(lo, hi, w, op, "g", "U", fl) for lo, hi, w in gen]
+            new += [(lo, hi, False, op, "a", "P", None) for lo, hi in ards]
+            new += [(lo, hi, True, op, "b", "U", None) for lo, hi in binit]
+            new += [(lo, hi, False, op, "u", "U", None) for lo, hi in buse]
+            after = (frozenset(new), frozenset(it[LO] for it in new), frozenset(_same_kind(it) for it in new))
+            self.acc[id(op)] = (tuple(gen), tuple(ards), tuple(awrs), tuple(binit), tuple(buse), publishes, env, after)
 
     # -- the walk -----------------------------------------------------------------------------
     def run(self) -> None:
@@ -150,10 +162,10 @@ class _Walker:
 
     def block(self, blk: Block, st: FrozenSet) -> FrozenSet:
         planned = self.planned
-        for op, k in self.skel[id(blk)]:
+        for op, k, data in self.skel[id(blk)]:
             if planned and id(op) in planned:
                 st = self.sync(st)
-            st = self.op(op, k, st)
+            st = self.op(op, k, data, st)
         return st
 
     @staticmethod
@@ -169,13 +181,14 @@ class _Walker:
                 out.append(it[:STATE] + (s,) + it[STATE + 1:])
         return frozenset(out)
 
-    def op(self, op: Operation, k: int, st: FrozenSet) -> FrozenSet:
+    def op(self, op: Operation, k: int, data, st: FrozenSet) -> FrozenSet:
+        """The state after `op` of kind `k` (`data`: see `skel`) from state `st`."""
+        if k == K_ACC:
+            return self.access(op, data, st)
         if k == K_BAR:
             return self.sync(st)
         if k == K_FENCE:
             return frozenset(it[:STATE] + (FENCED[it[STATE]],) + it[STATE + 1:] if it[CLS] == "g" else it for it in st)
-        if k == K_ACC:
-            return self.access(op, st)
         if k == K_COMMIT:
             return frozenset(it if it[FLIGHT] is None else it[:FLIGHT] + (min(it[FLIGHT] + 1, FLIGHT_CAP),)
                              for it in st)
@@ -185,7 +198,7 @@ class _Walker:
         if k == K_DOTWAIT:
             if op.attrs.get("pendings") != 0:
                 return st
-            if self.warps.get(id(op), 4) <= 4:  # one warpgroup: the wait is collective
+            if data <= 4:  # one warpgroup: the wait is collective
                 return frozenset(it for it in st if not (it[CLS] == "a" and it[OP].name == "tlx.async_dot"))
             return self._complete(st, ("tlx.async_dot",))
         if k == K_STOREWAIT:
@@ -193,7 +206,7 @@ class _Walker:
                 return st
             return self._complete(st, ("tlx.tma_store", "tlx.async_store"))
         if k == K_FOR:
-            return self.loop(op, st)
+            return self.loop(op, data, st)
         if k == K_IF:
             c = const_int(arg(op, "cond"))
             if c is not None:
@@ -219,10 +232,9 @@ class _Walker:
         return frozenset(it[:STATE] + ("U",) + it[STATE + 1:] if it[CLS] == "a" and it[OP].name in names else it
                          for it in st)
 
-    def loop(self, op: Operation, st: FrozenSet) -> FrozenSet:
+    def loop(self, op: Operation, n: Optional[int], st: FrozenSet) -> FrozenSet:
         while True:
             had = id(op) in self.planned
-            n = self.index.trips[id(op)]
             body = op.regions[0].block
             self.pre_states.append((op, st))
             try:
@@ -269,8 +281,8 @@ class _Walker:
             return ob
 
     # -- accesses -------------------------------------------------------------------------------
-    def access(self, op: Operation, st: FrozenSet) -> FrozenSet:
-        gen, ards, awrs, binit, buse, publishes, (elo, ehi) = self.acc[id(op)]
+    def access(self, op: Operation, acc: Tuple, st: FrozenSet) -> FrozenSet:
+        gen, ards, awrs, binit, buse, publishes, (elo, ehi), (new, los, keys) = acc
         hits = []
         for it in st:
             if it[FLIGHT] is not None:
@@ -310,21 +322,15 @@ class _Walker:
                     hits.append(it)
         if hits and self.restarting is None:
             st = self.insert_barrier(op, hits, st)
-        fl = -1 if op.name == "tlx.async_load" else None
-        new = [(lo, hi, w, op, "g", "U", fl) for lo, hi, w in gen]
-        new += [(lo, hi, False, op, "a", "P", None) for lo, hi in ards]
-        new += [(lo, hi, True, op, "b", "U", None) for lo, hi in binit]
-        new += [(lo, hi, False, op, "u", "U", None) for lo, hi in buse]
-        if new and st:
+        if not new:
+            return st
+        if st and any(it[LO] in los for it in st):
             # a new unsynced access supersedes a pending one of the same kind to the same bytes
             # (it conflicts with everything the old one does, now and after any barrier, fence
             # or wait): the state stays as small as the set of distinct byte ranges. The start
             # byte first: most accesses share it with no pending item
-            los = {it[LO] for it in new}
-            if any(it[LO] in los for it in st):
-                keys = {_same_kind(it) for it in new}
-                st = frozenset(it for it in st if it[LO] not in los or _same_kind(it) not in keys)
-        return st | frozenset(new)
+            st = frozenset(it for it in st if it[LO] not in los or _same_kind(it) not in keys)
+        return st | new
 
     def insert_barrier(self, op: Operation, hits, st: FrozenSet) -> FrozenSet:
         """Insert a barrier before `op` (or before the outermost loop it may leave) and return

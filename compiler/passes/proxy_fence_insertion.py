@@ -42,10 +42,9 @@ does not exist there).
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
-from ..fences import FenceRecord, Guard, loc_text, make_fence, op_text
-from ..ir import types as T
+from ..fences import Guard, make_fence, op_text
 from ..ir.core import Block, Module, Operation
 from .access_index import AccessIndex, access_index, apply_edits
 from .edits import Edits
@@ -117,7 +116,9 @@ class _Model:
         self.index = index
         self.ra = index.ra
         self.kind: Dict[int, int] = {}
-        self.skel: Dict[int, List[Tuple[Operation, int]]] = {}  # block id -> its ops that matter, with kinds
+        # block id -> its ops that matter: (op, kind, what the walks need of it: its accesses for
+        # K_GENERIC / K_ASYNC, its trip count for K_FOR; `entry`)
+        self.skel: Dict[int, List[Tuple[Operation, int, object]]] = {}
         self.order: Dict[int, float] = {}  # op id -> pre-order rank among the classified ops
         self.generic: Dict[int, Tuple] = {}  # op id -> tuple of (lo, hi, box, write)
         self.asyncs: Dict[int, Tuple] = {}  # op id -> tuple of (lo, hi, box, write, op, cluster)
@@ -134,7 +135,7 @@ class _Model:
 
     def _classify(self, blk: Block, part) -> None:
         kind = self.kind
-        skel: List[Tuple[Operation, int]] = []
+        skel: List[Tuple[Operation, int, object]] = []
         self.skel[id(blk)] = skel
         for op, accs in self.index.entries(blk):  # the ops that touch shared memory or order accesses
             n = op.name
@@ -148,7 +149,7 @@ class _Model:
                     kind[k] = _REGION_KINDS.get(n, K_OTHER_REGION)
                     for r in op.regions:
                         self._classify(r.block, part)
-                skel.append((op, kind[k]))
+                skel.append(self.entry(op, kind[k]))
                 self.order[k] = len(self.order)
                 continue
             if n == FENCE:
@@ -172,7 +173,7 @@ class _Model:
                     if k not in kind:  # named_barrier_wait both releases and acquires
                         kind[k] = K_RELEASE if n in HANDOFF_RELEASE else K_ACQUIRE
             if k in kind:
-                skel.append((op, kind[k]))
+                skel.append(self.entry(op, kind[k]))
                 self.order[k] = len(self.order)
 
     def _accesses(self, op: Operation, accs) -> None:
@@ -196,10 +197,20 @@ class _Model:
             self.kind[k] = K_GENERIC
             self.generic[k] = tuple(gen)
 
+    def entry(self, op: Operation, k: int) -> Tuple[Operation, int, object]:
+        """`op`'s skeleton entry: (op, kind, its accesses / trip count / None)."""
+        if k == K_GENERIC:
+            return (op, k, self.generic[id(op)])
+        if k == K_ASYNC:
+            return (op, k, self.asyncs[id(op)])
+        if k == K_FOR:
+            return (op, k, self.index.trips[id(op)])
+        return (op, k, None)
+
     def reskeleton(self, blk: Block) -> None:
         """Rebuild one block's skeleton after ops were inserted into it (and the index refreshed)."""
         kind = self.kind
-        self.skel[id(blk)] = [(op, kind[id(op)]) for op, _ in self.index.entries(blk) if id(op) in kind]
+        self.skel[id(blk)] = [self.entry(op, kind[id(op)]) for op, _ in self.index.entries(blk) if id(op) in kind]
 
     def _handoff_keys(self, op: Operation) -> Tuple:
         if op.name.startswith("tlx.named_barrier"):
@@ -310,11 +321,11 @@ class _Forward:
 
     def block(self, blk: Block, st):
         planned = self.planned
-        for op, k in self.m.skel[id(blk)]:
+        for op, k, data in self.m.skel[id(blk)]:
             if planned:
                 for f in planned.get(id(op), ()):
-                    st = self.op(f, K_FENCE, st)
-            st = self.op(op, k, st)
+                    st = self.op(f, K_FENCE, None, st)
+            st = self.op(op, k, data, st)
         return st
 
     def materialize(self) -> None:
@@ -332,7 +343,8 @@ class _Forward:
             self.m.reskeleton(blk)
         self.planned = {}
 
-    def op(self, op: Operation, k: int, st):
+    def op(self, op: Operation, k: int, data, st):
+        """The state after `op` of kind `k` (`data`: see `_Model.skel`) from state `st`."""
         m = self.m
         if k == K_FENCE:
             self.pending_at[id(op)] = st
@@ -344,7 +356,7 @@ class _Forward:
             return (keep, st[1], marks)
         if k == K_GENERIC:
             fl = -1 if op.name == "tlx.async_load" else None
-            new = [(lo, hi, box, w, op, fl, False) for lo, hi, box, w in m.generic[id(op)]]
+            new = [(lo, hi, box, w, op, fl, False) for lo, hi, box, w in data]
             # a new access supersedes a pending one of the same kind to the same bytes (it
             # conflicts with everything the old one does, now and after any fence or wait); this
             # keeps the state as small as the set of distinct byte ranges in fence-free code
@@ -357,14 +369,14 @@ class _Forward:
                 return (old | frozenset(new), st[1], st[2])
             return (st[0], old | frozenset(new), st[2])
         if k == K_ASYNC:
-            accs = m.asyncs[id(op)]
+            accs = data
             # only landed items conflict; the byte test (the cheapest) first
             hits = [(it, a) for a in accs for it in st[0] if it[0] < a[1] and a[0] < it[1] and conflict(it, a)]
             if hits:
                 if self.insert:
                     cluster = any(a[5] for _, a in hits)
                     fence = self._insert_before(op, hits, cluster)
-                    return self.op(fence, K_FENCE, st)
+                    return self.op(fence, K_FENCE, None, st)
                 self.unfenced.extend(hits)
             return st
         if k == K_COMMIT:
@@ -378,10 +390,10 @@ class _Forward:
             if not landed:
                 return st
             return (self.norm(st[0] | frozenset(landed)), frozenset(it for it in st[1] if it[5] < n), st[2])
-        if k in (K_RELEASE, K_ACQUIRE) or id(op) in m.keys:
+        if k == K_RELEASE or k == K_ACQUIRE:  # (hand-off ops touch no memory but mbarriers)
             return self.handoff_op(op, st)
         if k == K_FOR:
-            return self.loop(op, st)
+            return loop_fixpoint(self.block, self.union, op, data, st)
         if k == K_IF:
             c = const_int(arg(op, "cond"))
             if c is not None:
@@ -425,9 +437,6 @@ class _Forward:
                     if p2 != part and _keys_match(key, k2):
                         st = self.union(st, s2)
         return st
-
-    def loop(self, op: Operation, st):
-        return loop_fixpoint(self.block, self.union, op, self.m.index.trips[id(op)], st)
 
     def _insert_before(self, op: Operation, hits, cluster: bool) -> Operation:
         fence, rec = make_fence("proxy_fence_insertion", self.ctx.fences, op.loc, cluster)
@@ -505,23 +514,23 @@ class _Backward:
         return merge_normalized(a, b, self.norm)
 
     def block(self, blk: Block, st: FrozenSet) -> FrozenSet:
-        for op, k in reversed(self.m.skel[id(blk)]):
-            st = self.op(op, k, st)
+        for op, k, data in reversed(self.m.skel[id(blk)]):
+            st = self.op(op, k, data, st)
         return st
 
-    def op(self, op: Operation, k: int, st: FrozenSet) -> FrozenSet:
-        m = self.m
+    def op(self, op: Operation, k: int, data, st: FrozenSet) -> FrozenSet:
+        """The state before `op` of kind `k` (`data`: see `_Model.skel`) from the state after it."""
         if k == K_FENCE:
             self.reach_at[id(op)] = st
             if op.attrs.get("cluster"):
                 return frozenset()
             return frozenset(a for a in st if a[5])
         if k == K_ASYNC:
-            return self.union(st, frozenset(m.asyncs[id(op)]))
-        if id(op) in m.keys:
+            return self.union(st, frozenset(data))
+        if k == K_RELEASE or k == K_ACQUIRE:
             return self.handoff_op(op, st)
         if k == K_FOR:
-            return loop_fixpoint(self.block, self.union, op, m.index.trips[id(op)], st)
+            return loop_fixpoint(self.block, self.union, op, data, st)
         if k == K_IF:
             c = const_int(arg(op, "cond"))
             if c is not None:
