@@ -5,7 +5,9 @@ all its cases through this dispatcher too; these check what only it does: which 
 from C, that C and the Python dispatcher agree on every call, threads, plan eviction, errors.)"""
 
 import struct
+import sys
 import threading
+import types
 
 import numpy as np
 import pytest
@@ -19,12 +21,26 @@ from tlx.jit import JITFunction
 from tlx.runtime.errors import TLXRuntimeError
 
 
-@pytest.fixture
-def native(monkeypatch, tmp_path, tmp_path_factory):
+def install_exchange(monkeypatch, module, read=None, stream=None, **version):
+    """Give the stand-in tensor class a DLPack C exchange API (the native module's test one):
+    `read(x) -> (address, DLPack device type)`, `stream(device) -> int`; by default what the
+    getters and the (fake) torch's current stream say."""
+    read = read or (lambda x: (x.data_ptr(), 2 if x.is_cuda else 1))
+    stream = stream or (lambda device: sys.modules["torch"]._C._cuda_getCurrentRawStream(device))
+    monkeypatch.setattr(Tensor, "__dlpack_c_exchange_api__",
+                        module.exchange_for_tests(read, stream, *version.values()), raising=False)
+
+
+@pytest.fixture(params=["getters", "exchange"])
+def native(request, monkeypatch, tmp_path, tmp_path_factory):
     """The recorded launches through the native dispatcher, with a (fake) torch imported so that
-    tensors are torch's: the calls C repeats."""
+    tensors are torch's: the calls C repeats. Each test runs with tensors read through their
+    getters and through DLPack's C exchange API (as torch >= 2.10 offers it)."""
     rec = record_launches("native dispatcher", monkeypatch, tmp_path, tmp_path_factory)
     fake_torch(monkeypatch, [0])
+    if request.param == "exchange":
+        install_exchange(monkeypatch, rec.module)
+    rec.exchange = request.param == "exchange"
     return rec
 
 
@@ -39,7 +55,9 @@ def make_scale():
 
 
 def stats(kernel):
-    return kernel._dispatch.native.stats()
+    """The native dispatcher's counts (hits, misses, plans)."""
+    s = kernel._dispatch.native.stats()
+    return {k: s[k] for k in ("hits", "misses", "plans")}
 
 
 def test_repeated_calls_launch_from_c(native):
@@ -292,3 +310,87 @@ def test_threads_while_plans_are_evicted(native):
     got = [(c["grid"], c["params"][0], c["params"][1]) for c in native.calls]
     assert len(got) == len(want) and set(got) == want
     assert stats(times)["plans"] <= limit
+
+
+def test_the_exchange_api_reads_tensors_and_the_stream_when_torch_offers_it(native):
+    scale = make_scale()
+    x, out = Tensor(0x10000, (1024,)), Tensor(0x20000, (1024,))
+    scale[(1,)](x, out, 64, 1.0, BLOCK=64)
+    s = scale._dispatch.native.stats()
+    assert (s["exchange"], s["exchange_stream"]) == (native.exchange, native.exchange)
+    scale[(1,)](Tensor(0x30000, (1024,)), out, 64, 1.0, BLOCK=64)
+    assert native.calls[-1]["params"][0] == Q(0x30000) and stats(scale)["hits"] == 1
+
+
+def exchange_only(native):
+    if not native.exchange:
+        pytest.skip("about the exchange API")  # the getters' path is every other test
+
+
+def test_a_tensor_the_exporter_refuses_takes_the_python_path(native, monkeypatch):
+    exchange_only(native)
+    refused = {0x40000}
+
+    def read(x):
+        if x.data_ptr() in refused:
+            raise RuntimeError("not exportable")
+        return x.data_ptr(), 2 if x.is_cuda else 1
+
+    install_exchange(monkeypatch, native.module, read=read)
+    scale = make_scale()
+    x, out = Tensor(0x10000, (1024,)), Tensor(0x20000, (1024,))
+    k = scale[(1,)](x, out, 64, 1.0, BLOCK=64)
+    assert scale[(1,)](Tensor(0x40000, (1024,)), out, 64, 1.0, BLOCK=64) is k  # Python launches it
+    assert native.calls[-1]["params"][0] == Q(0x40000)
+    assert stats(scale) == {"hits": 0, "misses": 2, "plans": 1}
+    # a host tensor (device type kDLCPU): the Python path, which refuses it
+    with pytest.raises(TLXRuntimeError, match="on 'cpu'"):
+        scale[(1,)](Tensor(0x50000, (1024,), cuda=False), out, 64, 1.0, BLOCK=64)
+    assert stats(scale)["hits"] == 0
+    assert scale[(1,)](x, out, 64, 1.0, BLOCK=64) is k and stats(scale)["hits"] == 1
+
+
+@pytest.mark.parametrize("version", [(0, 9), (1, 1), (2, 0)])
+def test_an_exchange_api_of_another_version_is_not_used(native, monkeypatch, version):
+    exchange_only(native)
+    install_exchange(monkeypatch, native.module, major=version[0], minor=version[1])
+    scale = make_scale()
+    x, out = Tensor(0x10000, (1024,)), Tensor(0x20000, (1024,))
+    scale[(1,)](x, out, 64, 1.0, BLOCK=64)
+    scale[(1,)](x, out, 64, 1.0, BLOCK=64)
+    s = scale._dispatch.native.stats()
+    assert (s["exchange"], s["exchange_stream"], s["hits"]) == (False, False, 1)
+
+
+def test_an_exchange_stream_that_disagrees_with_torch_is_not_used(native, monkeypatch):
+    exchange_only(native)
+    install_exchange(monkeypatch, native.module, stream=lambda device: 0xBAD)
+    current = [0x77]
+    fake_torch(monkeypatch, current)
+    scale = make_scale()
+    x, out = Tensor(0x10000, (1024,)), Tensor(0x20000, (1024,))
+    scale[(1,)](x, out, 64, 1.0, BLOCK=64)
+    current[0] = 0x88
+    scale[(1,)](x, out, 64, 1.0, BLOCK=64)
+    s = scale._dispatch.native.stats()
+    assert (s["exchange"], s["exchange_stream"], s["hits"]) == (True, False, 1)
+    assert [c["stream"] for c in native.calls[-2:]] == [0x77, 0x88]  # torch's, read the Python way
+
+
+def test_a_torch_function_mode_makes_c_read_tensors_through_their_getters(native, monkeypatch):
+    exchange_only(native)
+    # the exporter reports another address than data_ptr(): which one is launched shows the path
+    install_exchange(monkeypatch, native.module, read=lambda x: (x.data_ptr() + 0x1000, 2))
+    mode = [False]
+    torch = sys.modules["torch"]
+    monkeypatch.setattr(torch, "_C", types.SimpleNamespace(**vars(torch._C),
+                                                           _is_torch_function_mode_enabled=lambda: mode[0]))
+    scale = make_scale()
+    x, out = Tensor(0x10000, (1024,)), Tensor(0x20000, (1024,))
+    scale[(1,)](x, out, 64, 1.0, BLOCK=64)
+    scale[(1,)](x, out, 64, 1.0, BLOCK=64)
+    assert native.calls[-1]["params"][:2] == [Q(0x11000), Q(0x21000)]  # the exchange API's
+    mode[0] = True
+    scale[(1,)](x, out, 64, 1.0, BLOCK=64)
+    assert native.calls[-1]["params"][:2] == [Q(0x10000), Q(0x20000)]  # the getters'
+    assert stats(scale)["hits"] == 2

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -415,8 +416,13 @@ def native_dispatcher(fn: JITFunction, dispatch: Callable[..., Any], launchers: 
 
     if not isinstance(_ENV, dict):  # pragma: no cover - not CPython's os.environ
         return None
+    torch_c = getattr(sys.modules.get("torch"), "_C", None)
+    # torch's TorchFunctionMode switch: while one is active, C reads tensors through their getters
+    # (the mode may override them) instead of DLPack's exchange API (native_dispatch.c)
+    mode_enabled = getattr(torch_c, "_is_torch_function_mode_enabled", None)
     return module.Dispatcher(hook, dispatch, interpret, tensor_type, get_device, get_stream, default_stream,
-                             _ENV, _INTERPRET_KEY, tuple(v for v in _INTERPRET_OFF if v is not None))
+                             _ENV, _INTERPRET_KEY, tuple(v for v in _INTERPRET_OFF if v is not None),
+                             mode_enabled)
 
 
 def _specialization_for(fn: JITFunction, bound: Dict[str, Any], opts: Dict[str, Any]) -> Specialization:
