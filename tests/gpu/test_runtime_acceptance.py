@@ -492,6 +492,9 @@ def test_7_native_dispatcher_launches_torch_tensors_from_c():
         pytest.skip(f"native entry unavailable here: {native_launch.status()}")
     stats = axpy_native._dispatch.native.stats()
     assert stats["misses"] == 1 and stats["hits"] == 4, stats
+    # a torch with DLPack's C exchange API (2.10+): C reads tensors and the stream through it
+    offers = any(hasattr(torch.Tensor, a) for a in ("__dlpack_c_exchange_api__", "__c_dlpack_exchange_api__"))
+    assert stats["exchange"] == offers and stats["exchange_stream"] == offers, (torch.__version__, stats)
 
     errors = []
 
