@@ -151,6 +151,9 @@ class RegionAnalysis:
 
     def __init__(self) -> None:
         self._memo: Dict[int, Tuple[Region, ...]] = {}
+        # id(value) -> its final regions, for hot loops to read before calling `regions_of`
+        # (a value absent from it must be asked through `regions_of`)
+        self.answers = self._memo
         self._open: Dict[int, int] = {}  # id(value) being computed -> its depth in the recursion
         self._approx: Dict[int, Tuple[Region, ...]] = {}  # a value on a cycle -> its regions so far
         self._low = _NO_CYCLE  # the shallowest open value the current round reached again

@@ -247,12 +247,14 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List
         return w
 
     smem_types = (T.MemDescType, T.BarrierType)
+    known = ra.answers  # the memo read first: most operands were asked before (a call saved each)
     for op in live.users:
         here = None  # the user's own span, once it names a buffer
         for v in op._operands:  # (read-only: the list itself, without the copy `operands` makes)
             if not isinstance(v.type, smem_types):
                 continue
-            for r in ra.regions_of(v):
+            rs = known.get(id(v))
+            for r in rs if rs is not None else ra.regions_of(v):
                 b = bufs.get(id(r.root))  # None for a function argument (memory.FUNC_ARG)
                 if b is None:
                     continue
