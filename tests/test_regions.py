@@ -68,24 +68,17 @@ NESTED_CYCLE = module(f"""
     }}""", f"%n: i32, %p: i1")
 
 
-def test_gap_view_yielded_back_into_its_loop_gets_its_fence_from_fence_insertion():
+@pytest.mark.parametrize("passes, fence", [(PASS_A, FENCE_A), (PASS_C, FENCE_C)],
+                         ids=["fence_insertion", "proxy_fence_insertion"])
+def test_gap_view_yielded_back_into_its_loop_gets_its_fence(passes, fence):
+    # each pass alone fences the wgmma that reads, through the view, what the loop just stored
     check(TRANS_CYCLE, f"""
     CHECK: ^body
     CHECK-NEXT: tlx.local_store %cur, %t0
     CHECK-NEXT: tlx.memdesc_trans %cur
-    CHECK-NEXT: {FENCE_A}
+    CHECK-NEXT: {fence}
     CHECK-NEXT: tlx.async_dot %w, %b
-    """, PASS_A)
-
-
-def test_gap_view_yielded_back_into_its_loop_gets_its_fence_from_proxy_fence_insertion():
-    check(TRANS_CYCLE, f"""
-    CHECK: ^body
-    CHECK-NEXT: tlx.local_store %cur, %t0
-    CHECK-NEXT: tlx.memdesc_trans %cur
-    CHECK-NEXT: {FENCE_C}
-    CHECK-NEXT: tlx.async_dot %w, %b
-    """, PASS_C)
+    """, passes)
 
 
 def _smem_values(text: str) -> Tuple[List[Value], Dict[int, str]]:
