@@ -9,9 +9,11 @@ the wgmma reading `%w` right after a `local_store` into `%cur` got no fence from
 from __future__ import annotations
 
 import itertools
+import os
 from typing import Dict, List, Tuple
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from fence_ir import ACC, PASS_A, PASS_C, SM, T16, check, module
 from tlx.compiler.ir import parse_module
@@ -138,3 +140,68 @@ def test_the_nested_ring_names_all_three_buffers():
     for name in ("t", "in", "o", "r"):
         roots = {r.root.result.name for r in ra.regions_of(by_name[name])}
         assert roots == {"x", "y", "z"}, name
+
+
+@st.composite
+def cyclic_programs(draw):
+    """Random loop nests carrying shared-memory values: each body makes selects and transposes of
+    what it can see (allocations, block arguments, earlier values, an inner loop's results) and
+    yields some of them back — the cyclic value graphs `regions_of` must solve exactly."""
+    names = [f"%x{i}" for i in range(draw(st.integers(1, 3)))]
+    lines = ['%c0 = arith.constant {value = 0} : i32', '%c1 = arith.constant {value = 1} : i32']
+    lines += [f"{n} = tlx.local_alloc : {SM}" for n in names]
+    counter = [0]
+
+    def fresh(prefix):
+        counter[0] += 1
+        return f"%{prefix}{counter[0]}"
+
+    def body(visible, depth, indent):
+        out, vals = [], list(visible)
+        for _ in range(draw(st.integers(1, 4))):
+            if depth < 2 and draw(st.integers(0, 4)) == 0:  # a nested loop
+                out += loop(vals, depth + 1, indent)
+                vals.append(out_results[-1])
+                continue
+            v = fresh("v")
+            if draw(st.booleans()):
+                a, b = draw(st.sampled_from(vals)), draw(st.sampled_from(vals))
+                out.append(f"{indent}{v} = arith.select %p, {a}, {b} : {SM}")
+            else:
+                out.append(f"{indent}{v} = tlx.memdesc_trans {draw(st.sampled_from(vals))} {{order = [1, 0]}} : {SM}")
+            vals.append(v)
+        return out, vals
+
+    out_results: List[str] = []
+
+    def loop(visible, depth, indent):
+        n = draw(st.integers(1, 2))
+        inits = [draw(st.sampled_from(visible)) for _ in range(n)]
+        args = [fresh("a") for _ in range(n)]
+        res = [fresh("r") for _ in range(n)]
+        text = [f"{indent}{', '.join(res)} = scf.for %c0, %n, %c1 inits({', '.join(inits)}) : {', '.join([SM] * n)} {{",
+                f"{indent}^body(%i{counter[0]}: i32, {', '.join(f'{a}: {SM}' for a in args)}):"]
+        inner, vals = body(list(visible) + args, depth, indent + "  ")
+        yields = [draw(st.sampled_from(vals)) for _ in range(n)]
+        text += inner + [f"{indent}  scf.yield {', '.join(yields)}", f"{indent}}}"]
+        out_results.append(res[-1])
+        return text
+
+    lines += loop(names, 1, "")
+    return "\n".join(lines)
+
+
+@settings(max_examples=int(os.environ.get("TLX_PROPERTY_EXAMPLES", "2000")) // 4, deadline=None,
+          derandomize=os.environ.get("TLX_PROPERTY_RANDOM", "") == "", suppress_health_check=[HealthCheck.too_slow])
+@given(cyclic_programs(), st.randoms(use_true_random=False))
+def test_random_cyclic_graphs_every_query_order_gives_the_least_fixpoint(body, rnd):
+    vals, _ = _smem_values(module(body, "%n: i32, %p: i1"))
+    want = _least_fixpoint(vals)
+    names = {id(v): v.name for v in vals}
+    for _ in range(3):
+        order = list(range(len(vals)))
+        rnd.shuffle(order)
+        ra = RegionAnalysis()
+        for i in order:
+            got = ra.regions_of(vals[i])
+            assert _roots(got, names) == _roots(want[id(vals[i])], names), (vals[i].name, order, body)
