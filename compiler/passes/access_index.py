@@ -54,17 +54,17 @@ def is_indexed(op: Operation) -> bool:
 
 
 class AccessIndex:
-    """Per block (by id), its indexed ops with their accesses in absolute bytes; per `scf.for`,
+    """Per block, its indexed ops with their accesses in absolute bytes; per `scf.for`,
     its constant trip count (the walks ask for it at every visit of a loop)."""
 
     def __init__(self, module: Module, ra: RegionAnalysis):
         self.ra = ra
-        self.blocks: Dict[int, List[Entry]] = {}
-        self.trips: Dict[int, Optional[int]] = {}
+        self.blocks: Dict[Block, List[Entry]] = {}  # (keyed by the objects: hashed in C)
+        self.trips: Dict[Operation, Optional[int]] = {}
         self._index_block(module.func.regions[0].block)
 
     def entries(self, blk: Block) -> List[Entry]:
-        return self.blocks[id(blk)]
+        return self.blocks[blk]
 
     def apply(self, edits: Edits) -> List[Block]:
         """Apply `edits` (fences and barriers inserted, ops removed: nothing whose accesses the
@@ -76,7 +76,7 @@ class AccessIndex:
         plans = []
         before, removed = edits.before, edits.removed
         for blk, edited in edits.blocks.values():
-            old = self.blocks.get(id(blk))
+            old = self.blocks.get(blk)
             if old is None:
                 continue
             anchors = {id(o) for o in edited if id(o) in before}
@@ -96,14 +96,14 @@ class AccessIndex:
             if new is None:
                 self._reread(blk)
             else:
-                self.blocks[id(blk)] = new
+                self.blocks[blk] = new
         return blocks
 
     def _reread(self, blk: Block) -> None:
         """Re-read one block after ops were inserted into or removed from it; ops already indexed
         keep their entries (what they access has not changed), matched in one pass alongside the
         block (ops keep their order)."""
-        old = self.blocks.get(id(blk), [])
+        old = self.blocks.get(blk, [])
         j, n = 0, len(old)
         out: List[Entry] = []
         for op in blk.ops:
@@ -114,12 +114,12 @@ class AccessIndex:
                 j += 1
             elif is_indexed(op):  # inserted
                 out.append(self._entry(op))
-        self.blocks[id(blk)] = out
+        self.blocks[blk] = out
 
     # -- building ---------------------------------------------------------------------------------
     def _index_block(self, blk: Block) -> None:
         out: List[Entry] = []
-        self.blocks[id(blk)] = out
+        self.blocks[blk] = out
         indexed = INDEXED
         for op in blk.ops:
             # `is_indexed`, written out: this loop visits every op of the module
@@ -130,7 +130,7 @@ class AccessIndex:
     def _entry(self, op: Operation) -> Entry:
         if op.regions:
             if op.name == "scf.for":
-                self.trips[id(op)] = trip_count(op)
+                self.trips[op] = trip_count(op)
             for r in op.regions:
                 self._index_block(r.block)
             return (op, ())

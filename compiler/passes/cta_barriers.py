@@ -83,29 +83,29 @@ class _Walker:
         self.module = module
         self.ctx = ctx
         self.index = access_index(module, ctx)
-        self.kind: Dict[int, int] = {}
-        # block id -> its ops that matter: (op, kind, what the walk needs of it: its accesses for
+        self.kind: Dict[Operation, int] = {}  # (dicts keyed by the objects themselves: hashed in C)
+        # block -> its ops that matter: (op, kind, what the walk needs of it: its accesses for
         # K_ACC, its partition's warps for K_DOTWAIT, its trip count for K_FOR)
-        self.skel: Dict[int, List[Tuple[Operation, int, object]]] = {}
-        self.acc: Dict[int, Tuple] = {}  # op id -> (generic, async reads, async writes, barrier init, barrier use, ...)
-        self.warps: Dict[int, int] = {}  # op id -> warps of its partition
+        self.skel: Dict[Block, List[Tuple[Operation, int, object]]] = {}
+        self.acc: Dict[Operation, Tuple] = {}  # op -> (generic, async reads, async writes, barrier init, barrier use, ...)
+        self.warps: Dict[Operation, int] = {}  # op -> warps of its partition
         self.pre_states: List[Tuple[Operation, FrozenSet]] = []  # enclosing loops and their entry states
         self.inserted = 0
         self.restarting: Optional[Operation] = None  # a loop that will be re-walked from a new barrier
-        self.planned: Dict[int, Operation] = {}  # id(anchor) -> the barrier to insert before it
+        self.planned: Dict[Operation, Operation] = {}  # anchor -> the barrier to insert before it
         self.edits = Edits()
         self._classify(module.func.regions[0].block, int(module.attrs.get("num_warps", ctx.options.num_warps)))
 
     def _classify(self, blk: Block, warps: int) -> None:
         kind = self.kind
         skel: List[Tuple[Operation, int, object]] = []
-        self.skel[id(blk)] = skel
+        self.skel[blk] = skel
         relevant = _RELEVANT
         for op, accs in self.index.entries(blk):  # the ops that touch shared memory or order accesses
             n = op.name
             if n not in relevant and not op.regions and not (op.attrs and "scratch_bytes" in op.attrs):
                 continue  # indexed for ProxyFenceInsertion only (hand-offs that touch no shared memory)
-            k = id(op)
+            k = op
             self.warps[k] = warps  # the warps of the partition the op runs in
             if op.regions:
                 if n == "tlx.warp_specialize":
@@ -141,7 +141,7 @@ class _Walker:
             elif proxy == BARRIER:
                 (binit if n in ("tlx.alloc_barriers", "tlx.barrier_inval") else buse).extend(ivs)
         if gen or ards or awrs or binit or buse or publishes:
-            self.kind[id(op)] = K_ACC
+            self.kind[op] = K_ACC
             spans = [(x[0], x[1]) for x in gen] + ards + awrs + binit + buse
             # the bytes all of them lie in: most pending items are outside it (`access`)
             env = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0, 0)
@@ -153,7 +153,7 @@ class _Walker:
             new += [(lo, hi, True, op, "b", "U", None) for lo, hi in binit]
             new += [(lo, hi, False, op, "u", "U", None) for lo, hi in buse]
             after = (frozenset(new), frozenset(it[LO] for it in new), frozenset(_same_kind(it) for it in new))
-            self.acc[id(op)] = (tuple(gen), tuple(ards), tuple(awrs), tuple(binit), tuple(buse), publishes, env, after)
+            self.acc[op] = (tuple(gen), tuple(ards), tuple(awrs), tuple(binit), tuple(buse), publishes, env, after)
 
     # -- the walk -----------------------------------------------------------------------------
     def run(self) -> None:
@@ -162,8 +162,8 @@ class _Walker:
 
     def block(self, blk: Block, st: FrozenSet) -> FrozenSet:
         planned = self.planned
-        for op, k, data in self.skel[id(blk)]:
-            if planned and id(op) in planned:
+        for op, k, data in self.skel[blk]:
+            if planned and op in planned:
                 st = self.sync(st)
             st = self.op(op, k, data, st)
         return st
@@ -234,7 +234,7 @@ class _Walker:
 
     def loop(self, op: Operation, n: Optional[int], st: FrozenSet) -> FrozenSet:
         while True:
-            had = id(op) in self.planned
+            had = op in self.planned
             body = op.regions[0].block
             self.pre_states.append((op, st))
             try:
@@ -253,7 +253,7 @@ class _Walker:
                     res = out if n is not None else (st | out)
             finally:
                 self.pre_states.pop()
-            if not had and id(op) in self.planned:  # a barrier was hoisted before this loop: redo
+            if not had and op in self.planned:  # a barrier was hoisted before this loop: redo
                 self.restarting = None
                 st = self.sync(st)
                 continue
@@ -261,7 +261,7 @@ class _Walker:
 
     def while_loop(self, op: Operation, st: FrozenSet) -> FrozenSet:
         while True:
-            had = id(op) in self.planned
+            had = op in self.planned
             self.pre_states.append((op, st))
             try:
                 inn, ob = st, st
@@ -274,7 +274,7 @@ class _Walker:
                     inn = nxt
             finally:
                 self.pre_states.pop()
-            if not had and id(op) in self.planned:
+            if not had and op in self.planned:
                 self.restarting = None
                 st = self.sync(st)
                 continue
@@ -314,7 +314,7 @@ class _Walker:
             elif cls == "a":  # a pending async read: later generic writes must wait for it
                 if any(a < hi and lo < b and gw for a, b, gw in gen):
                     hits.append(it)
-                elif (s == "P" and it[OP].name == "tlx.async_dot" and self.warps.get(id(it[OP]), 4) > 4
+                elif (s == "P" and it[OP].name == "tlx.async_dot" and self.warps.get(it[OP], 4) > 4
                       and any(a < hi and lo < b for a, b in awrs)):
                     # a TMA / bulk load over a wgmma operand, in a partition of several warpgroups:
                     # each warpgroup's async_dot_wait retires only its own wgmma, and the load is
@@ -342,10 +342,10 @@ class _Walker:
                 if not all(it in pre and not loop.is_ancestor_of(it[OP]) for it in hits):
                     break
                 anchor = loop
-        if id(anchor) in self.planned:  # already planned there (a state from another path)
+        if anchor in self.planned:  # already planned there (a state from another path)
             return self.sync(st) if anchor is op else st
         bar = Operation("tlx.cta_barrier", [], [], loc=op.loc)
-        self.planned[id(anchor)] = bar
+        self.planned[anchor] = bar
         self.edits.insert_before(anchor, bar)
         self.inserted += 1
         if anchor is op:

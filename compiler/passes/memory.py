@@ -150,38 +150,35 @@ class RegionAnalysis:
     got no fence."""
 
     def __init__(self) -> None:
-        self._memo: Dict[int, Tuple[Region, ...]] = {}
-        # id(value) -> its final regions, for hot loops to read before calling `regions_of`
-        # (a value absent from it must be asked through `regions_of`)
+        # value -> its final regions (keyed by the value itself: hashed in C, and kept alive);
+        # `answers` is the same dict, for hot loops to read before calling `regions_of` (a value
+        # absent from it must be asked through `regions_of`)
+        self._memo: Dict[Value, Tuple[Region, ...]] = {}
         self.answers = self._memo
-        self._open: Dict[int, int] = {}  # id(value) being computed -> its depth in the recursion
-        self._approx: Dict[int, Tuple[Region, ...]] = {}  # a value on a cycle -> its regions so far
+        self._open: Dict[Value, int] = {}  # value being computed -> its depth in the recursion
+        self._approx: Dict[Value, Tuple[Region, ...]] = {}  # a value on a cycle -> its regions so far
         self._low = _NO_CYCLE  # the shallowest open value the current round reached again
         self._grew = False  # an approximation grew in the current round
-        self._keep: List[object] = []  # keep memo keys alive (ids are never reused meanwhile)
-        self._desc: Dict[int, str] = {}
+        self._desc: Dict[object, str] = {}
 
     def describe(self, root) -> str:
         """`describe_alloc(root)`, memoized."""
-        k = id(root)
-        d = self._desc.get(k)
+        d = self._desc.get(root)
         if d is None:
-            d = self._desc[k] = describe_alloc(root)
-            self._keep.append(root)
+            d = self._desc[root] = describe_alloc(root)
         return d
 
     def regions_of(self, v: Value) -> Tuple[Region, ...]:
         """Every region `v` may name, deduplicated."""
-        k = id(v)
-        r = self._memo.get(k)
+        r = self._memo.get(v)
         if r is not None:
             return r
-        depth = self._open.get(k)
+        depth = self._open.get(v)
         if depth is not None:  # a cycle back to `v`
             if depth < self._low:
                 self._low = depth
-            return self._approx.get(k, ())
-        depth = self._open[k] = len(self._open)
+            return self._approx.get(v, ())
+        depth = self._open[v] = len(self._open)
         outer_low, outer_grew = self._low, self._grew
         try:
             while True:
@@ -191,13 +188,13 @@ class RegionAnalysis:
                 low = self._low
                 if low == _NO_CYCLE:
                     break  # no cycle through `v` or below it: exact
-                if set(r) != set(self._approx.get(k, ())):
-                    self._approx[k] = r
+                if set(r) != set(self._approx.get(v, ())):
+                    self._approx[v] = r
                     self._grew = True
                 if low < depth or not self._grew:
                     break  # part of an enclosing value's cycle (it iterates), or converged
         finally:
-            del self._open[k]
+            del self._open[v]
             grew = self._grew
             self._low, self._grew = outer_low, outer_grew
         if low < depth:  # depended on an enclosing value's approximation: not final
@@ -205,9 +202,8 @@ class RegionAnalysis:
                 self._low = low
             self._grew = self._grew or grew
             return r
-        self._memo[k] = r
-        self._approx.pop(k, None)
-        self._keep.append(v)
+        self._memo[v] = r
+        self._approx.pop(v, None)
         return r
 
     def _union(self, vals) -> List[Region]:

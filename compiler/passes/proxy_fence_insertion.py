@@ -115,20 +115,20 @@ class _Model:
         self.module = module
         self.index = index
         self.ra = index.ra
-        self.kind: Dict[int, int] = {}
-        # block id -> its ops that matter: (op, kind, what the walks need of it: its accesses for
+        self.kind: Dict[Operation, int] = {}  # (dicts keyed by the objects themselves: hashed in C)
+        # block -> its ops that matter: (op, kind, what the walks need of it: its accesses for
         # K_GENERIC / K_ASYNC, its trip count for K_FOR; `entry`)
-        self.skel: Dict[int, List[Tuple[Operation, int, object]]] = {}
-        self.order: Dict[int, float] = {}  # op id -> pre-order rank among the classified ops
-        self.generic: Dict[int, Tuple] = {}  # op id -> tuple of (lo, hi, box, write)
-        self.asyncs: Dict[int, Tuple] = {}  # op id -> tuple of (lo, hi, box, write, op, cluster)
-        self.keys: Dict[int, Tuple] = {}  # release / acquire op id -> hand-off keys
-        self.part: Dict[int, Optional[Tuple[int, int]]] = {}
-        # ws id -> (partition index, key) of its acquire / release hand-off ops: who takes in a
+        self.skel: Dict[Block, List[Tuple[Operation, int, object]]] = {}
+        self.order: Dict[Operation, float] = {}  # op -> pre-order rank among the classified ops
+        self.generic: Dict[Operation, Tuple] = {}  # op -> tuple of (lo, hi, box, write)
+        self.asyncs: Dict[Operation, Tuple] = {}  # op -> tuple of (lo, hi, box, write, op, cluster)
+        self.keys: Dict[Operation, Tuple] = {}  # release / acquire op -> hand-off keys
+        self.part: Dict[Operation, Optional[Tuple[Operation, int]]] = {}
+        # ws op -> (partition index, key) of its acquire / release hand-off ops: who takes in a
         # hand-off state walking forward / backward (`walk_partitions`)
-        self.acquires: Dict[int, List[Tuple[int, Tuple]]] = {}
-        self.releases: Dict[int, List[Tuple[int, Tuple]]] = {}
-        self.roots: Dict[int, object] = {}  # (lo, hi) describing -> root, for records
+        self.acquires: Dict[Operation, List[Tuple[int, Tuple]]] = {}
+        self.releases: Dict[Operation, List[Tuple[int, Tuple]]] = {}
+        self.roots: Dict[Tuple[int, int], object] = {}  # (lo, hi) describing -> root, for records
         self.fences: List[Operation] = []
         self.has_cluster = False
         self._classify(module.func.regions[0].block, None)
@@ -136,10 +136,10 @@ class _Model:
     def _classify(self, blk: Block, part) -> None:
         kind = self.kind
         skel: List[Tuple[Operation, int, object]] = []
-        self.skel[id(blk)] = skel
+        self.skel[blk] = skel
         for op, accs in self.index.entries(blk):  # the ops that touch shared memory or order accesses
             n = op.name
-            k = id(op)
+            k = op
             if op.regions:
                 if n == "tlx.warp_specialize":
                     kind[k] = K_WS
@@ -177,7 +177,7 @@ class _Model:
                 self.order[k] = len(self.order)
 
     def _accesses(self, op: Operation, accs) -> None:
-        k = id(op)
+        k = op
         gen, asy = [], []
         for write, proxy, byts in accs:
             if proxy == GENERIC:
@@ -200,17 +200,17 @@ class _Model:
     def entry(self, op: Operation, k: int) -> Tuple[Operation, int, object]:
         """`op`'s skeleton entry: (op, kind, its accesses / trip count / None)."""
         if k == K_GENERIC:
-            return (op, k, self.generic[id(op)])
+            return (op, k, self.generic[op])
         if k == K_ASYNC:
-            return (op, k, self.asyncs[id(op)])
+            return (op, k, self.asyncs[op])
         if k == K_FOR:
-            return (op, k, self.index.trips[id(op)])
+            return (op, k, self.index.trips[op])
         return (op, k, None)
 
     def reskeleton(self, blk: Block) -> None:
         """Rebuild one block's skeleton after ops were inserted into it (and the index refreshed)."""
         kind = self.kind
-        self.skel[id(blk)] = [self.entry(op, kind[id(op)]) for op, _ in self.index.entries(blk) if id(op) in kind]
+        self.skel[blk] = [self.entry(op, kind[op]) for op, _ in self.index.entries(blk) if op in kind]
 
     def _handoff_keys(self, op: Operation) -> Tuple:
         if op.name.startswith("tlx.named_barrier"):
@@ -235,7 +235,7 @@ def walk_partitions(walker, op: Operation, st, empty):
     a partition not marked would repeat its last walk exactly. At most 20 sweeps."""
     regions = op.regions
     outs = [empty] * len(regions)
-    todo = walker.dirty[id(op)] = set(range(len(regions)))
+    todo = walker.dirty[op] = set(range(len(regions)))
     for _ in range(20):
         if not todo:
             break
@@ -243,14 +243,14 @@ def walk_partitions(walker, op: Operation, st, empty):
             if i in todo:
                 todo.discard(i)
                 outs[i] = walker.block(r.block, st)
-    del walker.dirty[id(op)]
+    del walker.dirty[op]
     out = empty
     for o in outs:
         out = walker.union(out, o)
     return out
 
 
-def changed_handoff(walker, takers: Dict[int, List[Tuple[int, Tuple]]], part: Tuple[int, int], key: Tuple) -> None:
+def changed_handoff(walker, takers: Dict[Operation, List[Tuple[int, Tuple]]], part: Tuple[Operation, int], key: Tuple) -> None:
     """The hand-off state partition `part` publishes under `key` grew: mark the other partitions
     of its warp-specialize op that take in a matching key (`takers`) for another walk."""
     todo = walker.dirty.get(part[0])
@@ -287,14 +287,14 @@ class _Forward:
         self.m = model
         self.ctx = ctx
         self.insert = insert
-        self.pending_at: Dict[int, Tuple] = {}  # fence id -> state before it
-        self.handoff: Dict[int, Dict[Tuple, Tuple]] = {}  # ws id -> (key, part) -> state published
+        self.pending_at: Dict[Operation, Tuple] = {}  # fence -> state before it
+        self.handoff: Dict[Operation, Dict[Tuple, Tuple]] = {}  # ws op -> (key, part) -> state published
         self.changed = False
         self.unfenced: List[Tuple] = []  # conflicts seen while not inserting
         self.inserted: List[Operation] = []
-        self.planned: Dict[int, List[Operation]] = {}  # id(anchor) -> fences to insert before it
-        self.anchors: Dict[int, Operation] = {}
-        self.dirty: Dict[int, Set[int]] = {}  # ws id -> partitions to walk again (`walk_partitions`)
+        self.planned: Dict[Operation, List[Operation]] = {}  # anchor -> fences to insert before it
+        self.anchors: Dict[Operation, Operation] = {}
+        self.dirty: Dict[Operation, Set[int]] = {}  # ws op -> partitions to walk again (`walk_partitions`)
 
     def run(self) -> None:
         self.unfenced = []
@@ -308,7 +308,7 @@ class _Forward:
         for it in items:
             key = it[:4] + it[5:]
             o = seen.get(key)
-            if o is None or rank.get(id(it[4]), 0) > rank.get(id(o[4]), 0):
+            if o is None or rank.get(it[4], 0) > rank.get(o[4], 0):
                 seen[key] = it
         return items if len(seen) == len(items) else frozenset(seen.values())
 
@@ -321,9 +321,9 @@ class _Forward:
 
     def block(self, blk: Block, st):
         planned = self.planned
-        for op, k, data in self.m.skel[id(blk)]:
+        for op, k, data in self.m.skel[blk]:
             if planned:
-                for f in planned.get(id(op), ()):
+                for f in planned.get(op, ()):
                     st = self.op(f, K_FENCE, None, st)
             st = self.op(op, k, data, st)
         return st
@@ -337,7 +337,7 @@ class _Forward:
             anchor = self.anchors[key]
             for j, f in enumerate(fences):
                 ed.insert_before(anchor, f)
-                self.m.order[id(f)] = self.m.order[key] - 1 + (j + 1) / (len(fences) + 1)
+                self.m.order[f] = self.m.order[key] - 1 + (j + 1) / (len(fences) + 1)
         blocks = self.m.index.apply(ed)
         for blk in blocks:
             self.m.reskeleton(blk)
@@ -347,7 +347,7 @@ class _Forward:
         """The state after `op` of kind `k` (`data`: see `_Model.skel`) from state `st`."""
         m = self.m
         if k == K_FENCE:
-            self.pending_at[id(op)] = st
+            self.pending_at[op] = st
             if op.attrs.get("cluster") or not m.has_cluster:
                 keep = frozenset()  # in-flight cp.async stays (a fence does not order it)
             else:  # a CTA fence: still pending for async ops that reach other CTAs
@@ -417,13 +417,13 @@ class _Forward:
 
     def handoff_op(self, op: Operation, st):
         m = self.m
-        part = m.part.get(id(op))
+        part = m.part.get(op)
         n = op.name
         if part is None:
             return st
         table = self.handoff.setdefault(part[0], {})  # hand-offs stay within one warp-specialize op
         if n in HANDOFF_RELEASE:
-            for key in m.keys[id(op)]:
+            for key in m.keys[op]:
                 hk = (key, part)
                 old = table.get(hk, EMPTY)
                 new = self.union(old, st)
@@ -432,7 +432,7 @@ class _Forward:
                     changed_handoff(self, m.acquires, part, key)
         if n in HANDOFF_ACQUIRE:
             entries = list(table.items())
-            for key in m.keys[id(op)]:
+            for key in m.keys[op]:
                 for (k2, p2), s2 in entries:
                     if p2 != part and _keys_match(key, k2):
                         st = self.union(st, s2)
@@ -440,9 +440,9 @@ class _Forward:
 
     def _insert_before(self, op: Operation, hits, cluster: bool) -> Operation:
         fence, rec = make_fence("proxy_fence_insertion", self.ctx.fences, op.loc, cluster)
-        self.planned.setdefault(id(op), []).append(fence)
-        self.anchors[id(op)] = op
-        self.m.kind[id(fence)] = K_FENCE
+        self.planned.setdefault(op, []).append(fence)
+        self.anchors[op] = op
+        self.m.kind[fence] = K_FENCE
         self.m.fences.append(fence)
         self.inserted.append(fence)
         kinds = set()
@@ -487,9 +487,9 @@ class _Backward:
 
     def __init__(self, model: _Model):
         self.m = model
-        self.reach_at: Dict[int, FrozenSet] = {}  # fence id -> async accesses after it
-        self.handoff: Dict[int, Dict[Tuple, FrozenSet]] = {}
-        self.dirty: Dict[int, Set[int]] = {}  # ws id -> partitions to walk again (`walk_partitions`)
+        self.reach_at: Dict[Operation, FrozenSet] = {}  # fence -> async accesses after it
+        self.handoff: Dict[Operation, Dict[Tuple, FrozenSet]] = {}
+        self.dirty: Dict[Operation, Set[int]] = {}  # ws op -> partitions to walk again (`walk_partitions`)
 
     def run(self) -> None:
         self.block(self.m.module.func.regions[0].block, frozenset())
@@ -502,7 +502,7 @@ class _Backward:
         for a in items:
             key = a[:4] + a[5:]
             o = seen.get(key)
-            if o is None or rank.get(id(a[4]), 0) < rank.get(id(o[4]), 0):
+            if o is None or rank.get(a[4], 0) < rank.get(o[4], 0):
                 seen[key] = a
         return items if len(seen) == len(items) else frozenset(seen.values())
 
@@ -514,14 +514,14 @@ class _Backward:
         return merge_normalized(a, b, self.norm)
 
     def block(self, blk: Block, st: FrozenSet) -> FrozenSet:
-        for op, k, data in reversed(self.m.skel[id(blk)]):
+        for op, k, data in reversed(self.m.skel[blk]):
             st = self.op(op, k, data, st)
         return st
 
     def op(self, op: Operation, k: int, data, st: FrozenSet) -> FrozenSet:
         """The state before `op` of kind `k` (`data`: see `_Model.skel`) from the state after it."""
         if k == K_FENCE:
-            self.reach_at[id(op)] = st
+            self.reach_at[op] = st
             if op.attrs.get("cluster"):
                 return frozenset()
             return frozenset(a for a in st if a[5])
@@ -552,14 +552,14 @@ class _Backward:
 
     def handoff_op(self, op: Operation, st: FrozenSet) -> FrozenSet:
         m = self.m
-        part = m.part.get(id(op))
+        part = m.part.get(op)
         if part is None:
             return st
         n = op.name
         # walking backward: the acquire side publishes what it reaches, the release side merges
         table = self.handoff.setdefault(part[0], {})
         if n in HANDOFF_ACQUIRE:
-            for key in m.keys[id(op)]:
+            for key in m.keys[op]:
                 hk = (key, part)
                 old = table.get(hk, frozenset())
                 new = self.union(old, st)
@@ -567,7 +567,7 @@ class _Backward:
                     table[hk] = new
                     changed_handoff(self, m.releases, part, key)
         if n in HANDOFF_RELEASE:
-            for key in m.keys[id(op)]:
+            for key in m.keys[op]:
                 for (k2, p2), s2 in list(table.items()):
                     if p2 != part and _keys_match(key, k2):
                         st = self.union(st, s2)
@@ -621,25 +621,25 @@ def run(module: Module, ctx: PassContext) -> None:
     removed_total = 0
     for _round in range(1000):
         fences = _live_fences(model)
-        guards = {id(f): _guards(f, fwd.pending_at.get(id(f), EMPTY), bwd.reach_at.get(id(f), frozenset()))
+        guards = {f: _guards(f, fwd.pending_at.get(f, EMPTY), bwd.reach_at.get(f, frozenset()))
                   for f in fences}
         if not insert:
             break
-        cands = [f for f in fences if not guards[id(f)] and f.attrs.get("origin", "user") != "user"]
+        cands = [f for f in fences if not guards[f] and f.attrs.get("origin", "user") != "user"]
         if not cands:
             break
-        pos = {id(f): i for i, f in enumerate(fences)}
-        cands.sort(key=lambda f: (PRIORITY.get(f.attrs.get("origin"), 9), -pos[id(f)]))
-        neighbours: Dict[int, Set[int]] = {id(f): set() for f in fences}
+        pos = {f: i for i, f in enumerate(fences)}
+        cands.sort(key=lambda f: (PRIORITY.get(f.attrs.get("origin"), 9), -pos[f]))
+        neighbours: Dict[Operation, Set[Operation]] = {f: set() for f in fences}
         for f in fences:
-            for g in fwd.pending_at.get(id(f), EMPTY)[2]:
-                if id(g) in neighbours:
-                    neighbours[id(f)].add(id(g))
-                    neighbours[id(g)].add(id(f))
-        blocked: Set[int] = set()
+            for g in fwd.pending_at.get(f, EMPTY)[2]:
+                if g in neighbours:
+                    neighbours[f].add(g)
+                    neighbours[g].add(f)
+        blocked: Set[Operation] = set()
         ed = Edits()
         for f in cands:
-            if id(f) in blocked:  # next round: this removal may have made it necessary
+            if f in blocked:  # next round: this removal may have made it necessary
                 continue
             rec = ctx.fences.of(f)
             rec.removed = True
@@ -647,17 +647,17 @@ def run(module: Module, ctx: PassContext) -> None:
                                   "that no other fence separates")
             ed.erase(f)
             removed_total += 1
-            blocked |= neighbours[id(f)]
+            blocked |= neighbours[f]
         index.apply(ed)
         model = _Model(module, index)
         fwd, bwd = _analyse(model, ctx, False)
     ctx.stats["proxy_fence_insertion.removed"] = removed_total
     # fill the records
-    fences = sorted(_live_fences(model), key=lambda f: model.order[id(f)])
+    fences = sorted(_live_fences(model), key=lambda f: model.order[f])
     ctx.cache["fence_order"] = fences
     for f in fences:
         rec = ctx.fences.of(f)
-        gs = _in_program_order(_guards(f, fwd.pending_at.get(id(f), EMPTY), bwd.reach_at.get(id(f), frozenset())),
+        gs = _in_program_order(_guards(f, fwd.pending_at.get(f, EMPTY), bwd.reach_at.get(f, frozenset())),
                                model)
         rec.guards = _guard_records(gs, model)
         if gs:
@@ -676,7 +676,7 @@ def run(module: Module, ctx: PassContext) -> None:
         elif rec.origin == "user":
             # no hazard has this fence as its only guard; it still counts when it is the first
             # fence after a pending generic access on the way to a conflicting async access
-            gs = _in_program_order(_first_fence_guards(f, fwd.pending_at.get(id(f), EMPTY), model), model)
+            gs = _in_program_order(_first_fence_guards(f, fwd.pending_at.get(f, EMPTY), model), model)
             rec.guards = _guard_records(gs, model)
             rec.redundant = not gs
             rec.reason = rec.reason or "written by the user"
@@ -710,7 +710,7 @@ def _first_fence_guards(fence: Operation, pending, model: _Model) -> List[Tuple]
         return []
     out = []
     for o in _reachable_after(fence):
-        for a in model.asyncs.get(id(o), ()):
+        for a in model.asyncs.get(o, ()):
             for it in items:
                 if conflict(it, a, scope):
                     out.append((it, a))
@@ -722,7 +722,7 @@ def _in_program_order(gs: List[Tuple], model: _Model) -> List[Tuple]:
     pending sets are frozensets, whose order follows object addresses, so without this a record's
     writers, readers and guards (and the explain_fences text) could change order between runs."""
     far = float("inf")
-    return sorted(gs, key=lambda g: (model.order.get(id(g[0][4]), far), model.order.get(id(g[1][4]), far),
+    return sorted(gs, key=lambda g: (model.order.get(g[0][4], far), model.order.get(g[1][4], far),
                                      g[0][0], g[0][1], g[1][0], g[1][1]))
 
 
@@ -730,7 +730,7 @@ def _guard_records(gs, model: _Model) -> List[Guard]:
     out: List[Guard] = []
     seen = set()
     for it, a in gs:
-        key = (id(it[4]), id(a[4]), _hazard_kind(it, a))
+        key = (it[4], a[4], _hazard_kind(it, a))
         if key in seen:
             continue
         seen.add(key)

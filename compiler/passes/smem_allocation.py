@@ -39,7 +39,7 @@ from typing import Dict, List, Optional, Tuple
 from ..errors import TLXCompileError
 from ..fences import loc_text
 from ..ir import types as T
-from ..ir.core import BlockArgument, Module, Operation, Value
+from ..ir.core import Block, Module, Operation, Value
 from ..ir.layouts import NVMMASharedLayout, default_shared_layout
 from .access_index import forget_access_index
 from .manager import PassContext
@@ -93,20 +93,21 @@ class _Liveness:
     arithmetic, and one dict entry per op would cost more than the whole numbering."""
 
     def __init__(self, module: Module):
-        self.pos: Dict[int, int] = {}
-        self.span_end: Dict[int, int] = {}
-        self.block_end: Dict[int, int] = {}  # id(block) -> last position inside the block
+        # (keyed by the ops and blocks themselves: hashed in C)
+        self.pos: Dict[Operation, int] = {}
+        self.span_end: Dict[Operation, int] = {}
+        self.block_end: Dict[Block, int] = {}  # block -> last position inside the block
         self.users: List[Operation] = []  # ops that may use shared memory, in program order
         self._user_kind: Dict[str, bool] = {}
-        self._loops: Dict[int, Tuple[Operation, ...]] = {}  # id(block) -> `loops_around` its ops
+        self._loops: Dict[Block, Tuple[Operation, ...]] = {}  # block -> `loops_around` its ops
         self.count = 0  # ops numbered so far; after __init__, every op of the module
         self._number(module.func)
 
     def _number(self, root: Operation) -> None:
-        self.pos[id(root)] = 0
+        self.pos[root] = 0
         self.count = 1
         self._number_block(root.regions[0].block)
-        self.span_end[id(root)] = self.count - 1
+        self.span_end[root] = self.count - 1
 
     def _number_block(self, blk) -> None:
         # pre-order positions; span_end[op] = last position inside a region op; on the way, the
@@ -123,7 +124,7 @@ class _Liveness:
             elif not op.regions:
                 count += 1
                 continue
-            k = id(op)
+            k = op
             pos[k] = count
             count += 1
             if op.regions:
@@ -132,20 +133,20 @@ class _Liveness:
                     self._number_block(r.block)
                 count = self.count
                 span_end[k] = count - 1
-        self.block_end[id(blk)] = count - 1
+        self.block_end[blk] = count - 1
         self.count = count
 
     def span(self, op: Operation) -> Tuple[int, int]:
-        p = self.pos[id(op)]
-        return p, self.span_end.get(id(op), p)
+        p = self.pos[op]
+        return p, self.span_end.get(op, p)
 
     def loops_around(self, op: Operation) -> Tuple[Operation, ...]:
         """The loops and warp-specialize ops enclosing `op`, innermost first (the same for every
         op of a block, so computed once per block)."""
         blk = op.parent
-        out = self._loops.get(id(blk))
+        out = self._loops.get(blk)
         if out is None:
-            out = self._loops[id(blk)] = tuple(a for a in op.ancestors()
+            out = self._loops[blk] = tuple(a for a in op.ancestors()
                                                if a.name in ("scf.for", "scf.while", "tlx.warp_specialize"))
         return out
 
@@ -159,17 +160,17 @@ class _Completions:
     def __init__(self, live: _Liveness, ra: RegionAnalysis):
         self.store: List[int] = []
         self.dot: List[int] = []
-        self.bar: Dict[int, List[int]] = {}  # id(alloc_barriers op) -> positions of waits on it
+        self.bar: Dict[Operation, List[int]] = {}  # alloc_barriers op -> positions of waits on it
         for op in live.users:  # in program order: the lists come out sorted
             n = op.name
             if n == "tlx.tma_store_wait" and op.attrs.get("pendings") == 0:
-                self.store.append(live.pos[id(op)])
+                self.store.append(live.pos[op])
             elif n == "tlx.async_dot_wait" and op.attrs.get("pendings") == 0:
-                self.dot.append(live.pos[id(op)])
+                self.dot.append(live.pos[op])
             elif n == "tlx.barrier_wait":
-                p = live.pos[id(op)]
+                p = live.pos[op]
                 for root in _bar_roots(ra, arg(op, "bar")):
-                    self.bar.setdefault(id(root), []).append(p)
+                    self.bar.setdefault(root, []).append(p)
 
 
 def _first_in(lists: List[List[int]], lo: int, hi: int) -> Optional[int]:
@@ -191,7 +192,7 @@ def _next_completion(op: Operation, live: _Liveness, lists: List[List[int]]) -> 
     cur = op
     while cur.parent is not None and cur.parent.parent_op is not None:
         blk = cur.parent
-        p = _first_in(lists, live.span(cur)[1] + 1, live.block_end[id(blk)])  # after cur and its regions
+        p = _first_in(lists, live.span(cur)[1] + 1, live.block_end[blk])  # after cur and its regions
         if p is not None:
             return p
         owner = blk.parent_op
@@ -214,27 +215,27 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List
     ra = ra or RegionAnalysis()
     live = _Liveness(module)
     done = _Completions(live, ra)
-    bufs: Dict[int, Buffer] = {}
+    bufs: Dict[object, Buffer] = {}  # allocating op -> its buffer
     order: List[Buffer] = []
     scratch: List[Buffer] = []
     for op in live.users:
         if op.name in ("tlx.local_alloc", "tlx.alloc_barriers"):
-            p = live.pos[id(op)]
+            p = live.pos[op]
             b = Buffer(op, alloc_bytes(op), alignment_of(op), p, p)
-            bufs[id(op)] = b
+            bufs[op] = b
             order.append(b)
         sb = op.attrs.get("scratch_bytes") if op.attrs else None
         if isinstance(sb, int) and sb > 0:
-            p = live.pos[id(op)]
+            p = live.pos[op]
             scratch.append(Buffer(op, sb, max(16, int(op.attrs.get("scratch_align", 16))), p, p, scratch=True))
 
-    windows: Dict[Tuple[int, int], Optional[Tuple[int, int]]] = {}
+    windows: Dict[Tuple[Block, Block], Optional[Tuple[int, int]]] = {}
 
     def loop_window(user: Operation, alloc: Operation) -> Optional[Tuple[int, int]]:
         """The span of the outermost loop / warp-specialize op around `user` that does not contain
         `alloc` (a use there keeps the buffer alive for all of it), None when there is none. The
         same for all users in one block and allocations in one block: computed once per pair."""
-        key = (id(user.parent), id(alloc.parent))
+        key = (user.parent, alloc.parent)
         if key in windows:
             return windows[key]
         w = None
@@ -253,9 +254,9 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List
         for v in op._operands:  # (read-only: the list itself, without the copy `operands` makes)
             if not isinstance(v.type, smem_types):
                 continue
-            rs = known.get(id(v))
+            rs = known.get(v)
             for r in rs if rs is not None else ra.regions_of(v):
-                b = bufs.get(id(r.root))  # None for a function argument (memory.FUNC_ARG)
+                b = bufs.get(r.root)  # None for a function argument (memory.FUNC_ARG)
                 if b is None:
                     continue
                 if here is None:
@@ -283,11 +284,11 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List
                 lists = [done.dot]
             else:
                 targets = [arg(op, "dst")]
-                lists = [done.bar[id(r)] for r in _bar_roots(ra, arg(op, "bar")) if id(r) in done.bar]
+                lists = [done.bar[r] for r in _bar_roots(ra, arg(op, "bar")) if r in done.bar]
             end = _next_completion(op, live, lists)
             for v in targets:
                 for r in ra.regions_of(v):
-                    b = bufs.get(id(r.root))
+                    b = bufs.get(r.root)
                     if b is not None:
                         b.end = max(b.end, end)
     # mbarriers never share bytes: reusing an mbarrier's memory for data would need an
