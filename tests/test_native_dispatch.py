@@ -31,17 +31,27 @@ def install_exchange(monkeypatch, module, read=None, stream=None, **version):
                         module.exchange_for_tests(read, stream, *version.values()), raising=False)
 
 
+def _native(reader, monkeypatch, tmp_path, tmp_path_factory):
+    rec = record_launches("native dispatcher", monkeypatch, tmp_path, tmp_path_factory)
+    fake_torch(monkeypatch, [0])
+    if reader == "exchange":
+        install_exchange(monkeypatch, rec.module)
+    rec.exchange = reader == "exchange"
+    return rec
+
+
 @pytest.fixture(params=["getters", "exchange"])
 def native(request, monkeypatch, tmp_path, tmp_path_factory):
     """The recorded launches through the native dispatcher, with a (fake) torch imported so that
     tensors are torch's: the calls C repeats. Each test runs with tensors read through their
     getters and through DLPack's C exchange API (as torch >= 2.10 offers it)."""
-    rec = record_launches("native dispatcher", monkeypatch, tmp_path, tmp_path_factory)
-    fake_torch(monkeypatch, [0])
-    if request.param == "exchange":
-        install_exchange(monkeypatch, rec.module)
-    rec.exchange = request.param == "exchange"
-    return rec
+    return _native(request.param, monkeypatch, tmp_path, tmp_path_factory)
+
+
+@pytest.fixture
+def native_exchange(monkeypatch, tmp_path, tmp_path_factory):
+    """`native` with the exchange API only (the cases about it)."""
+    return _native("exchange", monkeypatch, tmp_path, tmp_path_factory)
 
 
 def make_scale():
@@ -322,13 +332,7 @@ def test_the_exchange_api_reads_tensors_and_the_stream_when_torch_offers_it(nati
     assert native.calls[-1]["params"][0] == Q(0x30000) and stats(scale)["hits"] == 1
 
 
-def exchange_only(native):
-    if not native.exchange:
-        pytest.skip("about the exchange API")  # the getters' path is every other test
-
-
-def test_a_tensor_the_exporter_refuses_takes_the_python_path(native, monkeypatch):
-    exchange_only(native)
+def test_a_tensor_the_exporter_refuses_takes_the_python_path(native_exchange, monkeypatch):
     refused = {0x40000}
 
     def read(x):
@@ -336,12 +340,12 @@ def test_a_tensor_the_exporter_refuses_takes_the_python_path(native, monkeypatch
             raise RuntimeError("not exportable")
         return x.data_ptr(), 2 if x.is_cuda else 1
 
-    install_exchange(monkeypatch, native.module, read=read)
+    install_exchange(monkeypatch, native_exchange.module, read=read)
     scale = make_scale()
     x, out = Tensor(0x10000, (1024,)), Tensor(0x20000, (1024,))
     k = scale[(1,)](x, out, 64, 1.0, BLOCK=64)
     assert scale[(1,)](Tensor(0x40000, (1024,)), out, 64, 1.0, BLOCK=64) is k  # Python launches it
-    assert native.calls[-1]["params"][0] == Q(0x40000)
+    assert native_exchange.calls[-1]["params"][0] == Q(0x40000)
     assert stats(scale) == {"hits": 0, "misses": 2, "plans": 1}
     # a host tensor (device type kDLCPU): the Python path, which refuses it
     with pytest.raises(TLXRuntimeError, match="on 'cpu'"):
@@ -351,9 +355,8 @@ def test_a_tensor_the_exporter_refuses_takes_the_python_path(native, monkeypatch
 
 
 @pytest.mark.parametrize("version", [(0, 9), (1, 1), (2, 0)])
-def test_an_exchange_api_of_another_version_is_not_used(native, monkeypatch, version):
-    exchange_only(native)
-    install_exchange(monkeypatch, native.module, major=version[0], minor=version[1])
+def test_an_exchange_api_of_another_version_is_not_used(native_exchange, monkeypatch, version):
+    install_exchange(monkeypatch, native_exchange.module, major=version[0], minor=version[1])
     scale = make_scale()
     x, out = Tensor(0x10000, (1024,)), Tensor(0x20000, (1024,))
     scale[(1,)](x, out, 64, 1.0, BLOCK=64)
@@ -362,9 +365,8 @@ def test_an_exchange_api_of_another_version_is_not_used(native, monkeypatch, ver
     assert (s["exchange"], s["exchange_stream"], s["hits"]) == (False, False, 1)
 
 
-def test_an_exchange_stream_that_disagrees_with_torch_is_not_used(native, monkeypatch):
-    exchange_only(native)
-    install_exchange(monkeypatch, native.module, stream=lambda device: 0xBAD)
+def test_an_exchange_stream_that_disagrees_with_torch_is_not_used(native_exchange, monkeypatch):
+    install_exchange(monkeypatch, native_exchange.module, stream=lambda device: 0xBAD)
     current = [0x77]
     fake_torch(monkeypatch, current)
     scale = make_scale()
@@ -374,13 +376,12 @@ def test_an_exchange_stream_that_disagrees_with_torch_is_not_used(native, monkey
     scale[(1,)](x, out, 64, 1.0, BLOCK=64)
     s = scale._dispatch.native.stats()
     assert (s["exchange"], s["exchange_stream"], s["hits"]) == (True, False, 1)
-    assert [c["stream"] for c in native.calls[-2:]] == [0x77, 0x88]  # torch's, read the Python way
+    assert [c["stream"] for c in native_exchange.calls[-2:]] == [0x77, 0x88]  # torch's, read the Python way
 
 
-def test_a_torch_function_mode_makes_c_read_tensors_through_their_getters(native, monkeypatch):
-    exchange_only(native)
+def test_a_torch_function_mode_makes_c_read_tensors_through_their_getters(native_exchange, monkeypatch):
     # the exporter reports another address than data_ptr(): which one is launched shows the path
-    install_exchange(monkeypatch, native.module, read=lambda x: (x.data_ptr() + 0x1000, 2))
+    install_exchange(monkeypatch, native_exchange.module, read=lambda x: (x.data_ptr() + 0x1000, 2))
     mode = [False]
     torch = sys.modules["torch"]
     monkeypatch.setattr(torch, "_C", types.SimpleNamespace(**vars(torch._C),
@@ -389,8 +390,8 @@ def test_a_torch_function_mode_makes_c_read_tensors_through_their_getters(native
     x, out = Tensor(0x10000, (1024,)), Tensor(0x20000, (1024,))
     scale[(1,)](x, out, 64, 1.0, BLOCK=64)
     scale[(1,)](x, out, 64, 1.0, BLOCK=64)
-    assert native.calls[-1]["params"][:2] == [Q(0x11000), Q(0x21000)]  # the exchange API's
+    assert native_exchange.calls[-1]["params"][:2] == [Q(0x11000), Q(0x21000)]  # the exchange API's
     mode[0] = True
     scale[(1,)](x, out, 64, 1.0, BLOCK=64)
-    assert native.calls[-1]["params"][:2] == [Q(0x10000), Q(0x20000)]  # the getters'
+    assert native_exchange.calls[-1]["params"][:2] == [Q(0x10000), Q(0x20000)]  # the getters'
     assert stats(scale)["hits"] == 2
