@@ -151,10 +151,9 @@ class RegionAnalysis:
 
     def __init__(self) -> None:
         # value -> its final regions (keyed by the value itself: hashed in C, and kept alive);
-        # `answers` is the same dict, for hot loops to read before calling `regions_of` (a value
-        # absent from it must be asked through `regions_of`)
-        self._memo: Dict[Value, Tuple[Region, ...]] = {}
-        self.answers = self._memo
+        # hot loops read it before calling `regions_of` (a value absent from it must be asked
+        # through `regions_of`)
+        self.answers: Dict[Value, Tuple[Region, ...]] = {}
         self._open: Dict[Value, int] = {}  # value being computed -> its depth in the recursion
         self._approx: Dict[Value, Tuple[Region, ...]] = {}  # a value on a cycle -> its regions so far
         self._low = _NO_CYCLE  # the shallowest open value the current round reached again
@@ -170,7 +169,7 @@ class RegionAnalysis:
 
     def regions_of(self, v: Value) -> Tuple[Region, ...]:
         """Every region `v` may name, deduplicated."""
-        r = self._memo.get(v)
+        r = self.answers.get(v)
         if r is not None:
             return r
         depth = self._open.get(v)
@@ -202,7 +201,7 @@ class RegionAnalysis:
                 self._low = low
             self._grew = self._grew or grew
             return r
-        self._memo[v] = r
+        self.answers[v] = r
         self._approx.pop(v, None)
         return r
 
