@@ -177,41 +177,42 @@ static int modes_active(const TensorReader *tensor) {
     return on;
 }
 
+/* A torch tensor's address when it is a CUDA tensor: 1 with `*p` set, 0 when C does not launch
+ * with it (not CUDA, or a read failed: the Python path decides). Through the exchange API unless
+ * a TorchFunctionMode is active (`*modes`: asked at the first tensor of a call), else through
+ * the `is_cuda` getter and `data_ptr()`. */
+static int tensor_address(PyObject *x, const TensorReader *tensor, int *modes, unsigned long long *p) {
+    if (tensor->exchange != NULL) {
+        if (*modes < 0) *modes = modes_active(tensor);
+        if (*modes == 0) return exchange_read(tensor, x, p);
+    }
+    PyObject *is_cuda = read_attr(x, tensor->is_cuda, s_is_cuda);
+    if (is_cuda == NULL) { PyErr_Clear(); return 0; }
+    int cuda = is_cuda == Py_True;
+    Py_DECREF(is_cuda);
+    if (!cuda) return 0;
+    PyObject *self[1] = {x};
+    PyObject *ptr = tensor->data_ptr != NULL ? PyObject_Vectorcall(tensor->data_ptr, self, 1, NULL)
+                                             : PyObject_CallMethodNoArgs(x, s_data_ptr);
+    if (ptr == NULL) { PyErr_Clear(); return 0; }
+    *p = PyLong_AsUnsignedLongLong(ptr);
+    Py_DECREF(ptr);
+    if (*p == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return 0; }
+    return 1;
+}
+
 static void classify(Seen *seen, PyObject *x, const TensorReader *tensor, int *modes) {
     seen->done = 1;
     seen->kind = KIND_OTHER;
     PyTypeObject *tp = Py_TYPE(x);
-    if (tp == tensor->type && tensor->exchange != NULL) {
-        if (*modes < 0) *modes = modes_active(tensor); /* once per call */
-    }
-    if (tp == tensor->type && tensor->exchange != NULL && *modes == 0) {
+    if (tp == tensor->type) {
         unsigned long long p;
-        if (!exchange_read(tensor, x, &p)) return;
-        PyObject *dtype = read_attr(x, tensor->dtype, s_dtype);
-        if (dtype == NULL) { PyErr_Clear(); return; }
-        Py_DECREF(dtype); /* borrowed from here on, as below */
-        seen->kind = KIND_TENSOR;
-        seen->dtype = dtype;
-        seen->bits = p;
-        seen->cls = (p & 15) == 0;
-    } else if (tp == tensor->type) {
-        PyObject *is_cuda = read_attr(x, tensor->is_cuda, s_is_cuda);
-        if (is_cuda == NULL) { PyErr_Clear(); return; }
-        int cuda = is_cuda == Py_True;
-        Py_DECREF(is_cuda);
-        if (!cuda) return;
+        if (!tensor_address(x, tensor, modes, &p)) return;
         PyObject *dtype = read_attr(x, tensor->dtype, s_dtype);
         if (dtype == NULL) { PyErr_Clear(); return; }
         /* Borrowed from here on: torch's dtypes live as long as torch; a plan that compares
          * against this pointer holds its own reference to its dtype. */
         Py_DECREF(dtype);
-        PyObject *self[1] = {x};
-        PyObject *ptr = tensor->data_ptr != NULL ? PyObject_Vectorcall(tensor->data_ptr, self, 1, NULL)
-                                                 : PyObject_CallMethodNoArgs(x, s_data_ptr);
-        if (ptr == NULL) { PyErr_Clear(); return; }
-        unsigned long long p = PyLong_AsUnsignedLongLong(ptr);
-        Py_DECREF(ptr);
-        if (p == (unsigned long long)-1 && PyErr_Occurred()) { PyErr_Clear(); return; }
         seen->kind = KIND_TENSOR;
         seen->dtype = dtype;
         seen->bits = p;
@@ -481,6 +482,7 @@ static PlanObject *plan_from_spec(DispatcherObject *d, PyObject *spec, PyObject 
     p->nargs = nargs;
     Seen seen[MAX_ELEMS];
     memset(seen, 0, sizeof(seen));
+    int modes = -1; /* whether a TorchFunctionMode is active: asked at the first tensor */
     for (Py_ssize_t i = 0; i < nelem; i++) {
         Elem *e = &p->elems[i];
         e->role = (int)PyLong_AsLong(PyTuple_GET_ITEM(roles, i));
@@ -489,7 +491,6 @@ static PlanObject *plan_from_spec(DispatcherObject *d, PyObject *spec, PyObject 
         e->cls = 0;
         p->nelem = i + 1;
         if (e->role == ROLE_RUNTIME) {
-            int modes = -1;
             classify(&seen[i], args[i], &d->tensor, &modes);
             if (seen[i].kind == KIND_OTHER) goto decline;
             e->kind = seen[i].kind;
