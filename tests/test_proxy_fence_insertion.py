@@ -438,3 +438,41 @@ def test_a_fence_lists_its_writers_and_guards_in_program_order():
         assert [loc.line for loc in rec.writer_locs] == [10, 11, 12, 13]
         assert [str(g).split(" -> ")[0] for g in rec.guards] == [
             f"RAW: tlx.local_store at kernel.py:{line}" for line in (10, 11, 12, 13)]
+
+
+# -- pruning: fences that cover for each other are never removed together ------------------------
+
+FENCE_TL = 'tlx.fence_async_shared {cluster = false, origin = "tma_lowering"}'
+FENCE_A = 'tlx.fence_async_shared {cluster = false, origin = "fence_insertion"}'
+
+
+def test_pruning_keeps_one_of_two_fences_that_cover_for_each_other():
+    # each fence alone guards nothing (the other one separates the store from the TMA store), but
+    # removing both would leave the hazard: the pruning removes TMALowering's (its priority) and
+    # keeps FenceInsertion's, which then guards the store
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %o = tlx.local_alloc : {SM}
+    tlx.local_store %o, %t
+    {FENCE_A}
+    {FENCE_TL}
+    tlx.tma_store %d, %o offsets(%c0, %c0)""", f"%d: !tensordesc<128x128xf16>, %t: {T16}")
+    text, res = run(ir, PASS_C)
+    assert count_fences(text) == 1
+    assert [r.origin for r in res.fences] == ["fence_insertion"] and res.fences[0].guards
+    assert [r.origin for r in res.removed_fences] == ["tma_lowering"]
+
+
+def test_pruning_keeps_one_of_two_fences_that_cover_for_each_other_across_partitions():
+    # the producer's fence (before its arrive) and the consumer's (after its wait) both separate
+    # the producer's store from the consumer's TMA store, through the mbarrier hand-off: they see
+    # each other, so one of them stays
+    body = WS_NO_SYNC.replace(
+        "@RELEASE@", f"{FENCE_A}\n      %b0 = tlx.memdesc_index %bars, %c0 : !mbarrier\n      tlx.barrier_arrive %b0").replace(
+        "@ACQUIRE@", f"%b1 = tlx.memdesc_index %pbars, %z : !mbarrier\n      tlx.barrier_wait %b1, %z\n      {FENCE_TL}")
+    body = body.replace("tlx.warp_specialize %x, %t, %d", "tlx.warp_specialize %x, %t, %d, %bars").replace(
+        "%pd: !tensordesc<128x128xf16>)", "%pd: !tensordesc<128x128xf16>, %pbars: !mbarriers<1>)")
+    text, res = run(module(body, WARGS), PASS_C)
+    assert count_fences(text) == 1
+    (kept,) = res.fences
+    assert kept.guards and len(res.removed_fences) == 1

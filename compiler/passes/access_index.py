@@ -75,15 +75,15 @@ class AccessIndex:
         is) makes that block re-read after the edit."""
         plans = []
         before, removed = edits.before, edits.removed
-        for blk, edited in edits.blocks.values():
+        for blk, edited in edits.blocks.items():
             old = self.blocks.get(blk)
             if old is None:
                 continue
-            anchors = {id(o) for o in edited if id(o) in before}
+            anchors = {o for o in edited if o in before}
             found = 0
             new: List[Entry] = []
             for e in old:
-                k = id(e[0])
+                k = e[0]
                 if k in anchors:
                     found += 1
                     new.extend(self._entry(o) for o in before[k] if is_indexed(o))

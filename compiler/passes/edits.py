@@ -15,35 +15,34 @@ from ..ir.core import Block, Module, Operation
 
 
 class Edits:
-    """Insertions and removals for one pass, applied together by `apply()`."""
+    """Insertions and removals for one pass, applied together by `apply()`. (Keyed by the ops and
+    blocks themselves, which hash by identity in C.)"""
 
     def __init__(self, module: Optional[Module] = None) -> None:
-        self.before: Dict[int, List[Operation]] = {}  # id(anchor) -> new ops, in order
-        self.removed: Dict[int, Operation] = {}
-        self.blocks: Dict[int, tuple] = {}  # block id -> (block, the ops of it that are edited)
-        self._index: Dict[int, int] = {}
-        self._indexed: set = set()
+        self.before: Dict[Operation, List[Operation]] = {}  # anchor -> new ops, in order
+        self.removed: Dict[Operation, Operation] = {}
+        self.blocks: Dict[Block, List[Operation]] = {}  # block -> the ops of it that are edited
+        self._index: Dict[Block, Dict[Operation, int]] = {}  # block -> position of each of its ops
 
     # -- planning -------------------------------------------------------------------------------
     def insert_before(self, anchor: Operation, op: Operation) -> Operation:
         """Plan `op` right before `anchor` (after ops planned there earlier)."""
         assert anchor.parent is not None
-        lst = self.before.get(id(anchor))
+        lst = self.before.get(anchor)
         if lst is None:
-            lst = self.before[id(anchor)] = []
+            lst = self.before[anchor] = []
             self._touch(anchor)
         lst.append(op)
         return op
 
     def _touch(self, op: Operation) -> None:
-        blk = op.parent
-        entry = self.blocks.get(id(blk))
-        if entry is None:
-            entry = self.blocks[id(blk)] = (blk, [])
-        entry[1].append(op)
+        edited = self.blocks.get(op.parent)
+        if edited is None:
+            edited = self.blocks[op.parent] = []
+        edited.append(op)
 
     def planned_before(self, anchor: Operation) -> List[Operation]:
-        return self.before.get(id(anchor), [])
+        return self.before.get(anchor, [])
 
     def erase(self, op: Operation) -> None:
         """Plan the removal of `op` (its results must be unused); its operands are dropped now."""
@@ -54,21 +53,21 @@ class Edits:
             n.drop_operands()
         op.drop_operands()
         assert op.parent is not None
-        if id(op) not in self.removed and id(op) not in self.before:
+        if op not in self.removed and op not in self.before:
             self._touch(op)
-        self.removed[id(op)] = op
+        self.removed[op] = op
 
     def is_removed(self, op: Operation) -> bool:
-        return id(op) in self.removed
+        return op in self.removed
 
     # -- positions in the original order -------------------------------------------------------
     def index_in_block(self, op: Operation) -> int:
         blk = op.parent
         assert blk is not None
-        if id(blk) not in self._indexed:
-            self._index.update({id(o): i for i, o in enumerate(blk.ops)})
-            self._indexed.add(id(blk))
-        return self._index[id(op)]
+        index = self._index.get(blk)
+        if index is None:  # built in C (a block of a large kernel holds thousands of ops)
+            index = self._index[blk] = dict(zip(blk.ops, range(len(blk.ops))))
+        return index[op]
 
     def prev_op(self, op: Operation) -> Optional[Operation]:
         """The op before `op` in its block (original order), or None at the block's start."""
@@ -80,28 +79,28 @@ class Edits:
         """Rebuild every touched block once (slices between the edited positions); returns the
         blocks it rebuilt."""
         before, removed = self.before, self.removed
-        touched = [blk for blk, _ in self.blocks.values()]
-        for blk, edited in self.blocks.values():
+        touched = list(self.blocks)
+        for blk, edited in self.blocks.items():
             ops = blk.ops
+            index = self._index.get(blk)
             if len(edited) == 1:
-                points = [ops.index(edited[0])]
-            elif id(blk) in self._indexed:  # positions known already (the pass asked for them)
-                index = self._index
-                points = sorted({index[id(o)] for o in edited})
+                points = [index[edited[0]] if index is not None else ops.index(edited[0])]
+            elif index is not None:  # positions known already (the pass asked for them)
+                points = sorted({index[o] for o in edited})
             else:  # one scan, without a position map of the whole (possibly huge) block
-                wanted = {id(o) for o in edited}
-                points = [i for i, o in enumerate(ops) if id(o) in wanted]
+                wanted = set(edited)
+                points = [i for i, o in enumerate(ops) if o in wanted]
             new: List[Operation] = []
             prev = 0
             for i in points:
                 new.extend(ops[prev:i])
                 o = ops[i]
-                ins = before.get(id(o))
+                ins = before.get(o)
                 if ins:
                     for n in ins:
                         n.parent = blk
                     new.extend(ins)
-                if id(o) in removed:
+                if o in removed:
                     o.parent = None
                 else:
                     new.append(o)
@@ -112,7 +111,6 @@ class Edits:
         self.removed.clear()
         self.blocks.clear()
         self._index.clear()
-        self._indexed.clear()
         return touched
 
 

@@ -123,7 +123,7 @@ class _Model:
         self.generic: Dict[Operation, Tuple] = {}  # op -> tuple of (lo, hi, box, write)
         self.asyncs: Dict[Operation, Tuple] = {}  # op -> tuple of (lo, hi, box, write, op, cluster)
         self.keys: Dict[Operation, Tuple] = {}  # release / acquire op -> hand-off keys
-        self.part: Dict[Operation, Optional[Tuple[Operation, int]]] = {}
+        self.part: Dict[Operation, Tuple[Operation, int]] = {}  # hand-off op -> its partition
         # ws op -> (partition index, key) of its acquire / release hand-off ops: who takes in a
         # hand-off state walking forward / backward (`walk_partitions`)
         self.acquires: Dict[Operation, List[Tuple[int, Tuple]]] = {}
@@ -131,6 +131,7 @@ class _Model:
         self.roots: Dict[Tuple[int, int], object] = {}  # (lo, hi) describing -> root, for records
         self.fences: List[Operation] = []
         self.has_cluster = False
+        self.cluster_bytes: List[Tuple[int, int]] = []  # bytes that async ops reaching other CTAs touch
         self._classify(module.func.regions[0].block, None)
 
     def _classify(self, blk: Block, part) -> None:
@@ -186,7 +187,9 @@ class _Model:
                     self.roots[(lo, hi)] = root
             elif proxy == ASYNC:
                 cl = is_cluster_op(op)
-                self.has_cluster |= cl
+                if cl:
+                    self.has_cluster = True
+                    self.cluster_bytes.extend((lo, hi) for lo, hi, _, _ in byts)
                 for lo, hi, box, root in byts:
                     asy.append((lo, hi, box, write, op, cl))
                     self.roots[(lo, hi)] = root
@@ -231,7 +234,7 @@ def walk_partitions(walker, op: Operation, st, empty):
     """The state after (forward) or before (backward) the warp-specialize `op` from `st`: every
     partition walked from `st`, the results joined. Partitions hand off to each other (mbarriers,
     named barriers), so a partition is walked again while a hand-off state it takes in has
-    changed since its walk began — the hand-off ops mark it in `walker.dirty` (`changed_handoff`);
+    changed since its walk began — the hand-off ops mark it in `walker.dirty` (`handoff_step`);
     a partition not marked would repeat its last walk exactly. At most 20 sweeps."""
     regions = op.regions
     outs = [empty] * len(regions)
@@ -250,12 +253,40 @@ def walk_partitions(walker, op: Operation, st, empty):
     return out
 
 
-def changed_handoff(walker, takers: Dict[Operation, List[Tuple[int, Tuple]]], part: Tuple[Operation, int], key: Tuple) -> None:
-    """The hand-off state partition `part` publishes under `key` grew: mark the other partitions
-    of its warp-specialize op that take in a matching key (`takers`) for another walk."""
-    todo = walker.dirty.get(part[0])
-    if todo is not None:
-        todo.update(i for i, k in takers.get(part[0], ()) if i != part[1] and _keys_match(key, k))
+def handoff_step(walker, op: Operation, st, forward: bool):
+    """The state after (forward) or before (backward) hand-off op `op` from `st`: walking forward a
+    release publishes the state under its keys and an acquire takes in what the other partitions
+    of its warp-specialize op published under matching keys; walking backward the roles swap (an
+    acquire publishes the async accesses it reaches, a release takes them in). A named-barrier
+    wait does both, publishing first. A published state that grows marks the partitions that take
+    it in for another walk (`walk_partitions`)."""
+    m = walker.m
+    part = m.part[op]
+    ws = part[0]
+    table = walker.handoff.get(ws)
+    if table is None:
+        table = walker.handoff[ws] = {}  # hand-offs stay within one warp-specialize op
+    n = op.name
+    publish, take = (HANDOFF_RELEASE, HANDOFF_ACQUIRE) if forward else (HANDOFF_ACQUIRE, HANDOFF_RELEASE)
+    keys = m.keys[op]
+    if n in publish:
+        takers = (m.acquires if forward else m.releases).get(ws, ())
+        for key in keys:
+            hk = (key, part)
+            old = table.get(hk, walker.empty)
+            new = walker.union(old, st)
+            if new != old:
+                table[hk] = new
+                todo = walker.dirty.get(ws)
+                if todo is not None:
+                    todo.update(i for i, k in takers if i != part[1] and _keys_match(key, k))
+    if n in take:
+        entries = list(table.items())
+        for key in keys:
+            for (k2, p2), s2 in entries:
+                if p2 != part and _keys_match(key, k2):
+                    st = walker.union(st, s2)
+    return st
 
 
 def conflict(item, acc, fence_scope: Optional[str] = None) -> bool:
@@ -278,15 +309,17 @@ class _Forward:
     A state is a triple (landed, in flight, marks): the pending items whose data has landed
     (flight None: the only ones that can conflict, and the ones a fence clears), the cp.async
     items still in flight (flight -1 or k; only commits and waits change them), and the fences
-    that reach this point with no fence between (for the pruning's neighbours). The split is the
+    that reach this point with no fence between (for the pruning's neighbours; only a walk with
+    `marks` records them, the others keep that part empty). The split is the
     one `norm`'s key already makes (flight is part of it), so each part stays normalized on its
     own; it keeps the per-op work to the part an op can change — a kernel that leaves cp.async
     groups in flight carries them through every later op."""
 
-    def __init__(self, model: _Model, ctx: PassContext, insert: bool):
+    def __init__(self, model: _Model, ctx: PassContext, insert: bool, marks: bool = False):
         self.m = model
         self.ctx = ctx
         self.insert = insert
+        self.marks = marks
         self.pending_at: Dict[Operation, Tuple] = {}  # fence -> state before it
         self.handoff: Dict[Operation, Dict[Tuple, Tuple]] = {}  # ws op -> (key, part) -> state published
         self.changed = False
@@ -295,6 +328,7 @@ class _Forward:
         self.planned: Dict[Operation, List[Operation]] = {}  # anchor -> fences to insert before it
         self.anchors: Dict[Operation, Operation] = {}
         self.dirty: Dict[Operation, Set[int]] = {}  # ws op -> partitions to walk again (`walk_partitions`)
+        self.empty = EMPTY
 
     def run(self) -> None:
         self.unfenced = []
@@ -348,12 +382,19 @@ class _Forward:
         m = self.m
         if k == K_FENCE:
             self.pending_at[op] = st
+            mark = frozenset((op,)) if self.marks else st[2]
             if op.attrs.get("cluster") or not m.has_cluster:
-                keep = frozenset()  # in-flight cp.async stays (a fence does not order it)
-            else:  # a CTA fence: still pending for async ops that reach other CTAs
-                keep = self.norm(frozenset(it[:6] + (True,) for it in st[0]))
-            marks = frozenset((op,)) | (st[2] if m.has_cluster else frozenset())
-            return (keep, st[1], marks)
+                # in-flight cp.async stays (a fence does not order it); the fences before this one
+                # reach no further (this one separates everything they do)
+                return (frozenset(), st[1], mark)
+            # a CTA fence: what is pending on bytes an async op reaching other CTAs touches stays
+            # pending for such ops (everything else this fence separates), and so do the fences
+            # before it (they may separate those hazards too); with nothing left pending, they
+            # reach no further
+            cb = m.cluster_bytes
+            keep = self.norm(frozenset(it[:6] + (True,) for it in st[0]
+                                       if any(lo < it[1] and it[0] < hi for lo, hi in cb)))
+            return (keep, st[1], mark | st[2] if keep else mark)
         if k == K_GENERIC:
             fl = -1 if op.name == "tlx.async_load" else None
             new = [(lo, hi, box, w, op, fl, False) for lo, hi, box, w in data]
@@ -416,27 +457,7 @@ class _Forward:
         return st
 
     def handoff_op(self, op: Operation, st):
-        m = self.m
-        part = m.part.get(op)
-        n = op.name
-        if part is None:
-            return st
-        table = self.handoff.setdefault(part[0], {})  # hand-offs stay within one warp-specialize op
-        if n in HANDOFF_RELEASE:
-            for key in m.keys[op]:
-                hk = (key, part)
-                old = table.get(hk, EMPTY)
-                new = self.union(old, st)
-                if new != old:
-                    table[hk] = new
-                    changed_handoff(self, m.acquires, part, key)
-        if n in HANDOFF_ACQUIRE:
-            entries = list(table.items())
-            for key in m.keys[op]:
-                for (k2, p2), s2 in entries:
-                    if p2 != part and _keys_match(key, k2):
-                        st = self.union(st, s2)
-        return st
+        return handoff_step(self, op, st, True)
 
     def _insert_before(self, op: Operation, hits, cluster: bool) -> Operation:
         fence, rec = make_fence("proxy_fence_insertion", self.ctx.fences, op.loc, cluster)
@@ -490,6 +511,7 @@ class _Backward:
         self.reach_at: Dict[Operation, FrozenSet] = {}  # fence -> async accesses after it
         self.handoff: Dict[Operation, Dict[Tuple, FrozenSet]] = {}
         self.dirty: Dict[Operation, Set[int]] = {}  # ws op -> partitions to walk again (`walk_partitions`)
+        self.empty: FrozenSet = frozenset()
 
     def run(self) -> None:
         self.block(self.m.module.func.regions[0].block, frozenset())
@@ -551,27 +573,7 @@ class _Backward:
         return st
 
     def handoff_op(self, op: Operation, st: FrozenSet) -> FrozenSet:
-        m = self.m
-        part = m.part.get(op)
-        if part is None:
-            return st
-        n = op.name
-        # walking backward: the acquire side publishes what it reaches, the release side merges
-        table = self.handoff.setdefault(part[0], {})
-        if n in HANDOFF_ACQUIRE:
-            for key in m.keys[op]:
-                hk = (key, part)
-                old = table.get(hk, frozenset())
-                new = self.union(old, st)
-                if new != old:
-                    table[hk] = new
-                    changed_handoff(self, m.releases, part, key)
-        if n in HANDOFF_RELEASE:
-            for key in m.keys[op]:
-                for (k2, p2), s2 in list(table.items()):
-                    if p2 != part and _keys_match(key, k2):
-                        st = self.union(st, s2)
-        return st
+        return handoff_step(self, op, st, False)
 
 
 def _guards(fence: Operation, pending, reach: FrozenSet) -> List[Tuple]:
@@ -630,9 +632,14 @@ def run(module: Module, ctx: PassContext) -> None:
             break
         pos = {f: i for i, f in enumerate(fences)}
         cands.sort(key=lambda f: (PRIORITY.get(f.attrs.get("origin"), 9), -pos[f]))
+        # which fences see each other: a forward walk that records the fence marks (the walks
+        # above leave them out: most compilations remove nothing, and marks flowing between
+        # partitions make their hand-off states grow, costing walks)
+        marked = _Forward(model, ctx, False, marks=True)
+        marked.run()
         neighbours: Dict[Operation, Set[Operation]] = {f: set() for f in fences}
         for f in fences:
-            for g in fwd.pending_at.get(f, EMPTY)[2]:
+            for g in marked.pending_at.get(f, EMPTY)[2]:
                 if g in neighbours:
                     neighbours[f].add(g)
                     neighbours[g].add(f)
