@@ -91,7 +91,6 @@ class _Walker:
         self.warps: Dict[Operation, int] = {}  # op -> warps of its partition
         self.pre_states: List[Tuple[Operation, FrozenSet]] = []  # enclosing loops and their entry states
         self.inserted = 0
-        self.restarting: Optional[Operation] = None  # a loop that will be re-walked from a new barrier
         self.planned: Dict[Operation, Operation] = {}  # anchor -> the barrier to insert before it
         self.edits = Edits()
         self._classify(module.func.regions[0].block, int(module.attrs.get("num_warps", ctx.options.num_warps)))
@@ -189,7 +188,9 @@ class _Walker:
             return self.sync(st)
         if k == K_FENCE:
             return frozenset(it[:STATE] + (FENCED[it[STATE]],) + it[STATE + 1:] if it[CLS] == "g" else it for it in st)
-        if k == K_COMMIT:
+        if k == K_COMMIT:  # (a group already FLIGHT_CAP deep stays as it is)
+            if not any(it[FLIGHT] is not None and it[FLIGHT] < FLIGHT_CAP for it in st):
+                return st
             return frozenset(it if it[FLIGHT] is None else it[:FLIGHT] + (min(it[FLIGHT] + 1, FLIGHT_CAP),)
                              for it in st)
         if k == K_WAIT:
@@ -218,9 +219,11 @@ class _Walker:
             out: FrozenSet = frozenset()
             saved = self.pre_states
             self.pre_states = []  # barriers never leave a partition
-            for r in op.regions:
-                out = out | self.block(r.block, frozenset())  # entering the op synchronizes the CTA
-            self.pre_states = saved
+            try:
+                for r in op.regions:
+                    out = out | self.block(r.block, frozenset())  # entering the op synchronizes the CTA
+            finally:
+                self.pre_states = saved
             return out
         out2: FrozenSet = frozenset()
         for r in op.regions:
@@ -234,34 +237,30 @@ class _Walker:
 
     def loop(self, op: Operation, n: Optional[int], st: FrozenSet) -> FrozenSet:
         while True:
-            had = op in self.planned
             body = op.regions[0].block
             self.pre_states.append((op, st))
             try:
                 if n == 0:
-                    res = st
-                elif n == 1:
-                    res = self.block(body, st)
-                else:
-                    inn, out = st, st
-                    for _ in range(50):
-                        out = self.block(body, inn)
-                        nxt = st | out
-                        if nxt == inn:
-                            break
-                        inn = nxt
-                    res = out if n is not None else (st | out)
+                    return st
+                if n == 1:
+                    return self.block(body, st)
+                inn, out = st, st
+                for _ in range(50):
+                    out = self.block(body, inn)
+                    nxt = st | out
+                    if nxt == inn:
+                        break
+                    inn = nxt
+                return out if n is not None else (st | out)
+            except _Restart as r:
+                if r.loop is not op:
+                    raise
+                st = self.sync(st)  # a barrier was hoisted before this loop: walk it again from there
             finally:
                 self.pre_states.pop()
-            if not had and op in self.planned:  # a barrier was hoisted before this loop: redo
-                self.restarting = None
-                st = self.sync(st)
-                continue
-            return res
 
     def while_loop(self, op: Operation, st: FrozenSet) -> FrozenSet:
         while True:
-            had = op in self.planned
             self.pre_states.append((op, st))
             try:
                 inn, ob = st, st
@@ -272,13 +271,13 @@ class _Walker:
                     if nxt == inn:
                         break
                     inn = nxt
+                return ob
+            except _Restart as r:
+                if r.loop is not op:
+                    raise
+                st = self.sync(st)
             finally:
                 self.pre_states.pop()
-            if not had and op in self.planned:
-                self.restarting = None
-                st = self.sync(st)
-                continue
-            return ob
 
     # -- accesses -------------------------------------------------------------------------------
     def access(self, op: Operation, acc: Tuple, st: FrozenSet) -> FrozenSet:
@@ -320,7 +319,7 @@ class _Walker:
                     # each warpgroup's async_dot_wait retires only its own wgmma, and the load is
                     # issued by one thread, so every warpgroup must pass its wait first
                     hits.append(it)
-        if hits and self.restarting is None:
+        if hits:
             st = self.insert_barrier(op, hits, st)
         if not new:
             return st
@@ -350,8 +349,16 @@ class _Walker:
         self.inserted += 1
         if anchor is op:
             return self.sync(st)
-        self.restarting = anchor  # the loop restarts from the barrier (see `loop`)
-        return st
+        raise _Restart(anchor)  # the rest of this walk of the loop is moot: it restarts from the barrier
+
+
+class _Restart(Exception):
+    """A barrier was hoisted before `loop`: its walk restarts from the synchronized state (the
+    walk of its body so far assumed no barrier there)."""
+
+    def __init__(self, loop: Operation):
+        super().__init__()
+        self.loop = loop
 
 
 def run(module: Module, ctx: PassContext) -> None:

@@ -38,7 +38,7 @@ from ..ir import types as T
 from ..ir.core import Block, Module, Operation, Value
 from .edits import Edits, preceding_fence
 from .manager import PassContext
-from .memory import (arg, FUNC_ARG, GENERIC_WRITERS, HANDOFF_RELEASE, Region, RegionAnalysis, accesses_of, all_ops,
+from .memory import (arg, FUNC_ARG, GENERIC_WRITERS, HANDOFF_RELEASE, Region, RegionAnalysis, accesses_of,
                      describe_alloc, GENERIC, WRITE, shared_regions)
 
 LOOPS = ("scf.for", "scf.while")
@@ -74,12 +74,11 @@ def reach_kind(w: Operation, r: Operation, edits: Edits) -> Optional[str]:
     if w.is_ancestor_of(r):  # the function itself: stands for writes we cannot see
         return "seq"
     cw, cr = _chain(w), _chain(r)
-    blocks_r = {id(b): (b, o) for b, o in cr}
+    blocks_r = {b: o for b, o in cr}
     for b, ow in cw:
-        hit = blocks_r.get(id(b))
-        if hit is None:
+        orr = blocks_r.get(b)
+        if orr is None:
             continue
-        _, orr = hit
         in_loop = any(a.name in LOOPS for a in _ancestors_of_block(b))
         if ow is orr:  # different regions of one op
             if ow.name == "tlx.warp_specialize":
@@ -100,32 +99,49 @@ def _ancestors_of_block(b: Block):
         owner = owner.parent_op
 
 
+# what `_Info` keeps of an op, by name (one dict lookup per op of the module)
+_READER, _WAIT, _WRITER = 1, 2, 3
+_CATEGORY = {**{n: _WRITER for n in GENERIC_WRITERS}, **{n: _READER for n in READERS}, "tlx.async_wait_group": _WAIT}
+
+
 class _Info:
-    """Per-module facts: generic writers by allocation, cp.async waits."""
+    """Per-module facts: generic writers by allocation, cp.async waits, async readers."""
 
     def __init__(self, module: Module, ra: RegionAnalysis):
         self.ra = ra
         self.func = module.func
-        self.writers: Dict[int, List[Tuple[Operation, Region]]] = {}
-        self.loop_wait: Dict[int, Operation] = {}  # loop id -> an async_wait_group inside it
-        self.ops = all_ops(module)
+        # (dicts keyed by the objects themselves: hashed in C)
+        self.writers: Dict[object, List[Tuple[Operation, Region]]] = {}  # root allocation -> its writers
+        self.loop_wait: Dict[Operation, Operation] = {}  # loop -> an async_wait_group inside it
         self.readers: List[Operation] = []
-        for op in self.ops:
-            n = op.name
-            if n in READERS:
-                self.readers.append(op)
-                continue
-            if n == "tlx.async_wait_group":
-                for a in op.ancestors():
-                    if a.name in LOOPS:
-                        self.loop_wait.setdefault(id(a), op)
-                continue
-            if n not in GENERIC_WRITERS and not (op.attrs and op.attrs.get("scratch_bytes")):
-                continue
+        category = _CATEGORY
+        # pre-order (readers come out in program order), iterative: the module is walked once
+        stack = [iter(module.func.regions[0].block.ops)]
+        while stack:
+            for op in stack[-1]:
+                c = category.get(op.name)
+                if c is None and "scratch_bytes" in op.attrs:
+                    c = _WRITER
+                if c is not None:
+                    self._note(op, c)
+                if op.regions:
+                    stack.extend(iter(r.block.ops) for r in reversed(op.regions))
+                    break
+            else:
+                stack.pop()
+
+    def _note(self, op: Operation, c: int) -> None:
+        if c == _READER:
+            self.readers.append(op)
+        elif c == _WAIT:
+            for a in op.ancestors():
+                if a.name in LOOPS:
+                    self.loop_wait.setdefault(a, op)
+        else:
             for a in accesses_of(op):
                 if a.proxy == GENERIC and a.kind == WRITE and a.value is not None:
-                    for rg in ra.regions_of(a.value):
-                        self.writers.setdefault(id(rg.root), []).append((op, rg))
+                    for rg in self.ra.regions_of(a.value):
+                        self.writers.setdefault(rg.root, []).append((op, rg))
 
     def writers_of(self, v: Value) -> List[Operation]:
         """Generic writers that may write bytes `v` names (the function op for a function argument)."""
@@ -133,10 +149,10 @@ class _Info:
         for rg in self.ra.regions_of(v):
             if rg.root is FUNC_ARG:
                 out.append(self.func)
-            for w, wr in self.writers.get(id(rg.root), ()):
+            for w, wr in self.writers.get(rg.root, ()):
                 if rg.root is FUNC_ARG or wr.overlaps_rel(rg):
                     out.append(w)
-        return list({id(w): w for w in out}.values())
+        return list(dict.fromkeys(out))
 
 
 def _loop_or_partition_parent(op: Operation) -> Tuple[Optional[Operation], bool]:
@@ -245,15 +261,15 @@ def fence_reader(r: Operation, info: _Info, ctx: PassContext, edits: Edits) -> N
     writers: List[Operation] = []
     for v in vals:
         writers.extend(info.writers_of(v))
-    writers = list({id(w): w for w in writers}.values())
-    kinds = {id(w): reach_kind(w, r, edits) for w in writers}
-    writers = [w for w in writers if kinds[id(w)] is not None]
+    writers = list(dict.fromkeys(writers))
+    kinds = {w: reach_kind(w, r, edits) for w in writers}
+    writers = [w for w in writers if kinds[w] is not None]
     if not writers:
         return
     buffer = ", ".join(sorted({info.ra.describe(rg.root) for v in vals for rg in info.ra.regions_of(v)}))
     local: List[Operation] = []
     for w in writers:
-        if kinds[id(w)] != "cross":
+        if kinds[w] != "cross":
             local.append(w)
             continue
         anchor = _handoff_after(w, edits)
@@ -278,8 +294,8 @@ def fence_reader(r: Operation, info: _Info, ctx: PassContext, edits: Edits) -> N
                 notes.append("kept inside its warp-specialize partition (fences never leave a partition)")
             break
         inside = [w for w in local if _contains(loop, w) and w is not loop]
-        if not inside and cp_async and id(loop) in info.loop_wait:
-            inside = [info.loop_wait[id(loop)]]
+        if not inside and cp_async and loop in info.loop_wait:
+            inside = [info.loop_wait[loop]]
         if inside:
             w = inside[0]
             what = "lands cp.async data" if w.name == "tlx.async_wait_group" else "writes the buffer"

@@ -420,8 +420,8 @@ class _Forward:
                     return self.op(fence, K_FENCE, None, st)
                 self.unfenced.extend(hits)
             return st
-        if k == K_COMMIT:
-            if not st[1]:
+        if k == K_COMMIT:  # (a group already FLIGHT_CAP deep stays as it is)
+            if not any(it[5] < FLIGHT_CAP for it in st[1]):
                 return st
             return (st[0], self.norm(frozenset(it[:5] + (min(it[5] + 1, FLIGHT_CAP),) + it[6:] for it in st[1])),
                     st[2])
