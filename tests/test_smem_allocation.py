@@ -29,6 +29,27 @@ def test_disjoint_lifetimes_share_bytes_overlapping_ones_do_not():
     assert res.module.attrs["shared_bytes"] == 2 * 32768 == res.resources["shared_bytes"]
 
 
+def test_a_view_nothing_uses_does_not_keep_its_buffer_alive_one_that_is_used_does():
+    # x's last access is its local_load; a view of x made after y is born, that nothing reads, is
+    # no use: y may take x's bytes. When the view is read, x lives until then.
+    body = f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %x = tlx.local_alloc : !smem<1x128x128xf16, buffers=1, mutable>
+    %v0 = tlx.memdesc_index %x, %c0 : !smem<128x128xf16, alloc=1x128x128, mutable>
+    tlx.local_store %v0, %t
+    %r = tlx.local_load %v0 : {T16}
+    %y = tlx.local_alloc src(%t) : !smem<128x128xf16>
+    %v1 = tlx.memdesc_index %x, %c0 : !smem<128x128xf16, alloc=1x128x128, mutable>
+    %ry = tlx.local_load %y : {T16}
+    READ"""
+    text, _ = run(module(body.replace("READ", ""), f"%t: {T16}"), ALLOC)
+    off = offsets(text)
+    assert off["x"] == off["y"]
+    text, _ = run(module(body.replace("READ", f"%r1 = tlx.local_load %v1 : {T16}"), f"%t: {T16}"), ALLOC)
+    off = offsets(text)
+    assert off["x"] != off["y"]
+
+
 def test_alignment_follows_the_swizzle_and_mbarriers_take_8_bytes():
     text, _ = run(module("""
     %bars = tlx.alloc_barriers {num = 1, arrive_count = 1} : !mbarriers<1>

@@ -6,7 +6,8 @@ with a ``scratch_bytes`` attribute gets a ``scratch_offset``, and the module get
 when their lifetimes are disjoint:
 
 * a buffer lives from its allocation to its last use, through every view, loop-carried value,
-  `if`/`while` result and warp-specialize capture that may name it;
+  `if`/`while` result and warp-specialize capture that may name it (making a view is no use:
+  a view whose result nothing uses does not keep its buffer alive);
 * a use inside a loop that does not contain the allocation keeps the buffer alive for the whole
   loop (the next iteration uses it again); a buffer touched inside a warp-specialize op lives for
   the whole op (partitions run concurrently);
@@ -41,9 +42,13 @@ from ..fences import loc_text
 from ..ir import types as T
 from ..ir.core import Block, Module, Operation, Value
 from ..ir.layouts import NVMMASharedLayout, default_shared_layout
+from ..ir.ops import OPS
 from .access_index import forget_access_index
 from .manager import PassContext
 from .memory import arg, RegionAnalysis, alloc_bytes, describe_alloc, may_use_smem, shared_regions
+
+# ops that only name part of a buffer another way (no access): memdesc_index, subslice, trans, reinterpret
+VIEW_NAMES = frozenset(n for n, d in OPS.items() if "view" in d.traits)
 
 SMEM_LIMITS = {90: 232448, 80: 166912, 86: 101376, 87: 166912, 89: 101376}
 
@@ -250,6 +255,8 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List
     smem_types = (T.MemDescType, T.BarrierType)
     known = ra.answers  # the memo read first: most operands were asked before (a call saved each)
     for op in live.users:
+        if op.name in VIEW_NAMES:
+            continue  # a view accesses nothing: the ops that use what it names extend the lifetime
         here = None  # the user's own span, once it names a buffer
         for v in op._operands:  # (read-only: the list itself, without the copy `operands` makes)
             if not isinstance(v.type, smem_types):
