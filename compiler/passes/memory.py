@@ -134,6 +134,8 @@ def const_int(v: Value) -> Optional[int]:
 
 
 _NO_CYCLE = 1 << 30  # RegionAnalysis: no open value reached again
+# the views other than index and subslice (src is their only operand)
+_REVIEWS = frozenset(n for n, d in OPS.items() if "view" in d.traits) - {"tlx.memdesc_index", "tlx.memdesc_subslice"}
 
 
 class RegionAnalysis:
@@ -217,11 +219,9 @@ class RegionAnalysis:
         if isinstance(v, OpResult):
             op = v.owner
             n = op.name
-            if n in ("tlx.local_alloc", "tlx.alloc_barriers"):
-                return [Region(op, 0, alloc_bytes(op))]
-            if n == "tlx.memdesc_index":
-                src = arg(op, "src")
-                c = const_int(arg(op, "index"))
+            if n == "tlx.memdesc_index":  # the most common by far (every slot of every ring)
+                src = op._operands[0]  # (src, index): single operands, read directly
+                c = const_int(op._operands[1])
                 st = src.type
                 d = st.count if isinstance(st, T.BarrierType) else (st.shape[0] if st.shape else 1)
                 out = []
@@ -233,6 +233,8 @@ class RegionAnalysis:
                     else:  # a dynamic index may name any slab
                         out.append(Region(r.root, r.lo, r.hi, r.plain))
                 return out
+            if n in ("tlx.local_alloc", "tlx.alloc_barriers"):
+                return [Region(op, 0, alloc_bytes(op))]
             if n == "tlx.memdesc_subslice":
                 src = arg(op, "src")
                 offs = tuple(op.attrs.get("static_offsets", []))
@@ -247,8 +249,8 @@ class RegionAnalysis:
                         box = (r.box[0], tuple(a + b for a, b in zip(r.box[1], offs)), shape)
                     out.append(Region(r.root, r.lo, r.hi, False, box))
                 return out
-            if op.has_trait("view"):  # trans / reinterpret: same bytes, logical coordinates unknown
-                return [Region(r.root, r.lo, r.hi, False) for r in self.regions_of(arg(op, "src"))]
+            if n in _REVIEWS:  # trans / reinterpret: same bytes, logical coordinates unknown
+                return [Region(r.root, r.lo, r.hi, False) for r in self.regions_of(op._operands[0])]
             if n == "arith.select":
                 return self._union([arg(op, "true"), arg(op, "false")])
             if n == "scf.for":
