@@ -60,3 +60,26 @@ def test_fences_inserted_and_ops_removed_update_the_index_like_a_fresh_walk(outs
     got = [e[0] for e in idx.entries(top)]
     assert all(f in got for f in fences) and gone not in got
     assert _as_text(idx, m) == _as_text(AccessIndex(m, shared_regions(ctx)), m)
+
+
+@pytest.mark.parametrize("case", catalog.CASES, ids=lambda c: c.name)
+def test_the_index_built_from_allocations_op_lists_equals_a_walk_of_every_op(case):
+    m, ctx = _compiled_to(case, "smem_allocation")  # keeps its per-block op lists for the index
+    assert "access_index.block_ops" in ctx.cache
+    built = access_index(m, ctx)
+    assert "access_index.block_ops" not in ctx.cache  # used once
+    assert _as_text(built, m) == _as_text(AccessIndex(m, shared_regions(ctx)), m)
+
+
+def test_allocations_op_lists_are_not_used_after_an_edit():
+    # a fence inserted after allocation (by any Edits) is not in allocation's lists: the index
+    # must read the block itself, or it would miss the fence
+    m, ctx = _compiled_to(catalog.CASES_BY_NAME["tma_store_unfenced"], "smem_allocation")
+    top = m.func.regions[0].block
+    anchor = next(op for op in top.ops if op.name == "tlx.tma_store")
+    ed = Edits()
+    fence = _fence_before(ed, anchor)
+    ed.apply()
+    idx = access_index(m, ctx)
+    assert fence in [e[0] for e in idx.entries(top)]
+    assert _as_text(idx, m) == _as_text(AccessIndex(m, shared_regions(ctx)), m)

@@ -57,10 +57,14 @@ class AccessIndex:
     """Per block, its indexed ops with their accesses in absolute bytes; per `scf.for`,
     its constant trip count (the walks ask for it at every visit of a loop)."""
 
-    def __init__(self, module: Module, ra: RegionAnalysis):
+    def __init__(self, module: Module, ra: RegionAnalysis,
+                 block_ops: Optional[Dict[Block, List[Operation]]] = None):
         self.ra = ra
         self.blocks: Dict[Block, List[Entry]] = {}  # (keyed by the objects: hashed in C)
         self.trips: Dict[Operation, Optional[int]] = {}
+        # per block, a subset of its ops in order that holds every op the index keeps (from
+        # allocation: `keep_block_ops_for_index`), read instead of the whole block
+        self._block_ops = block_ops or {}
         self._index_block(module.func.regions[0].block)
 
     def entries(self, blk: Block) -> List[Entry]:
@@ -121,7 +125,8 @@ class AccessIndex:
         out: List[Entry] = []
         self.blocks[blk] = out
         indexed = INDEXED
-        for op in blk.ops:
+        ops = self._block_ops.get(blk)
+        for op in blk.ops if ops is None else ops:
             # `is_indexed`, written out: this loop visits every op of the module
             if op.name not in indexed and not op.regions and not (op.attrs and "scratch_bytes" in op.attrs):
                 continue  # most ops: nothing to do with shared memory
@@ -162,11 +167,23 @@ class AccessIndex:
         return tuple(out)
 
 
+_BLOCK_OPS = "access_index.block_ops"
+
+
+def keep_block_ops_for_index(ctx, block_ops: Dict[Block, List[Operation]]) -> None:
+    """Keep, for the index built next, per block a subset of its ops in order that holds every
+    op it keeps (shared-memory allocation's numbering has them: the ops that may use shared
+    memory, region ops and scratch owners); valid while no edit is applied (`Edits.generation`)."""
+    ctx.cache[_BLOCK_OPS] = (Edits.generation, block_ops)
+
+
 def access_index(module: Module, ctx) -> AccessIndex:
     """The compilation's index of the allocated IR (built on first use)."""
     idx = ctx.cache.get(_KEY)
     if idx is None:
-        idx = ctx.cache[_KEY] = AccessIndex(module, shared_regions(ctx))
+        kept = ctx.cache.pop(_BLOCK_OPS, None)
+        block_ops = kept[1] if kept is not None and kept[0] == Edits.generation else None
+        idx = ctx.cache[_KEY] = AccessIndex(module, shared_regions(ctx), block_ops)
     return idx
 
 

@@ -16,7 +16,13 @@ from ..ir.core import Block, Module, Operation
 
 class Edits:
     """Insertions and removals for one pass, applied together by `apply()`. (Keyed by the ops and
-    blocks themselves, which hash by identity in C.)"""
+    blocks themselves, which hash by identity in C.)
+
+    `Edits.generation` counts the applications in this process: a pass may keep a list of a
+    block's ops for a later pass, which may use it only while the generation is the same (the
+    passes edit blocks through `apply()` only)."""
+
+    generation = 0
 
     def __init__(self, module: Optional[Module] = None) -> None:
         self.before: Dict[Operation, List[Operation]] = {}  # anchor -> new ops, in order
@@ -78,6 +84,7 @@ class Edits:
     def apply(self) -> List[Block]:
         """Rebuild every touched block once (slices between the edited positions); returns the
         blocks it rebuilt."""
+        Edits.generation += 1
         before, removed = self.before, self.removed
         touched = list(self.blocks)
         for blk, edited in self.blocks.items():

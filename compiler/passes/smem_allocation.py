@@ -43,7 +43,7 @@ from ..ir import types as T
 from ..ir.core import Block, Module, Operation, Value
 from ..ir.layouts import NVMMASharedLayout, default_shared_layout
 from ..ir.ops import OPS
-from .access_index import forget_access_index
+from .access_index import forget_access_index, keep_block_ops_for_index
 from .manager import PassContext
 from .memory import arg, RegionAnalysis, alloc_bytes, describe_alloc, may_use_smem, shared_regions
 
@@ -103,6 +103,9 @@ class _Liveness:
         self.span_end: Dict[Operation, int] = {}
         self.block_end: Dict[Block, int] = {}  # block -> last position inside the block
         self.users: List[Operation] = []  # ops that may use shared memory, in program order
+        # block -> its users and region ops, in order (the access index reads these instead of
+        # every op of the block: `block_ops_for_index`)
+        self.block_ops: Dict[Block, List[Operation]] = {}
         self._user_kind: Dict[str, bool] = {}
         self._loops: Dict[Block, Tuple[Operation, ...]] = {}  # block -> `loops_around` its ops
         self.count = 0  # ops numbered so far; after __init__, every op of the module
@@ -118,6 +121,7 @@ class _Liveness:
         # pre-order positions; span_end[op] = last position inside a region op; on the way, the
         # ops that may take shared memory as an operand (and the scratch owners)
         pos, users, kinds, span_end = self.pos, self.users, self._user_kind, self.span_end
+        mine = self.block_ops[blk] = []
         count = self.count
         for op in blk.ops:
             n = op.name
@@ -129,6 +133,7 @@ class _Liveness:
             elif not op.regions:
                 count += 1
                 continue
+            mine.append(op)
             k = op
             pos[k] = count
             count += 1
@@ -215,10 +220,10 @@ def _bar_roots(ra: RegionAnalysis, v: Value):
     return {r.root for r in ra.regions_of(v)}
 
 
-def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None) -> List[Buffer]:
+def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None, live: Optional[_Liveness] = None) -> List[Buffer]:
     """Every allocation and scratch area with its lifetime [start, end] in program positions."""
     ra = ra or RegionAnalysis()
-    live = _Liveness(module)
+    live = live or _Liveness(module)
     done = _Completions(live, ra)
     bufs: Dict[object, Buffer] = {}  # allocating op -> its buffer
     order: List[Buffer] = []
@@ -362,7 +367,10 @@ def run(module: Module, ctx: PassContext) -> None:
     """Assign offsets (see the module docstring)."""
     ra = shared_regions(ctx)  # FenceInsertion's, when it ran; the later passes reuse it
     forget_access_index(ctx)  # one built on an earlier allocation names other bytes
-    bufs = collect_buffers(module, ra)
+    live = _Liveness(module)
+    bufs = collect_buffers(module, ra, live)
+    # the ops the access index keeps are among these (it is built next, on this IR)
+    keep_block_ops_for_index(ctx, live.block_ops)
     # mbarriers live to the end and share bytes with nothing: they go after the data buffers, one
     # after the other, without entering the interference computation
     data = [b for b in bufs if b.scratch or b.op.name != "tlx.alloc_barriers"]
