@@ -129,30 +129,42 @@ class _Walker:
                 skel.append((op, kd, data))
 
     def _accesses(self, op: Operation, accs, publishes: bool) -> None:
+        # (plain loops: this runs once for every op that touches shared memory)
         n = op.name
         gen, ards, awrs, binit, buse = [], [], [], [], []
+        init = n in ("tlx.alloc_barriers", "tlx.barrier_inval")
         for write, proxy, byts in accs:
-            ivs = [(lo, hi) for lo, hi, _, _ in byts]
             if proxy == GENERIC:
-                gen.extend((lo, hi, write) for lo, hi in ivs)
+                for b in byts:
+                    gen.append((b[0], b[1], write))
             elif proxy == ASYNC:
-                (awrs if write else ards).extend(ivs)
+                dst = awrs if write else ards
+                for b in byts:
+                    dst.append((b[0], b[1]))
             elif proxy == BARRIER:
-                (binit if n in ("tlx.alloc_barriers", "tlx.barrier_inval") else buse).extend(ivs)
-        if gen or ards or awrs or binit or buse or publishes:
-            self.kind[op] = K_ACC
-            spans = [(x[0], x[1]) for x in gen] + ards + awrs + binit + buse
-            # the bytes all of them lie in: most pending items are outside it (`access`)
-            env = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0, 0)
-            # the items the op leaves pending are the same at every visit: made once, with what a
-            # pending item must share with one of them to be superseded (`access`)
-            fl = -1 if n == "tlx.async_load" else None
-            new = [(lo, hi, w, op, "g", "U", fl) for lo, hi, w in gen]
-            new += [(lo, hi, False, op, "a", "P", None) for lo, hi in ards]
-            new += [(lo, hi, True, op, "b", "U", None) for lo, hi in binit]
-            new += [(lo, hi, False, op, "u", "U", None) for lo, hi in buse]
-            after = (frozenset(new), frozenset(it[LO] for it in new), frozenset(_same_kind(it) for it in new))
-            self.acc[op] = (tuple(gen), tuple(ards), tuple(awrs), tuple(binit), tuple(buse), publishes, env, after)
+                dst = binit if init else buse
+                for b in byts:
+                    dst.append((b[0], b[1]))
+        if not (gen or ards or awrs or binit or buse or publishes):
+            return
+        self.kind[op] = K_ACC
+        # the bytes all of them lie in: most pending items are outside it (`access`)
+        lo_all, hi_all = 1 << 62, -1
+        for x in gen:
+            lo_all, hi_all = min(lo_all, x[0]), max(hi_all, x[1])
+        for lst in (ards, awrs, binit, buse):
+            for x in lst:
+                lo_all, hi_all = min(lo_all, x[0]), max(hi_all, x[1])
+        env = (lo_all, hi_all) if hi_all >= 0 else (0, 0)
+        # the items the op leaves pending are the same at every visit: made once, with what a
+        # pending item must share with one of them to be superseded (`access`)
+        fl = -1 if n == "tlx.async_load" else None
+        new = [(lo, hi, w, op, "g", "U", fl) for lo, hi, w in gen]
+        new += [(lo, hi, False, op, "a", "P", None) for lo, hi in ards]
+        new += [(lo, hi, True, op, "b", "U", None) for lo, hi in binit]
+        new += [(lo, hi, False, op, "u", "U", None) for lo, hi in buse]
+        after = (frozenset(new), frozenset([it[LO] for it in new]), frozenset([_same_kind(it) for it in new]))
+        self.acc[op] = (tuple(gen), tuple(ards), tuple(awrs), tuple(binit), tuple(buse), publishes, env, after)
 
     # -- the walk -----------------------------------------------------------------------------
     def run(self) -> None:
