@@ -120,7 +120,8 @@ class _Model:
         # K_GENERIC / K_ASYNC, its trip count for K_FOR; `entry`)
         self.skel: Dict[Block, List[Tuple[Operation, int, object]]] = {}
         self.order: Dict[Operation, float] = {}  # op -> pre-order rank among the classified ops
-        self.generic: Dict[Operation, Tuple] = {}  # op -> tuple of (lo, hi, box, write)
+        # op -> (the pending items it makes, their (lo, hi, box, write) keys, their flight)
+        self.generic: Dict[Operation, Tuple] = {}
         self.asyncs: Dict[Operation, Tuple] = {}  # op -> tuple of (lo, hi, box, write, op, cluster)
         self.keys: Dict[Operation, Tuple] = {}  # release / acquire op -> hand-off keys
         self.part: Dict[Operation, Tuple[Operation, int]] = {}  # hand-off op -> its partition
@@ -198,7 +199,11 @@ class _Model:
             self.asyncs[k] = tuple(asy)
         elif gen:
             self.kind[k] = K_GENERIC
-            self.generic[k] = tuple(gen)
+            # the items the op leaves pending are the same at every visit: made once, with the
+            # keys (bytes, write) a pending item of the same flight must share to be superseded
+            fl = -1 if op.name == "tlx.async_load" else None
+            new = frozenset([(lo, hi, box, w, op, fl, False) for lo, hi, box, w in gen])
+            self.generic[k] = (new, frozenset([it[:4] for it in new]), fl)
 
     def entry(self, op: Operation, k: int) -> Tuple[Operation, int, object]:
         """`op`'s skeleton entry: (op, kind, its accesses / trip count / None)."""
@@ -396,19 +401,19 @@ class _Forward:
                                        if any(lo < it[1] and it[0] < hi for lo, hi in cb)))
             return (keep, st[1], mark | st[2] if keep else mark)
         if k == K_GENERIC:
-            fl = -1 if op.name == "tlx.async_load" else None
-            new = [(lo, hi, box, w, op, fl, False) for lo, hi, box, w in data]
+            new, keys, fl = data
             # a new access supersedes a pending one of the same kind to the same bytes (it
             # conflicts with everything the old one does, now and after any fence or wait); this
             # keeps the state as small as the set of distinct byte ranges in fence-free code
-            keys = {it[:4] for it in new}
-            part = 0 if fl is None else 1
-            old = st[part]
+            if fl is None:  # landed at once
+                old = st[0]
+                if any(it[:4] in keys for it in old):  # (every landed item has flight None)
+                    old = frozenset([it for it in old if it[:4] not in keys])
+                return (old | new, st[1], st[2])
+            old = st[1]
             if any(it[:4] in keys and it[5] == fl for it in old):
-                old = frozenset(it for it in old if not (it[:4] in keys and it[5] == fl))
-            if part == 0:
-                return (old | frozenset(new), st[1], st[2])
-            return (st[0], old | frozenset(new), st[2])
+                old = frozenset([it for it in old if not (it[:4] in keys and it[5] == fl)])
+            return (st[0], old | new, st[2])
         if k == K_ASYNC:
             accs = data
             # only landed items conflict; the byte test (the cheapest) first
