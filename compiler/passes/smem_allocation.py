@@ -104,7 +104,7 @@ class _Liveness:
         self.block_end: Dict[Block, int] = {}  # block -> last position inside the block
         self.users: List[Operation] = []  # ops that may use shared memory, in program order
         # block -> its users and region ops, in order (the access index reads these instead of
-        # every op of the block: `block_ops_for_index`)
+        # every op of the block: `keep_block_ops_for_index`)
         self.block_ops: Dict[Block, List[Operation]] = {}
         self._user_kind: Dict[str, bool] = {}
         self._loops: Dict[Block, Tuple[Operation, ...]] = {}  # block -> `loops_around` its ops
