@@ -5,7 +5,6 @@ it (native_dispatch.c), interleaved, best of 12 rounds of 5000 launches; plus th
 TorchFunctionMode check and the three tensors' getters alone. Needs a GPU and torch >= 2.10:
 `python benchmarks/launch_exchange.py`."""
 import time, torch, tlx
-import tlx.language as tl
 
 def make():
     @tlx.jit

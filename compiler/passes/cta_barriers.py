@@ -104,32 +104,30 @@ class _Walker:
             n = op.name
             if n not in relevant and not op.regions and not (op.attrs and "scratch_bytes" in op.attrs):
                 continue  # indexed for ProxyFenceInsertion only (hand-offs that touch no shared memory)
-            k = op
-            self.warps[k] = warps  # the warps of the partition the op runs in
+            self.warps[op] = warps  # the warps of the partition the op runs in
             if op.regions:
                 if n == "tlx.warp_specialize":
-                    kind[k] = K_WS
+                    kind[op] = K_WS
                     nw = op.attrs.get("partition_num_warps", [])
                     for i, r in enumerate(op.regions):
                         self._classify(r.block, warps if i == 0 else int(nw[i - 1]))
                 else:
-                    kind[k] = {"scf.for": K_FOR, "scf.if": K_IF, "scf.while": K_WHILE}.get(n, K_REGION)
+                    kind[op] = {"scf.for": K_FOR, "scf.if": K_IF, "scf.while": K_WHILE}.get(n, K_REGION)
                     for r in op.regions:
                         self._classify(r.block, warps)
             elif n in _SIMPLE:
-                kind[k] = _SIMPLE[n]
+                kind[op] = _SIMPLE[n]
             elif n in EFFECT_NAMES or (op.attrs and op.attrs.get("scratch_bytes")):
                 publishes = n in ("tlx.barrier_arrive", "tlx.barrier_expect_bytes")
                 if accs or publishes:
                     self._accesses(op, accs, publishes)
-            if k in kind:
-                kd = kind[k]
-                data = self.acc[k] if kd == K_ACC else warps if kd == K_DOTWAIT else \
-                    self.index.trips[k] if kd == K_FOR else None
+            if op in kind:
+                kd = kind[op]
+                data = self.acc[op] if kd == K_ACC else warps if kd == K_DOTWAIT else \
+                    self.index.trips[op] if kd == K_FOR else None
                 skel.append((op, kd, data))
 
     def _accesses(self, op: Operation, accs, publishes: bool) -> None:
-        # (plain loops: this runs once for every op that touches shared memory)
         n = op.name
         gen, ards, awrs, binit, buse = [], [], [], [], []
         init = n in ("tlx.alloc_barriers", "tlx.barrier_inval")
@@ -149,13 +147,8 @@ class _Walker:
             return
         self.kind[op] = K_ACC
         # the bytes all of them lie in: most pending items are outside it (`access`)
-        lo_all, hi_all = 1 << 62, -1
-        for x in gen:
-            lo_all, hi_all = min(lo_all, x[0]), max(hi_all, x[1])
-        for lst in (ards, awrs, binit, buse):
-            for x in lst:
-                lo_all, hi_all = min(lo_all, x[0]), max(hi_all, x[1])
-        env = (lo_all, hi_all) if hi_all >= 0 else (0, 0)
+        spans = [(x[0], x[1]) for x in gen] + ards + awrs + binit + buse
+        env = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0, 0)
         # the items the op leaves pending are the same at every visit: made once, with what a
         # pending item must share with one of them to be superseded (`access`)
         fl = -1 if n == "tlx.async_load" else None

@@ -134,8 +134,10 @@ def const_int(v: Value) -> Optional[int]:
 
 
 _NO_CYCLE = 1 << 30  # RegionAnalysis: no open value reached again
-# the views other than index and subslice (src is their only operand)
-_REVIEWS = frozenset(n for n, d in OPS.items() if "view" in d.traits) - {"tlx.memdesc_index", "tlx.memdesc_subslice"}
+# ops that name (part of) a buffer another way and access nothing: memdesc_index, subslice, trans,
+# reinterpret (src is their first operand)
+VIEW_NAMES = frozenset(n for n, d in OPS.items() if "view" in d.traits)
+_REVIEWS = VIEW_NAMES - {"tlx.memdesc_index", "tlx.memdesc_subslice"}  # the views that keep the bytes
 
 
 class RegionAnalysis:

@@ -141,45 +141,43 @@ class _Model:
         self.skel[blk] = skel
         for op, accs in self.index.entries(blk):  # the ops that touch shared memory or order accesses
             n = op.name
-            k = op
             if op.regions:
                 if n == "tlx.warp_specialize":
-                    kind[k] = K_WS
+                    kind[op] = K_WS
                     for i, r in enumerate(op.regions):
-                        self._classify(r.block, (k, i))
+                        self._classify(r.block, (op, i))
                 else:
-                    kind[k] = _REGION_KINDS.get(n, K_OTHER_REGION)
+                    kind[op] = _REGION_KINDS.get(n, K_OTHER_REGION)
                     for r in op.regions:
                         self._classify(r.block, part)
-                skel.append(self.entry(op, kind[k]))
-                self.order[k] = len(self.order)
+                skel.append(self.entry(op, kind[op]))
+                self.order[op] = len(self.order)
                 continue
             if n == FENCE:
-                kind[k] = K_FENCE
+                kind[op] = K_FENCE
                 self.fences.append(op)
             elif n == "tlx.async_commit_group":
-                kind[k] = K_COMMIT
+                kind[op] = K_COMMIT
             elif n == "tlx.async_wait_group":
-                kind[k] = K_WAIT
+                kind[op] = K_WAIT
             else:
                 if accs:
                     self._accesses(op, accs)
                 if part is not None and (n in HANDOFF_RELEASE or n in HANDOFF_ACQUIRE):
                     # a hand-off carries state between partitions: outside a warp-specialize op
                     # there is no other partition, and the walks skip the op
-                    self.keys[k] = keys = self._handoff_keys(op)
-                    self.part[k] = part
+                    self.keys[op] = keys = self._handoff_keys(op)
+                    self.part[op] = part
                     for side, names in ((self.acquires, HANDOFF_ACQUIRE), (self.releases, HANDOFF_RELEASE)):
                         if n in names:
                             side.setdefault(part[0], []).extend((part[1], key) for key in keys)
-                    if k not in kind:  # named_barrier_wait both releases and acquires
-                        kind[k] = K_RELEASE if n in HANDOFF_RELEASE else K_ACQUIRE
-            if k in kind:
-                skel.append(self.entry(op, kind[k]))
-                self.order[k] = len(self.order)
+                    if op not in kind:  # named_barrier_wait both releases and acquires
+                        kind[op] = K_RELEASE if n in HANDOFF_RELEASE else K_ACQUIRE
+            if op in kind:
+                skel.append(self.entry(op, kind[op]))
+                self.order[op] = len(self.order)
 
     def _accesses(self, op: Operation, accs) -> None:
-        k = op
         gen, asy = [], []
         for write, proxy, byts in accs:
             if proxy == GENERIC:
@@ -195,15 +193,15 @@ class _Model:
                     asy.append((lo, hi, box, write, op, cl))
                     self.roots[(lo, hi)] = root
         if asy:
-            self.kind[k] = K_ASYNC
-            self.asyncs[k] = tuple(asy)
+            self.kind[op] = K_ASYNC
+            self.asyncs[op] = tuple(asy)
         elif gen:
-            self.kind[k] = K_GENERIC
+            self.kind[op] = K_GENERIC
             # the items the op leaves pending are the same at every visit: made once, with the
             # keys (bytes, write) a pending item of the same flight must share to be superseded
             fl = -1 if op.name == "tlx.async_load" else None
             new = frozenset([(lo, hi, box, w, op, fl, False) for lo, hi, box, w in gen])
-            self.generic[k] = (new, frozenset([it[:4] for it in new]), fl)
+            self.generic[op] = (new, frozenset([it[:4] for it in new]), fl)
 
     def entry(self, op: Operation, k: int) -> Tuple[Operation, int, object]:
         """`op`'s skeleton entry: (op, kind, its accesses / trip count / None)."""
@@ -235,13 +233,14 @@ def _keys_match(a, b) -> bool:
     return a[1] is None or b[1] is None or a[1] == b[1]
 
 
-def walk_partitions(walker, op: Operation, st, empty):
+def walk_partitions(walker, op: Operation, st):
     """The state after (forward) or before (backward) the warp-specialize `op` from `st`: every
     partition walked from `st`, the results joined. Partitions hand off to each other (mbarriers,
     named barriers), so a partition is walked again while a hand-off state it takes in has
     changed since its walk began — the hand-off ops mark it in `walker.dirty` (`handoff_step`);
     a partition not marked would repeat its last walk exactly. At most 20 sweeps."""
     regions = op.regions
+    empty = walker.empty
     outs = [empty] * len(regions)
     todo = walker.dirty[op] = set(range(len(regions)))
     for _ in range(20):
@@ -327,11 +326,9 @@ class _Forward:
         self.marks = marks
         self.pending_at: Dict[Operation, Tuple] = {}  # fence -> state before it
         self.handoff: Dict[Operation, Dict[Tuple, Tuple]] = {}  # ws op -> (key, part) -> state published
-        self.changed = False
         self.unfenced: List[Tuple] = []  # conflicts seen while not inserting
         self.inserted: List[Operation] = []
         self.planned: Dict[Operation, List[Operation]] = {}  # anchor -> fences to insert before it
-        self.anchors: Dict[Operation, Operation] = {}
         self.dirty: Dict[Operation, Set[int]] = {}  # ws op -> partitions to walk again (`walk_partitions`)
         self.empty = EMPTY
 
@@ -372,11 +369,10 @@ class _Forward:
         if not self.planned:
             return
         ed = Edits()
-        for key, fences in self.planned.items():
-            anchor = self.anchors[key]
+        for anchor, fences in self.planned.items():
             for j, f in enumerate(fences):
                 ed.insert_before(anchor, f)
-                self.m.order[f] = self.m.order[key] - 1 + (j + 1) / (len(fences) + 1)
+                self.m.order[f] = self.m.order[anchor] - 1 + (j + 1) / (len(fences) + 1)
         blocks = self.m.index.apply(ed)
         for blk in blocks:
             self.m.reskeleton(blk)
@@ -437,7 +433,7 @@ class _Forward:
                 return st
             return (self.norm(st[0] | frozenset(landed)), frozenset(it for it in st[1] if it[5] < n), st[2])
         if k == K_RELEASE or k == K_ACQUIRE:  # (hand-off ops touch no memory but mbarriers)
-            return self.handoff_op(op, st)
+            return handoff_step(self, op, st, True)
         if k == K_FOR:
             return loop_fixpoint(self.block, self.union, op, data, st)
         if k == K_IF:
@@ -458,16 +454,12 @@ class _Forward:
                 inn = nxt
             return ob
         if k == K_WS:
-            return walk_partitions(self, op, st, EMPTY)
+            return walk_partitions(self, op, st)
         return st
-
-    def handoff_op(self, op: Operation, st):
-        return handoff_step(self, op, st, True)
 
     def _insert_before(self, op: Operation, hits, cluster: bool) -> Operation:
         fence, rec = make_fence("proxy_fence_insertion", self.ctx.fences, op.loc, cluster)
         self.planned.setdefault(op, []).append(fence)
-        self.anchors[op] = op
         self.m.kind[fence] = K_FENCE
         self.m.fences.append(fence)
         self.inserted.append(fence)
@@ -487,7 +479,6 @@ class _Forward:
         rec.placement = ["right before the async op (ProxyFenceInsertion, after allocation)"]
         if cluster:
             rec.notes.append("cluster scope: the async op reaches another CTA's shared memory (multicast)")
-        self.changed = True
         return fence
 
     def m_describe(self, hits) -> str:
@@ -555,7 +546,7 @@ class _Backward:
         if k == K_ASYNC:
             return self.union(st, frozenset(data))
         if k == K_RELEASE or k == K_ACQUIRE:
-            return self.handoff_op(op, st)
+            return handoff_step(self, op, st, False)
         if k == K_FOR:
             return loop_fixpoint(self.block, self.union, op, data, st)
         if k == K_IF:
@@ -574,12 +565,8 @@ class _Backward:
                 before_entry = b_entry
             return before_entry
         if k == K_WS:
-            return walk_partitions(self, op, st, frozenset())
+            return walk_partitions(self, op, st)
         return st
-
-    def handoff_op(self, op: Operation, st: FrozenSet) -> FrozenSet:
-        return handoff_step(self, op, st, False)
-
 
 def _guards(fence: Operation, pending, reach: FrozenSet) -> List[Tuple]:
     scope = "cluster" if fence.attrs.get("cluster") else "cta"

@@ -42,13 +42,9 @@ from ..fences import loc_text
 from ..ir import types as T
 from ..ir.core import Block, Module, Operation, Value
 from ..ir.layouts import NVMMASharedLayout, default_shared_layout
-from ..ir.ops import OPS
 from .access_index import forget_access_index, keep_block_ops_for_index
 from .manager import PassContext
-from .memory import arg, RegionAnalysis, alloc_bytes, describe_alloc, may_use_smem, shared_regions
-
-# ops that only name part of a buffer another way (no access): memdesc_index, subslice, trans, reinterpret
-VIEW_NAMES = frozenset(n for n, d in OPS.items() if "view" in d.traits)
+from .memory import VIEW_NAMES, arg, RegionAnalysis, alloc_bytes, describe_alloc, may_use_smem, shared_regions
 
 SMEM_LIMITS = {90: 232448, 80: 166912, 86: 101376, 87: 166912, 89: 101376}
 
@@ -134,15 +130,14 @@ class _Liveness:
                 count += 1
                 continue
             mine.append(op)
-            k = op
-            pos[k] = count
+            pos[op] = count
             count += 1
             if op.regions:
                 self.count = count
                 for r in op.regions:
                     self._number_block(r.block)
                 count = self.count
-                span_end[k] = count - 1
+                span_end[op] = count - 1
         self.block_end[blk] = count - 1
         self.count = count
 
