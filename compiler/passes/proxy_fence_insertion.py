@@ -49,7 +49,7 @@ from ..ir.core import Block, Module, Operation
 from .access_index import AccessIndex, access_index, apply_edits
 from .edits import Edits
 from .manager import PassContext
-from .memory import (arg, ASYNC, FENCE, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE, all_ops, const_int, describe_alloc,
+from .memory import (arg, ASYNC, FENCE, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE, all_ops, const_int,
                      is_cluster_op, overlap_detail)
 
 FLIGHT_CAP = 8  # commit-group counts saturate here (waits with pendings >= 8 are treated as 8)
@@ -485,9 +485,9 @@ class _Forward:
         roots = []
         for it, a in hits:
             r = self.m.roots.get((a[0], a[1]))
-            if r is not None and not isinstance(r, Operation) or r is None:
+            if not isinstance(r, Operation):
                 continue
-            d = describe_alloc(r) if r.name in ("tlx.local_alloc", "tlx.alloc_barriers") else f"scratch of {op_text(r)}"
+            d = self.m.ra.describe(r) if r.name in ("tlx.local_alloc", "tlx.alloc_barriers") else f"scratch of {op_text(r)}"
             if d not in roots:
                 roots.append(d)
         return ", ".join(roots)
