@@ -31,9 +31,13 @@
  * 1.2+), a tensor's device and address come from one C call (`dltensor_from_py_object_no_sync`)
  * instead of the `is_cuda` getter and the `data_ptr()` method, and torch's current stream from
  * `current_work_stream` instead of a Python call: 0.22 us less of a four-argument launch on the
- * H200's host (benchmarks/launch_exchange.py: 3.94 -> 3.72 us). The dtype is still read with its getter: the plan compares torch's dtype
- * object, which DLPack's type code does not name one to one. With a TorchFunctionMode active
- * (it may override those getters) tensors are read the Python way. Anything else -- no matching plan, an argument C does not classify, a grid C cannot
+ * H200's host (benchmarks/launch_exchange.py: 3.94 -> 3.72 us). The same call gives the tensor's
+ * DLPack data type; the plan compares torch's dtype object, so C maps one to the other with a
+ * table read off one CPU sample tensor of every torch dtype when the dispatcher is made
+ * (`dtype_samples`): a DLPack type that two torch dtypes export is left out of the table (those
+ * tensors' dtype is read with the getter), and every plan made checks the table against the
+ * getter (a disagreement switches the table off). With a TorchFunctionMode active (it may
+ * override those getters) tensors are read the Python way. Anything else -- no matching plan, an argument C does not classify, a grid C cannot
  * use, a driver error, TLX_INTERPRET set -- calls back into Python: the miss `hook` launches
  * through the generated dispatcher and returns the plan for C to keep (or None); a driver error
  * goes to the plain dispatcher, which retries or raises the tlx error. So C never decides what
@@ -77,6 +81,8 @@ typedef struct {
 #define MAX_PARAMS 64    /* kernel parameters a plan may write */
 #define MAX_BUF 2048     /* parameter bytes (pointers and scalars; no tensor maps) */
 #define MAX_PLANS 16     /* plans per kernel, most recently used first */
+#define MAX_DTYPES 64    /* DLPack data types the dtype table maps */
+#define NO_DL_KEY 0xffffffffu /* a tensor read without the exchange API (no DLPack type) */
 
 enum { ROLE_RUNTIME = 0, ROLE_VALUE = 1, ROLE_IGNORE = 2 };
 enum { KIND_OTHER = 0, KIND_TENSOR = 1, KIND_INT = 2, KIND_FLOAT = 3 };
@@ -93,6 +99,7 @@ typedef struct {
     int done;          /* computed for this call */
     int kind;          /* KIND_* */
     PyObject *dtype;   /* tensor: its dtype (compared by identity; a plan holds a reference) */
+    int dtype_from_table; /* tensor: `dtype` came from the dtype table, not the getter */
     int cls;           /* tensor: aligned; int: range * 4 + is_one * 2 + aligned */
     uint64_t bits;     /* tensor: address; int: two's-complement value */
     int range;         /* int: RANGE_* */
@@ -113,7 +120,22 @@ typedef struct {
     const DLExchange *exchange; /* the type's DLPack exchange API, or NULL (see `exchange_api`) */
     PyObject *exchange_owner;   /* the capsule that holds it */
     PyObject *mode_enabled;     /* torch._C._is_torch_function_mode_enabled, or NULL */
+    /* DLPack data type (dl_key) -> torch dtype, for the types exactly one torch dtype exports
+     * (strong references; `dtype` NULL: exported by several, read with the getter) */
+    int ndtypes;
+    int dtypes_trusted;         /* 0 once a plan found the table disagreeing with the getter */
+    struct { uint32_t key; PyObject *dtype; } dtypes[MAX_DTYPES];
 } TensorReader;
+
+static uint32_t dl_key(DLType t) { return (uint32_t)t.code | (uint32_t)t.bits << 8 | (uint32_t)t.lanes << 16; }
+
+/* The torch dtype DLPack type `key` stands for, NULL when the table does not say (borrowed). */
+static PyObject *table_dtype(const TensorReader *tensor, uint32_t key) {
+    if (!tensor->dtypes_trusted) return NULL;
+    for (int i = 0; i < tensor->ndtypes; i++)
+        if (tensor->dtypes[i].key == key) return tensor->dtypes[i].dtype;
+    return NULL;
+}
 
 static PyObject *read_attr(PyObject *x, PyObject *descr, PyObject *name) {
     if (descr != NULL)
@@ -157,13 +179,15 @@ static const DLExchange *exchange_api(PyTypeObject *type, PyObject **owner) {
     return api;
 }
 
-/* A tensor's device and address through the exchange API: 1 a CUDA tensor (`*p` its address),
- * 0 not one C can launch with (not CUDA, or the exporter refused it: the Python path decides). */
-static int exchange_read(const TensorReader *tensor, PyObject *x, unsigned long long *p) {
+/* A tensor's device, address and DLPack type through the exchange API: 1 a CUDA tensor (`*p` its
+ * address, `*key` its type), 0 not one C can launch with (not CUDA, or the exporter refused it:
+ * the Python path decides). */
+static int exchange_read(const TensorReader *tensor, PyObject *x, unsigned long long *p, uint32_t *key) {
     DLTens t;
     if (tensor->exchange->dltensor_from_py_object_no_sync(x, &t) != 0) { PyErr_Clear(); return 0; }
     if (t.device.device_type != DL_CUDA) return 0;
     *p = (unsigned long long)(uintptr_t)t.data + t.byte_offset;
+    *key = dl_key(t.dtype);
     return 1;
 }
 
@@ -179,12 +203,14 @@ static int modes_active(const TensorReader *tensor) {
 
 /* A torch tensor's address when it is a CUDA tensor: 1 with `*p` set, 0 when C does not launch
  * with it (not CUDA, or a read failed: the Python path decides). Through the exchange API unless
- * a TorchFunctionMode is active (`*modes`: asked at the first tensor of a call), else through
- * the `is_cuda` getter and `data_ptr()`. */
-static int tensor_address(PyObject *x, const TensorReader *tensor, int *modes, unsigned long long *p) {
+ * a TorchFunctionMode is active (`*modes`: asked at the first tensor of a call; `*key` the
+ * tensor's DLPack type), else through the `is_cuda` getter and `data_ptr()` (`*key` NO_DL_KEY). */
+static int tensor_address(PyObject *x, const TensorReader *tensor, int *modes, unsigned long long *p,
+                          uint32_t *key) {
+    *key = NO_DL_KEY;
     if (tensor->exchange != NULL) {
         if (*modes < 0) *modes = modes_active(tensor);
-        if (*modes == 0) return exchange_read(tensor, x, p);
+        if (*modes == 0) return exchange_read(tensor, x, p, key);
     }
     PyObject *is_cuda = read_attr(x, tensor->is_cuda, s_is_cuda);
     if (is_cuda == NULL) { PyErr_Clear(); return 0; }
@@ -207,12 +233,17 @@ static void classify(Seen *seen, PyObject *x, const TensorReader *tensor, int *m
     PyTypeObject *tp = Py_TYPE(x);
     if (tp == tensor->type) {
         unsigned long long p;
-        if (!tensor_address(x, tensor, modes, &p)) return;
-        PyObject *dtype = read_attr(x, tensor->dtype, s_dtype);
-        if (dtype == NULL) { PyErr_Clear(); return; }
-        /* Borrowed from here on: torch's dtypes live as long as torch; a plan that compares
-         * against this pointer holds its own reference to its dtype. */
-        Py_DECREF(dtype);
+        uint32_t key;
+        if (!tensor_address(x, tensor, modes, &p, &key)) return;
+        PyObject *dtype = key == NO_DL_KEY ? NULL : table_dtype(tensor, key);
+        seen->dtype_from_table = dtype != NULL;
+        if (dtype == NULL) {
+            dtype = read_attr(x, tensor->dtype, s_dtype);
+            if (dtype == NULL) { PyErr_Clear(); return; }
+            /* Borrowed from here on: torch's dtypes live as long as torch; a plan that compares
+             * against this pointer holds its own reference to its dtype. */
+            Py_DECREF(dtype);
+        }
         seen->kind = KIND_TENSOR;
         seen->dtype = dtype;
         seen->bits = p;
@@ -397,6 +428,7 @@ static void dispatcher_dealloc(DispatcherObject *d) {
     Py_XDECREF(d->tensor.data_ptr);
     Py_XDECREF(d->tensor.exchange_owner);
     Py_XDECREF(d->tensor.mode_enabled);
+    for (int i = 0; i < d->tensor.ndtypes; i++) Py_XDECREF(d->tensor.dtypes[i].dtype);
     Py_XDECREF(d->get_device);
     Py_XDECREF(d->get_stream);
     Py_XDECREF(d->default_stream);
@@ -407,16 +439,56 @@ static void dispatcher_dealloc(DispatcherObject *d) {
     Py_TYPE(d)->tp_free((PyObject *)d);
 }
 
+/* The dtype table (see TensorReader) from one sample tensor per torch dtype: each sample's DLPack
+ * type through the exchange API (whatever its device) and its dtype through the getter; a type
+ * that two dtypes export maps to none. Samples the exporter refuses are skipped. */
+static int build_dtype_table(TensorReader *tensor, PyObject *samples) {
+    tensor->ndtypes = 0;
+    tensor->dtypes_trusted = 1;
+    if (tensor->exchange == NULL || samples == Py_None) return 0;
+    PyObject *seq = PySequence_Fast(samples, "dtype_samples must be a sequence of tensors");
+    if (seq == NULL) return -1;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(seq, i);
+        DLTens t;
+        if (Py_TYPE(x) != tensor->type) continue;
+        if (tensor->exchange->dltensor_from_py_object_no_sync(x, &t) != 0) { PyErr_Clear(); continue; }
+        PyObject *dtype = read_attr(x, tensor->dtype, s_dtype);
+        if (dtype == NULL) { PyErr_Clear(); continue; }
+        uint32_t key = dl_key(t.dtype);
+        int j = 0;
+        while (j < tensor->ndtypes && tensor->dtypes[j].key != key) j++;
+        if (j < tensor->ndtypes) {
+            if (tensor->dtypes[j].dtype != dtype) Py_CLEAR(tensor->dtypes[j].dtype); /* one type, two dtypes */
+            Py_DECREF(dtype);
+        } else if (j < MAX_DTYPES) {
+            tensor->dtypes[j].key = key;
+            tensor->dtypes[j].dtype = dtype; /* the reference read_attr gave */
+            tensor->ndtypes++;
+        } else {
+            Py_DECREF(dtype);
+        }
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static int table_size(const TensorReader *tensor) {
+    int n = 0;
+    for (int i = 0; tensor->dtypes_trusted && i < tensor->ndtypes; i++) n += tensor->dtypes[i].dtype != NULL;
+    return n;
+}
+
 static PyObject *dispatcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *names[] = {"hook", "fallback", "interpret", "tensor_type", "get_device",
                             "get_stream", "default_stream", "env", "env_key", "env_off",
-                            "mode_enabled", NULL};
+                            "mode_enabled", "dtype_samples", NULL};
     PyObject *hook, *fallback, *interpret, *tensor_type, *get_device, *get_stream, *default_stream;
-    PyObject *env, *env_key, *env_off, *mode_enabled = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!OOOO!OO!|O", names, &hook, &fallback, &interpret,
+    PyObject *env, *env_key, *env_off, *mode_enabled = Py_None, *dtype_samples = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!OOOO!OO!|OO", names, &hook, &fallback, &interpret,
                                      &PyType_Type, &tensor_type, &get_device, &get_stream,
                                      &default_stream, &PyDict_Type, &env, &env_key, &PyTuple_Type,
-                                     &env_off, &mode_enabled))
+                                     &env_off, &mode_enabled, &dtype_samples))
         return NULL;
     DispatcherObject *d = (DispatcherObject *)type->tp_alloc(type, 0);
     if (d == NULL) return NULL;
@@ -434,6 +506,7 @@ static PyObject *dispatcher_new(PyTypeObject *type, PyObject *args, PyObject *kw
     d->default_stream = Py_NewRef(default_stream);
     d->tensor.exchange = exchange_api(d->tensor.type, &d->tensor.exchange_owner);
     d->tensor.mode_enabled = mode_enabled == Py_None ? NULL : Py_NewRef(mode_enabled);
+    if (build_dtype_table(&d->tensor, dtype_samples) < 0) { Py_DECREF(d); return NULL; }
     d->exchange_stream = 0;
     if (d->tensor.exchange != NULL && d->tensor.exchange->current_work_stream != NULL &&
         d->get_device == NULL && d->get_stream != NULL) {
@@ -495,6 +568,16 @@ static PlanObject *plan_from_spec(DispatcherObject *d, PyObject *spec, PyObject 
             if (seen[i].kind == KIND_OTHER) goto decline;
             e->kind = seen[i].kind;
             e->cls = seen[i].cls;
+            if (e->kind == KIND_TENSOR && seen[i].dtype_from_table) {
+                /* every plan checks the dtype table against the getter, the Python path's reading */
+                PyObject *dtype = read_attr(args[i], d->tensor.dtype, s_dtype);
+                if (dtype == NULL) { PyErr_Clear(); goto decline; }
+                Py_DECREF(dtype); /* borrowed, as in classify */
+                if (dtype != seen[i].dtype) {
+                    d->tensor.dtypes_trusted = 0;
+                    seen[i].dtype = dtype;
+                }
+            }
             if (e->kind == KIND_TENSOR) e->obj = Py_NewRef(seen[i].dtype);
         } else if (e->role == ROLE_VALUE) {
             e->obj = Py_NewRef(PyTuple_GET_ITEM(values, i));
@@ -645,14 +728,15 @@ static PyTypeObject DispatcherType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = dispatcher_new,
     .tp_doc = "Dispatcher(hook, fallback, interpret, tensor_type, get_device, get_stream, "
-              "default_stream, env, env_key, env_off, mode_enabled=None): one kernel's native "
-              "launch plans (see native_dispatch.c).",
+              "default_stream, env, env_key, env_off, mode_enabled=None, dtype_samples=None): one "
+              "kernel's native launch plans (see native_dispatch.c).",
 };
 
 static PyObject *dispatcher_stats(DispatcherObject *d, PyObject *unused) {
-    return Py_BuildValue("{s:K,s:K,s:n,s:O,s:O}", "hits", d->hits, "misses", d->misses, "plans",
+    return Py_BuildValue("{s:K,s:K,s:n,s:O,s:O,s:i}", "hits", d->hits, "misses", d->misses, "plans",
                          PyList_GET_SIZE(d->plans), "exchange", d->tensor.exchange ? Py_True : Py_False,
-                         "exchange_stream", d->exchange_stream ? Py_True : Py_False);
+                         "exchange_stream", d->exchange_stream ? Py_True : Py_False,
+                         "dtype_table", table_size(&d->tensor));
 }
 
 static PyObject *dispatcher_clear(DispatcherObject *d, PyObject *unused) {
@@ -663,7 +747,8 @@ static PyObject *dispatcher_clear(DispatcherObject *d, PyObject *unused) {
 static PyMethodDef dispatcher_methods[] = {
     {"stats", (PyCFunction)dispatcher_stats, METH_NOARGS,
      "{'hits', 'misses', 'plans', 'exchange' (tensors read through DLPack's C exchange API), "
-     "'exchange_stream' (torch's stream too)}"},
+     "'exchange_stream' (torch's stream too), 'dtype_table' (DLPack types whose torch dtype C "
+     "knows without the getter)}"},
     {"clear", (PyCFunction)dispatcher_clear, METH_NOARGS, "Forget every plan."},
     {NULL, NULL, 0, NULL},
 };
@@ -900,8 +985,8 @@ static PyTypeObject SubscriptType = {
 
 /* ---- a DLPack exchange API for tests ------------------------------------------------------
  * exchange_for_tests(read, stream, major=1, minor=3) -> a "dlpack_exchange_api" capsule whose
- * dltensor_from_py_object_no_sync calls read(x) -> (address, device_type) (an exception: the
- * exporter refuses x) and current_work_stream calls stream(device_id) -> int: the CPU tests put
+ * dltensor_from_py_object_no_sync calls read(x) -> (address, device_type[, (code, bits, lanes)])
+ * (the DLPack data type, zeros when left out; an exception: the exporter refuses x) and current_work_stream calls stream(device_id) -> int: the CPU tests put
  * it on their stand-in tensor class, so the exchange path runs without torch. One at a time. */
 
 static PyObject *test_read, *test_stream;
@@ -913,11 +998,16 @@ static int test_dltensor(void *x, DLTens *out) {
     if (r == NULL) return -1;
     unsigned long long a;
     int dev;
-    int ok = PyArg_ParseTuple(r, "Ki", &a, &dev);
+    unsigned char code = 0, bits = 0;
+    unsigned short lanes = 0;
+    int ok = PyArg_ParseTuple(r, "Ki|(bbH)", &a, &dev, &code, &bits, &lanes);
     Py_DECREF(r);
     if (!ok) return -1;
     out->data = (void *)(uintptr_t)a;
     out->device.device_type = dev;
+    out->dtype.code = code;
+    out->dtype.bits = bits;
+    out->dtype.lanes = lanes;
     return 0;
 }
 

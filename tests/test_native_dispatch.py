@@ -395,3 +395,80 @@ def test_a_torch_function_mode_makes_c_read_tensors_through_their_getters(native
     scale[(1,)](x, out, 64, 1.0, BLOCK=64)
     assert native_exchange.calls[-1]["params"][:2] == [Q(0x10000), Q(0x20000)]  # the getters'
     assert stats(scale)["hits"] == 2
+
+
+def torch_dtypes(monkeypatch, module, exported):
+    """Give the (fake) torch the dtypes in `exported` (a name -> the DLPack (code, bits, lanes) its
+    tensors export, in that order as module attributes) and `torch.empty`, and the exchange API
+    that reports those types; every read of a tensor's dtype getter is counted in the list
+    returned."""
+    torch = sys.modules["torch"]
+    monkeypatch.setattr(torch, "dtype", Tensor._Dtype, raising=False)
+    monkeypatch.setattr(torch, "empty", lambda n, dtype: Tensor(0x1000, (n,), dtype.name, cuda=False), raising=False)
+    for name in exported:
+        monkeypatch.setattr(torch, name, Tensor.DTYPES.setdefault(name, Tensor._Dtype(name)), raising=False)
+    reads = []
+
+    def get(self):
+        reads.append(self)
+        return self.__dict__["_dtype"]
+
+    def put(self, value):
+        self.__dict__["_dtype"] = value
+
+    monkeypatch.setattr(Tensor, "dtype", property(get, put), raising=False)
+    install_exchange(monkeypatch, module,
+                     read=lambda x: (x.data_ptr(), 2 if x.is_cuda else 1, exported.get(x.__dict__["_dtype"].name, (0, 0, 0))))
+    return reads
+
+
+def test_the_exchange_api_gives_a_tensors_dtype_where_one_torch_dtype_exports_its_type(native_exchange, monkeypatch):
+    reads = torch_dtypes(monkeypatch, native_exchange.module, {"float32": (2, 32, 1), "float16": (2, 16, 1)})
+    scale = make_scale()
+    x, x16, out = Tensor(0x10000, (1024,)), Tensor(0x30000, (1024,), "float16"), Tensor(0x20000, (1024,))
+    k32 = scale[(1,)](x, out, 64, 1.0, BLOCK=64)
+    k16 = scale[(1,)](x16, out, 64, 1.0, BLOCK=64)
+    assert k16 is not k32 and scale._dispatch.native.stats()["dtype_table"] == 2
+    before = len(reads)
+    for _ in range(3):
+        assert scale[(1,)](x, out, 64, 1.0, BLOCK=64) is k32
+        assert scale[(1,)](x16, out, 64, 1.0, BLOCK=64) is k16
+    assert stats(scale) == {"hits": 6, "misses": 2, "plans": 2}
+    assert len(reads) == before  # no getter call on a hit: the exchange API named every dtype
+
+
+@pytest.mark.parametrize("first", ["float16", "bfloat16"])
+def test_a_dlpack_type_two_torch_dtypes_export_is_not_taken_for_either(native_exchange, monkeypatch, first):
+    torch_dtypes(monkeypatch, native_exchange.module,
+                 {"float32": (2, 32, 1), "float16": (2, 16, 1), "bfloat16": (2, 16, 1)})
+    other = {"float16": "bfloat16", "bfloat16": "float16"}[first]
+    scale = make_scale()
+    out = Tensor(0x20000, (1024,))
+    ka = scale[(1,)](Tensor(0x10000, (1024,), first), out, 64, 1.0, BLOCK=64)
+    kb = scale[(1,)](Tensor(0x10000, (1024,), other), out, 64, 1.0, BLOCK=64)
+    assert kb is not ka and "bf16" in func_attrs_of(kb if other == "bfloat16" else ka)
+    assert stats(scale) == {"hits": 0, "misses": 2, "plans": 2}
+    assert scale._dispatch.native.stats()["dtype_table"] == 1  # float32 only
+    assert scale[(1,)](Tensor(0x10000, (1024,), other), out, 64, 1.0, BLOCK=64) is kb
+    assert scale[(1,)](Tensor(0x10000, (1024,), first), out, 64, 1.0, BLOCK=64) is ka
+    assert stats(scale)["hits"] == 2
+
+
+def test_a_plan_that_finds_the_dtype_table_wrong_switches_it_off(native_exchange, monkeypatch):
+    # int32 is no attribute of this torch (so no sample) and its tensors export float32's type
+    exported = {"float32": (2, 32, 1)}
+    torch_dtypes(monkeypatch, native_exchange.module, exported)
+    exported["int32"] = (2, 32, 1)
+    scale = make_scale()
+    out = Tensor(0x20000, (1024,))
+    ki = scale[(1,)](Tensor(0x10000, (1024,), "int32"), out, 64, 1.0, BLOCK=64)
+    assert scale._dispatch.native.stats()["dtype_table"] == 0
+    kf = scale[(1,)](Tensor(0x10000, (1024,)), out, 64, 1.0, BLOCK=64)
+    assert kf is not ki and stats(scale)["misses"] == 2
+    assert scale[(1,)](Tensor(0x10000, (1024,), "int32"), out, 64, 1.0, BLOCK=64) is ki
+    assert scale[(1,)](Tensor(0x10000, (1024,)), out, 64, 1.0, BLOCK=64) is kf
+    assert stats(scale)["hits"] == 2
+
+
+def func_attrs_of(compiled):
+    return next(line for line in compiled.asm["ir"].splitlines() if "tt.func" in line)

@@ -422,7 +422,32 @@ def native_dispatcher(fn: JITFunction, dispatch: Callable[..., Any], launchers: 
     mode_enabled = getattr(torch_c, "_is_torch_function_mode_enabled", None)
     return module.Dispatcher(hook, dispatch, interpret, tensor_type, get_device, get_stream, default_stream,
                              _ENV, _INTERPRET_KEY, tuple(v for v in _INTERPRET_OFF if v is not None),
-                             mode_enabled)
+                             mode_enabled, _dtype_samples(sys.modules.get("torch")))
+
+
+_DTYPE_SAMPLES: List[Any] = [None, ()]  # the torch module the samples were made with, the samples
+
+
+def _dtype_samples(torch: Any) -> Tuple[Any, ...]:
+    """One one-element CPU tensor of every dtype torch has (torch registers each of its scalar
+    types as a `torch.dtype` attribute of the module), made once per torch module: the native
+    dispatcher reads their DLPack types to know a tensor's dtype from the exchange API alone
+    (native_dispatch.c, `build_dtype_table`). Dtypes torch cannot make a tensor of are left out
+    (the dispatcher reads those with the getter)."""
+    dtype_type = getattr(torch, "dtype", None)
+    empty = getattr(torch, "empty", None)
+    if not isinstance(dtype_type, type) or empty is None:
+        return ()
+    if _DTYPE_SAMPLES[0] is not torch:
+        dtypes = list({id(v): v for v in vars(torch).values() if isinstance(v, dtype_type)}.values())
+        made = []
+        for dt in dtypes:
+            try:
+                made.append(empty(1, dtype=dt))
+            except Exception:  # noqa: BLE001 - a dtype torch has no tensors of (sub-byte, ...)
+                continue
+        _DTYPE_SAMPLES[:] = [torch, tuple(made)]
+    return _DTYPE_SAMPLES[1]
 
 
 def _specialization_for(fn: JITFunction, bound: Dict[str, Any], opts: Dict[str, Any]) -> Specialization:

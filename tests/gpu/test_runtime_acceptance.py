@@ -517,3 +517,44 @@ def test_7_native_dispatcher_launches_torch_tensors_from_c():
     # A thread's first launch may find no current context and take the Python path (which
     # makes one current and retries); every other launch repeats the plan from C.
     assert axpy_native._dispatch.native.stats()["hits"] >= 4 + 40 - 2
+
+
+def test_7_native_dispatcher_knows_each_dtype_from_dlpack():
+    """Tensors of five dtypes through one kernel, interleaved: C takes each tensor's dtype from
+    DLPack's exchange API (the dtype table, native_dispatch.c) and must never launch one dtype's
+    specialization for another. The output (float32, x * 2 + 1 in the input's type) is checked
+    exactly against numpy after every launch."""
+    import torch
+
+    import tlx
+    import tlx.language as tl
+    from tlx.runtime import native_launch
+
+    @tlx.jit
+    def twice_plus_one(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, (x * 2 + 1).to(tl.float32), mask=mask)
+
+    seed = _seed()
+    n, BLOCK = 3_000, 256
+    grid = (triton_cdiv(n, BLOCK),)
+    kinds = [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int16]
+    for rnd in range(3):
+        for dt in kinds:
+            if dt.is_floating_point:
+                xh = np.random.randint(-64, 64, n).astype(np.float32) / 4  # exact in every float type here
+            else:
+                xh = np.random.randint(-1000, 1000, n).astype(np.float32)
+            x = torch.from_numpy(xh).to(device="cuda", dtype=dt)
+            out = torch.full((n,), float("nan"), device="cuda")
+            twice_plus_one[grid](x, out, n, BLOCK=BLOCK)
+            want = xh.astype(np.float64) * 2 + 1
+            _check_bound(out.cpu().numpy(), want, np.zeros(n), f"{dt} round {rnd}, seed {seed}")
+    if native_launch.dispatch_module() is None:
+        pytest.skip(f"native entry unavailable here: {native_launch.status()}")
+    stats = twice_plus_one._dispatch.native.stats()
+    assert stats["misses"] == len(kinds) and stats["hits"] == 2 * len(kinds), stats
+    if stats["exchange"]:  # every one of these dtypes is in the table, and the table held
+        assert stats["dtype_table"] >= len(kinds), stats
