@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from tlx.compiler.errors import TLXCompileError, TLXError
@@ -441,11 +442,13 @@ def _dtype_samples(torch: Any) -> Tuple[Any, ...]:
     if _DTYPE_SAMPLES[0] is not torch:
         dtypes = list({id(v): v for v in vars(torch).values() if isinstance(v, dtype_type)}.values())
         made = []
-        for dt in dtypes:
-            try:
-                made.append(empty(1, dtype=dt))
-            except Exception:  # noqa: BLE001 - a dtype torch has no tensors of (sub-byte, ...)
-                continue
+        with warnings.catch_warnings():  # torch warns about some dtypes it makes (ComplexHalf)
+            warnings.simplefilter("ignore")
+            for dt in dtypes:
+                try:
+                    made.append(empty(1, dtype=dt))
+                except Exception:  # noqa: BLE001 - a dtype torch has no tensors of (sub-byte, ...)
+                    continue
         _DTYPE_SAMPLES[:] = [torch, tuple(made)]
     return _DTYPE_SAMPLES[1]
 
