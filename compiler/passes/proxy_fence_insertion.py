@@ -88,11 +88,12 @@ def loop_fixpoint(block, union, op: Operation, n: Optional[int], st):
 EMPTY = (frozenset(), frozenset(), frozenset())
 
 
-def merge_normalized(a: FrozenSet, b: FrozenSet, norm) -> FrozenSet:
-    """`norm(a | b)` for sets `a` and `b` that are already normalized (no two items share a key:
-    the item without its op, index 4): only an item of one side that the other lacks can share a
-    key with one of the other side, so those few are compared instead of renormalizing the union
-    (the walks' states are always normalized, and most joins add nothing new)."""
+def merge_normalized(a: FrozenSet, b: FrozenSet, rank: Dict[Operation, float], latest: bool) -> FrozenSet:
+    """The normalized union of sets `a` and `b` that are already normalized (no two items share a
+    key: the item without its op, index 4; of two that would, the one whose op ranks latest --
+    `latest` -- or earliest in `rank` stays). Only an item of one side that the other lacks can
+    share a key with one of the other side (each side is normalized), so only those pairs are
+    looked at: the walks' states are always normalized, and most joins add nothing new."""
     if a is b:
         return a
     only_a = a - b
@@ -101,10 +102,15 @@ def merge_normalized(a: FrozenSet, b: FrozenSet, norm) -> FrozenSet:
     only_b = b - a
     if not only_b:
         return a
-    keys = {it[:4] + it[5:] for it in only_a}
-    if any(it[:4] + it[5:] in keys for it in only_b):
-        return norm(a | b)
-    return a | b
+    keys = {it[:4] + it[5:]: it for it in only_a}
+    losers = []
+    for it in only_b:
+        o = keys.get(it[:4] + it[5:])
+        if o is not None:
+            newer = rank.get(it[4], 0) > rank.get(o[4], 0)
+            losers.append(o if newer == latest else it)
+    u = a | b
+    return u.difference(losers) if losers else u
 
 
 class _Model:
@@ -353,7 +359,8 @@ class _Forward:
             return a
         if not a[0] and not a[1] and not a[2]:
             return b
-        return (merge_normalized(a[0], b[0], self.norm), merge_normalized(a[1], b[1], self.norm), a[2] | b[2])
+        rank = self.m.order
+        return (merge_normalized(a[0], b[0], rank, True), merge_normalized(a[1], b[1], rank, True), a[2] | b[2])
 
     def block(self, blk: Block, st):
         planned = self.planned
@@ -422,10 +429,12 @@ class _Forward:
                 self.unfenced.extend(hits)
             return st
         if k == K_COMMIT:  # (a group already FLIGHT_CAP deep stays as it is)
-            if not any(it[5] < FLIGHT_CAP for it in st[1]):
+            fl = [it[5] for it in st[1]]
+            if not fl or min(fl) >= FLIGHT_CAP:
                 return st
-            return (st[0], self.norm(frozenset(it[:5] + (min(it[5] + 1, FLIGHT_CAP),) + it[6:] for it in st[1])),
-                    st[2])
+            moved = frozenset(it if it[5] >= FLIGHT_CAP else it[:5] + (it[5] + 1,) + it[6:] for it in st[1])
+            # one step deeper keeps the flights apart, except that FLIGHT_CAP - 1 joins FLIGHT_CAP
+            return (st[0], self.norm(moved) if FLIGHT_CAP - 1 in fl else moved, st[2])
         if k == K_WAIT:  # the groups with at least n newer ones land
             n = min(op.attrs.get("pendings", 0), FLIGHT_CAP)
             landed = [it[:5] + (None,) + it[6:] for it in st[1] if it[5] >= n]
@@ -529,7 +538,7 @@ class _Backward:
             return a
         if not a:
             return b
-        return merge_normalized(a, b, self.norm)
+        return merge_normalized(a, b, self.m.order, False)
 
     def block(self, blk: Block, st: FrozenSet) -> FrozenSet:
         for op, k, data in reversed(self.m.skel[blk]):
