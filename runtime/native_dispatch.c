@@ -986,8 +986,9 @@ static PyTypeObject SubscriptType = {
 /* ---- a DLPack exchange API for tests ------------------------------------------------------
  * exchange_for_tests(read, stream, major=1, minor=3) -> a "dlpack_exchange_api" capsule whose
  * dltensor_from_py_object_no_sync calls read(x) -> (address, device_type[, (code, bits, lanes)])
- * (the DLPack data type, zeros when left out; an exception: the exporter refuses x) and current_work_stream calls stream(device_id) -> int: the CPU tests put
- * it on their stand-in tensor class, so the exchange path runs without torch. One at a time. */
+ * (the DLPack data type, zeros when left out; an exception: the exporter refuses x) and
+ * current_work_stream calls stream(device_id) -> int: the CPU tests put it on their stand-in
+ * tensor class, so the exchange path runs without torch. One at a time. */
 
 static PyObject *test_read, *test_stream;
 static DLExchange test_api;

@@ -521,19 +521,10 @@ class _Backward:
     def run(self) -> None:
         self.block(self.m.module.func.regions[0].block, frozenset())
 
-    def norm(self, items: FrozenSet) -> FrozenSet:
-        """One reachable async access per (bytes, kind, cluster): the earliest op stands for the
-        others (they conflict with exactly the same generic accesses)."""
-        rank = self.m.order
-        seen: Dict[Tuple, Tuple] = {}
-        for a in items:
-            key = a[:4] + a[5:]
-            o = seen.get(key)
-            if o is None or rank.get(a[4], 0) < rank.get(o[4], 0):
-                seen[key] = a
-        return items if len(seen) == len(items) else frozenset(seen.values())
-
     def union(self, a: FrozenSet, b: FrozenSet) -> FrozenSet:
+        """The join, normalized: one reachable async access per (bytes, kind, cluster), the
+        earliest op standing for the others (they conflict with exactly the same generic
+        accesses)."""
         if not b or a is b:
             return a
         if not a:
