@@ -97,6 +97,17 @@ OperandSpec = Union[Value, None, Sequence[Value]]
 NO_REGIONS: Tuple["Region", ...] = ()  # the `regions` of every op without regions
 
 
+def _opdef(name: str):
+    """The definition of op `name` from ops.py's registry. ops.py imports this module, so the
+    registry's lookup is imported on the first call and then replaces this function (an import
+    statement in `Operation.__init__` cost every op built a module lookup)."""
+    global _opdef
+    from .ops import get_opdef
+
+    _opdef = get_opdef
+    return get_opdef(name)
+
+
 class Operation:
     """One IR operation. Operands are stored flat; `segments` gives the size of each operand
     group the op's definition declares (one / optional / variadic)."""
@@ -107,24 +118,26 @@ class Operation:
     def __init__(self, name: str, operands: Sequence[OperandSpec], result_types: Sequence[Type],
                  attrs: Optional[Dict[str, Any]] = None, num_regions: int = 0,
                  loc: Location = UNKNOWN_LOC, result_names: Optional[Sequence[Optional[str]]] = None):
-        from .ops import get_opdef  # the registry imports this module
-
-        opdef = get_opdef(name)
+        opdef = _opdef(name)
         self.name = name
         self.opdef = opdef  # what the op name means (ops.py); fixed for the op's lifetime
         self._operands: List[Value] = []
-        self.segments: Tuple[int, ...] = opdef.segment_sizes(name, operands)
-        self.attrs: Dict[str, Any] = dict(attrs or {})
+        self.segments: Tuple[int, ...]
+        self.segments, flat = opdef.split(name, operands)
+        self.attrs: Dict[str, Any] = dict(attrs) if attrs else {}
         self.loc = loc
         self.parent: Optional[Block] = None
-        names = list(result_names or [])
-        self.results: List[OpResult] = [
-            OpResult(t, self, i, names[i] if i < len(names) else None) for i, t in enumerate(result_types)
-        ]
+        if result_types:
+            names = list(result_names or [])
+            self.results: List[OpResult] = [
+                OpResult(t, self, i, names[i] if i < len(names) else None) for i, t in enumerate(result_types)
+            ]
+        else:
+            self.results = []
         # most ops have no regions: they share one empty tuple instead of owning an empty list, so a
         # walk over a large module touches one object per op, not two (the walks are memory-bound)
         self.regions: Sequence[Region] = [Region(self) for _ in range(num_regions)] if num_regions else NO_REGIONS
-        for v in opdef.flatten(operands):
+        for v in flat:
             self._append_operand(v)
 
     # ---- operands -------------------------------------------------------------------------
@@ -153,8 +166,8 @@ class Operation:
         """Replace every operand (and the group sizes)."""
         opdef = self.opdef
         self.drop_operands()
-        self.segments = opdef.segment_sizes(self.name, operands)
-        for v in opdef.flatten(operands):
+        self.segments, flat = opdef.split(self.name, operands)
+        for v in flat:
             self._append_operand(v)
 
     def group_range(self, group: str) -> Tuple[int, int]:
@@ -306,7 +319,7 @@ class Module:
 
     def __init__(self, func: Optional[Operation] = None, attrs: Optional[Dict[str, Any]] = None):
         self.func = func
-        self.attrs: Dict[str, Any] = dict(attrs or {})
+        self.attrs: Dict[str, Any] = dict(attrs) if attrs else {}
 
     @property
     def body(self) -> Block:

@@ -64,31 +64,33 @@ class OpDef:
             raise IRVerifyError(f"{name}: expected {len(kinds)} operand groups {list(self.group_names)}, got {len(ops)}")
         return ops
 
-    def segment_sizes(self, name: str, operands: Sequence[OperandSpec]) -> Tuple[int, ...]:
-        sizes = []
+    def split(self, name: str, operands: Sequence[OperandSpec]) -> Tuple[Tuple[int, ...], List[OperandSpec]]:
+        """The size of each operand group, checked against the group's kind (one / optional /
+        variadic), and the operands flat, in one pass (every op built pays for this)."""
+        if not operands and not self.groups:
+            return (), []  # fences, barriers, waits: nothing to check
+        sizes: List[int] = []
+        flat: List[OperandSpec] = []
         for (g, kind), v in zip(self.groups, self._normalize(name, operands)):
             if kind == "one":
                 if not isinstance(v, Value):
                     raise IRVerifyError(f"{name}: operand group '{g}' needs exactly one value")
                 sizes.append(1)
+                flat.append(v)
             elif kind == "opt":
-                if v is not None and not isinstance(v, Value):
+                if v is None:
+                    sizes.append(0)
+                    continue
+                if not isinstance(v, Value):
                     raise IRVerifyError(f"{name}: operand group '{g}' takes a value or None")
-                sizes.append(0 if v is None else 1)
+                sizes.append(1)
+                flat.append(v)
             else:
                 if isinstance(v, Value) or v is None:
                     raise IRVerifyError(f"{name}: operand group '{g}' takes a list of values")
                 sizes.append(len(v))
-        return tuple(sizes)
-
-    def flatten(self, operands: Sequence[OperandSpec]) -> List[Value]:
-        flat: List[Value] = []
-        for (_, kind), v in zip(self.groups, self._normalize(self.name, operands)):
-            if kind == "var":
-                flat.extend(v)  # type: ignore[arg-type]
-            elif v is not None:
-                flat.append(v)  # type: ignore[arg-type]
-        return flat
+                flat.extend(v)
+        return tuple(sizes), flat
 
 
 OPS: Dict[str, OpDef] = {}

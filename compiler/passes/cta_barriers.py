@@ -129,35 +129,43 @@ class _Walker:
 
     def _accesses(self, op: Operation, accs, publishes: bool) -> None:
         n = op.name
-        gen, ards, awrs, binit, buse = [], [], [], [], []
         init = n in ("tlx.alloc_barriers", "tlx.barrier_inval")
-        for write, proxy, byts in accs:
-            if proxy == GENERIC:
-                for b in byts:
-                    gen.append((b[0], b[1], write))
-            elif proxy == ASYNC:
-                dst = awrs if write else ards
-                for b in byts:
-                    dst.append((b[0], b[1]))
-            elif proxy == BARRIER:
-                dst = binit if init else buse
-                for b in byts:
-                    dst.append((b[0], b[1]))
-        if not (gen or ards or awrs or binit or buse or publishes):
+        fl = -1 if n == "tlx.async_load" else None
+        gen, ards, awrs, binit, buse = [], [], [], [], []
+        # the items the op leaves pending are the same at every visit: made once here, with what
+        # a pending item must share with one of them to be superseded (`access`)
+        new = []
+        elo = ehi = None  # the bytes all accesses lie in: most pending items are outside them
+        for write, proxy, byts in accs:  # (one loop, no generators: this runs for every access op)
+            for b in byts:
+                lo, hi = b[0], b[1]
+                if proxy == GENERIC:
+                    gen.append((lo, hi, write))
+                    new.append((lo, hi, write, op, "g", "U", fl))
+                elif proxy == ASYNC:
+                    if write:
+                        awrs.append((lo, hi))
+                    else:
+                        ards.append((lo, hi))
+                        new.append((lo, hi, False, op, "a", "P", None))
+                elif proxy == BARRIER:
+                    if init:
+                        binit.append((lo, hi))
+                        new.append((lo, hi, True, op, "b", "U", None))
+                    else:
+                        buse.append((lo, hi))
+                        new.append((lo, hi, False, op, "u", "U", None))
+                else:
+                    continue
+                if elo is None or lo < elo:
+                    elo = lo
+                if ehi is None or hi > ehi:
+                    ehi = hi
+        if elo is None and not publishes:
             return
         self.kind[op] = K_ACC
-        # the bytes all of them lie in: most pending items are outside it (`access`)
-        spans = [(x[0], x[1]) for x in gen] + ards + awrs + binit + buse
-        env = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0, 0)
-        # the items the op leaves pending are the same at every visit: made once, with what a
-        # pending item must share with one of them to be superseded (`access`)
-        fl = -1 if n == "tlx.async_load" else None
-        new = [(lo, hi, w, op, "g", "U", fl) for lo, hi, w in gen]
-        new += [(lo, hi, False, op, "a", "P", None) for lo, hi in ards]
-        new += [(lo, hi, True, op, "b", "U", None) for lo, hi in binit]
-        new += [(lo, hi, False, op, "u", "U", None) for lo, hi in buse]
         after = (frozenset(new), frozenset([it[LO] for it in new]), frozenset([_same_kind(it) for it in new]))
-        self.acc[op] = (tuple(gen), tuple(ards), tuple(awrs), tuple(binit), tuple(buse), publishes, env, after)
+        self.acc[op] = (gen, ards, awrs, binit, buse, publishes, (0, 0) if elo is None else (elo, ehi), after)
 
     # -- the walk -----------------------------------------------------------------------------
     def run(self) -> None:
@@ -288,10 +296,17 @@ class _Walker:
     def access(self, op: Operation, acc: Tuple, st: FrozenSet) -> FrozenSet:
         gen, ards, awrs, binit, buse, publishes, (elo, ehi), (new, los, keys) = acc
         hits = []
+        # a new unsynced access supersedes a pending one of the same kind to the same bytes (it
+        # conflicts with everything the old one does, now and after any barrier, fence or wait):
+        # the state stays as small as the set of distinct byte ranges. Found in the same loop, by
+        # the start byte first: most accesses share it with no pending item
+        gone = []
         for it in st:
-            if it[FLIGHT] is not None:
+            lo, hi, w, o, cls, s, fl = it
+            if lo in los and (lo, hi, w, cls, fl, o.name if cls == "a" else "") in keys:
+                gone.append(it)
+            if fl is not None:
                 continue  # an in-flight cp.async: only its own thread's wait orders it
-            lo, hi, w, cls, s = it[LO], it[HI], it[W], it[CLS], it[STATE]
             if not (lo < ehi and elo < hi):  # touches none of the op's bytes
                 if publishes and cls == "g" and s in ("U", "F", "SF"):
                     hits.append(it)
@@ -318,7 +333,7 @@ class _Walker:
             elif cls == "a":  # a pending async read: later generic writes must wait for it
                 if any(a < hi and lo < b and gw for a, b, gw in gen):
                     hits.append(it)
-                elif (s == "P" and it[OP].name == "tlx.async_dot" and self.warps.get(it[OP], 4) > 4
+                elif (s == "P" and o.name == "tlx.async_dot" and self.warps.get(o, 4) > 4
                       and any(a < hi and lo < b for a, b in awrs)):
                     # a TMA / bulk load over a wgmma operand, in a partition of several warpgroups:
                     # each warpgroup's async_dot_wait retires only its own wgmma, and the load is
@@ -326,15 +341,11 @@ class _Walker:
                     hits.append(it)
         if hits:
             st = self.insert_barrier(op, hits, st)
+            if gone:  # the barrier changed the items' states: find them again
+                gone = [it for it in st if it[LO] in los and _same_kind(it) in keys]
         if not new:
             return st
-        if st and any(it[LO] in los for it in st):
-            # a new unsynced access supersedes a pending one of the same kind to the same bytes
-            # (it conflicts with everything the old one does, now and after any barrier, fence
-            # or wait): the state stays as small as the set of distinct byte ranges. The start
-            # byte first: most accesses share it with no pending item
-            st = frozenset(it for it in st if it[LO] not in los or _same_kind(it) not in keys)
-        return st | new
+        return (st.difference(gone) if gone else st) | new
 
     def insert_barrier(self, op: Operation, hits, st: FrozenSet) -> FrozenSet:
         """Insert a barrier before `op` (or before the outermost loop it may leave) and return
