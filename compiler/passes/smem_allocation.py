@@ -160,22 +160,28 @@ class _Completions:
     """The program positions of the ops that complete async accesses, sorted, to find the first
     one after an op (`_next_completion`) with a binary search instead of a scan of the rest of
     the kernel: `tma_store_wait {pendings = 0}` (TMA / bulk stores), `async_dot_wait {pendings =
-    0}` (wgmma operands) and `barrier_wait` per mbarrier allocation (TMA / bulk loads)."""
+    0}` (wgmma operands) and `barrier_wait` per mbarrier allocation (TMA / bulk loads). Filled by
+    `note` in program order, so the lists come out sorted."""
 
-    def __init__(self, live: _Liveness, ra: RegionAnalysis):
+    NAMES = frozenset({"tlx.tma_store_wait", "tlx.async_dot_wait", "tlx.barrier_wait"})
+
+    def __init__(self) -> None:
         self.store: List[int] = []
         self.dot: List[int] = []
         self.bar: Dict[Operation, List[int]] = {}  # alloc_barriers op -> positions of waits on it
-        for op in live.users:  # in program order: the lists come out sorted
-            n = op.name
-            if n == "tlx.tma_store_wait" and op.attrs.get("pendings") == 0:
-                self.store.append(live.pos[op])
-            elif n == "tlx.async_dot_wait" and op.attrs.get("pendings") == 0:
-                self.dot.append(live.pos[op])
-            elif n == "tlx.barrier_wait":
-                p = live.pos[op]
-                for root in _bar_roots(ra, arg(op, "bar")):
-                    self.bar.setdefault(root, []).append(p)
+
+    def note(self, op: Operation, p: int, ra: RegionAnalysis) -> None:
+        """Record `op` (named in NAMES) at position `p`, later than every op noted before."""
+        n = op.name
+        if n == "tlx.tma_store_wait":
+            if op.attrs.get("pendings") == 0:
+                self.store.append(p)
+        elif n == "tlx.async_dot_wait":
+            if op.attrs.get("pendings") == 0:
+                self.dot.append(p)
+        else:
+            for root in _bar_roots(ra, arg(op, "bar")):
+                self.bar.setdefault(root, []).append(p)
 
 
 def _first_in(lists: List[List[int]], lo: int, hi: int) -> Optional[int]:
@@ -215,25 +221,19 @@ def _bar_roots(ra: RegionAnalysis, v: Value):
     return {r.root for r in ra.regions_of(v)}
 
 
+# the async accesses whose buffers live until a later op completes them
+_ASYNC_ACCESSES = frozenset({"tlx.tma_store", "tlx.async_store", "tlx.async_dot", "tlx.tma_load", "tlx.async_bulk_load"})
+
+
 def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None, live: Optional[_Liveness] = None) -> List[Buffer]:
     """Every allocation and scratch area with its lifetime [start, end] in program positions."""
     ra = ra or RegionAnalysis()
     live = live or _Liveness(module)
-    done = _Completions(live, ra)
+    done = _Completions()
     bufs: Dict[object, Buffer] = {}  # allocating op -> its buffer
     order: List[Buffer] = []
     scratch: List[Buffer] = []
-    for op in live.users:
-        if op.name in ("tlx.local_alloc", "tlx.alloc_barriers"):
-            p = live.pos[op]
-            b = Buffer(op, alloc_bytes(op), alignment_of(op), p, p)
-            bufs[op] = b
-            order.append(b)
-        sb = op.attrs.get("scratch_bytes") if op.attrs else None
-        if isinstance(sb, int) and sb > 0:
-            p = live.pos[op]
-            scratch.append(Buffer(op, sb, max(16, int(op.attrs.get("scratch_align", 16))), p, p, scratch=True))
-
+    asyncs: List[Operation] = []  # async accesses: their completions are known after the walk
     windows: Dict[Tuple[Block, Block], Optional[Tuple[int, int]]] = {}
 
     def loop_window(user: Operation, alloc: Operation) -> Optional[Tuple[int, int]]:
@@ -254,9 +254,28 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None, live: O
 
     smem_types = (T.MemDescType, T.BarrierType)
     known = ra.answers  # the memo read first: most operands were asked before (a call saved each)
+    completing = _Completions.NAMES
+    pos = live.pos
+    # one walk over the users in program order: an allocation comes before every use of its
+    # buffer (its value dominates them), and a completing op is noted at its position
     for op in live.users:
-        if op.name in VIEW_NAMES:
+        n = op.name
+        if op.attrs:
+            sb = op.attrs.get("scratch_bytes")
+            if isinstance(sb, int) and sb > 0:
+                p = pos[op]
+                scratch.append(Buffer(op, sb, max(16, int(op.attrs.get("scratch_align", 16))), p, p, scratch=True))
+        if n in VIEW_NAMES:
             continue  # a view accesses nothing: the ops that use what it names extend the lifetime
+        if n in ("tlx.local_alloc", "tlx.alloc_barriers"):
+            p = pos[op]
+            b = Buffer(op, alloc_bytes(op), alignment_of(op), p, p)
+            bufs[op] = b
+            order.append(b)
+        elif n in completing:
+            done.note(op, pos[op], ra)
+        elif n in _ASYNC_ACCESSES:
+            asyncs.append(op)
         here = None  # the user's own span, once it names a buffer
         for v in op._operands:  # (read-only: the list itself, without the copy `operands` makes)
             if not isinstance(v.type, smem_types):
@@ -273,31 +292,31 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None, live: O
                     b.start = lo
                 if hi > b.end:
                     b.end = hi
-                if op.name == "scf.yield":
+                if n == "scf.yield":
                     loop = op.parent_op
                     if loop is not None and loop.name in ("scf.for", "scf.while") and loop.is_ancestor_of(b.op):
                         raise TLXCompileError(
                             f"the buffer allocated at {loc_text(b.op.loc)} is carried into the next iteration of "
                             f"the loop at {loc_text(loop.loc)}, so two of its instances would be live at once",
                             b.op.loc, hint="allocate the buffer before the loop (with num buffers for a ring)")
-        # async accesses: alive until the op that completes them
+    # async accesses: alive until the op that completes them
+    for op in asyncs:
         n = op.name
-        if n in ("tlx.tma_store", "tlx.async_store", "tlx.async_dot", "tlx.tma_load", "tlx.async_bulk_load"):
-            if n in ("tlx.tma_store", "tlx.async_store"):
-                targets = [arg(op, "src")]
-                lists = [done.store]
-            elif n == "tlx.async_dot":
-                targets = [x for x in (arg(op, "a"), arg(op, "b")) if isinstance(x.type, T.MemDescType)]
-                lists = [done.dot]
-            else:
-                targets = [arg(op, "dst")]
-                lists = [done.bar[r] for r in _bar_roots(ra, arg(op, "bar")) if r in done.bar]
-            end = _next_completion(op, live, lists)
-            for v in targets:
-                for r in ra.regions_of(v):
-                    b = bufs.get(r.root)
-                    if b is not None:
-                        b.end = max(b.end, end)
+        if n in ("tlx.tma_store", "tlx.async_store"):
+            targets = [arg(op, "src")]
+            lists = [done.store]
+        elif n == "tlx.async_dot":
+            targets = [x for x in (arg(op, "a"), arg(op, "b")) if isinstance(x.type, T.MemDescType)]
+            lists = [done.dot]
+        else:
+            targets = [arg(op, "dst")]
+            lists = [done.bar[r] for r in _bar_roots(ra, arg(op, "bar")) if r in done.bar]
+        end = _next_completion(op, live, lists)
+        for v in targets:
+            for r in ra.regions_of(v):
+                b = bufs.get(r.root)
+                if b is not None:
+                    b.end = max(b.end, end)
     # mbarriers never share bytes: reusing an mbarrier's memory for data would need an
     # mbarrier.inval first (and they are 8 bytes each)
     for b in order:
