@@ -54,6 +54,15 @@ class CompileResult:
     pass_times: Dict[str, float]
     resources: Dict[str, Any]
     fence_log: FenceLog = field(repr=False, default_factory=FenceLog)
+    stats: Dict[str, Any] = field(repr=False, default_factory=dict)  # the passes' counters (PassContext.stats)
+
+    @property
+    def unfenced_hazards(self) -> List[str]:
+        """With the fence passes off: every generic -> async hazard ProxyFenceInsertion found and
+        left without a fence, worded as a fence's guards ("RAW: tlx.local_store at k.py:12 ->
+        tlx.tma_store at k.py:14 on <buffer>, bytes [lo, hi)"), each once, in program order; empty
+        when the passes ran (they fence every one)."""
+        return list(self.stats.get("proxy_fence_insertion.unfenced", []))
 
     @property
     def removed_fences(self) -> List[FenceRecord]:
@@ -104,4 +113,4 @@ def _compile(module: Module, options: Optional[CompileOptions], passes: Optional
         ctx.fences.of(op)
     run_passes(module, PIPELINE + BACKEND if passes is None else passes, ctx, snapshots)
     return CompileResult(module, ctx.asm, ctx.abi, _final_fences(module, ctx), ctx.pass_times, ctx.resources,
-                         ctx.fences)
+                         ctx.fences, ctx.stats)

@@ -115,7 +115,7 @@ def entry_from_compile_result(name: str, result: Any, compile_time_s: float = 0.
                               meta: Optional[Dict[str, Any]] = None) -> CacheEntry:
     """A CacheEntry from a `compiler.pipeline.CompileResult`: PTX and cubin from its asm dict,
     the rest of asm (IR after each pass) as asm sections, the ABI and fence records as JSON,
-    pass times and resources in ``meta``."""
+    pass times, resources and the unfenced hazards (fence passes off) in ``meta``."""
     from tlx.compiler.fence_serial import records_to_json  # data only: records <-> JSON
 
     asm = dict(getattr(result, "asm", {}) or {})
@@ -125,6 +125,7 @@ def entry_from_compile_result(name: str, result: Any, compile_time_s: float = 0.
     info = dict(meta or {})
     info.setdefault("pass_times", _jsonable(getattr(result, "pass_times", {})))
     info.setdefault("resources", _jsonable(getattr(result, "resources", {})))
+    info.setdefault("unfenced_hazards", list(getattr(result, "unfenced_hazards", [])))
     abi = getattr(result, "abi", None)
     return CacheEntry(name=name, ptx=ptx, cubin=bytes(cubin) if cubin is not None else None,
                       abi_json=abi.to_json() if abi is not None else None,

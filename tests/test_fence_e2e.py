@@ -118,6 +118,11 @@ def test_fence_passes_false_keeps_only_the_users_fence():
     k, text = compile_(store_fence_tma, {"x_desc": DESC64, "y_desc": DESC64}, {"BLOCK": 64, "FENCE": False},
                        fence_passes=False)
     assert k.fences == [] and fence_lines(text) == []
+    # what the user gave up: the one hazard, on the kernel's own lines
+    (hazard,) = k.unfenced_hazards
+    assert hazard.startswith("RAW: tlx.local_store at fence_patterns_tlx.py:") and "-> tlx.tma_store at" in hazard
+    k, _ = compile_(store_fence_tma, {"x_desc": DESC64, "y_desc": DESC64}, {"BLOCK": 64, "FENCE": False})
+    assert k.unfenced_hazards == [] and len(k.fences) == 1
 
 
 def test_explain_fences_names_both_lines():

@@ -403,11 +403,40 @@ def test_no_proxy_fences_below_sm90():
 def test_fence_passes_off_inserts_nothing_but_reports():
     ir = module(f"""
     %c0 = arith.constant {{value = 0}} : i32
-    %x = tlx.local_alloc : {SM}
-    tlx.local_store %x, %t
-    tlx.tma_store %d, %x offsets(%c0, %c0)""", f"%d: !tensordesc<128x128xf16>, %t: {T16}")
+    %x = tlx.local_alloc : {SM} loc(#f0:6:4)
+    tlx.local_store %x, %t loc(#f0:7:4)
+    tlx.tma_store %d, %x offsets(%c0, %c0) loc(#f0:8:4)""", f"%d: !tensordesc<128x128xf16>, %t: {T16}")
     text, res = run(ir, PASS_C, fence_passes=False)
     assert count_fences(text) == 0
+    assert res.unfenced_hazards == ["RAW: tlx.local_store at kernel.py:7 -> tlx.tma_store at kernel.py:8 on "
+                                    "tlx.local_alloc at kernel.py:6 (128x128xf16), bytes [0, 32768)"]
+    _, fenced = run(ir, PASS_C)
+    assert fenced.unfenced_hazards == [] and len(fenced.fences) == 1
+
+
+def test_fence_passes_off_reports_each_hazard_once_in_program_order():
+    # The loop body is walked to a fixpoint (twice here), meeting its hazard at every visit; the
+    # report names it once, then the later hazard, worded as a fence's guards.
+    ir = module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %c1 = arith.constant {{value = 1}} : i32
+    %c4 = arith.constant {{value = 4}} : i32
+    %x = tlx.local_alloc : {SM} loc(#f0:7:4)
+    %y = tlx.local_alloc : {SM} loc(#f0:8:4)
+    scf.for %c0, %c4, %c1 {{
+    ^body(%i: i32):
+      tlx.local_store %x, %t loc(#f0:10:6)
+      tlx.tma_store %d, %x offsets(%c0, %c0) loc(#f0:11:6)
+      scf.yield
+    }}
+    tlx.local_store %y, %t loc(#f0:13:4)
+    tlx.tma_store %d, %y offsets(%c0, %c0) loc(#f0:14:4)""", f"%d: !tensordesc<128x128xf16>, %t: {T16}")
+    _, res = run(ir, PASS_C, fence_passes=False)
+    assert res.unfenced_hazards == [
+        "RAW: tlx.local_store at kernel.py:10 -> tlx.tma_store at kernel.py:11 on tlx.local_alloc at kernel.py:7 "
+        "(128x128xf16), bytes [0, 32768)",
+        "RAW: tlx.local_store at kernel.py:13 -> tlx.tma_store at kernel.py:14 on tlx.local_alloc at kernel.py:8 "
+        "(128x128xf16), bytes [32768, 65536)"]
 
 
 def test_a_fence_lists_its_writers_and_guards_in_program_order():

@@ -40,6 +40,12 @@ class CompiledKernel:
         return explain_fences(self.fences)
 
     @property
+    def unfenced_hazards(self) -> List[str]:
+        """Compiled with `fence_passes=False`: every generic -> async shared-memory hazard left
+        without a proxy fence, each once, in program order (empty with the fence passes on)."""
+        return self.result.unfenced_hazards
+
+    @property
     def metadata(self) -> Dict[str, Any]:
         abi = self.abi
         return {"name": self.name, "num_warps": self.options.num_warps, "target": self.options.target,

@@ -183,6 +183,7 @@ class CachedKernel:
         self.fences = records_from_json(entry.fences_json) if entry.fences_json else []
         self.pass_times = entry.meta.get("pass_times", {})
         self.resources = entry.meta.get("resources", {})
+        self.unfenced_hazards: List[str] = list(entry.meta.get("unfenced_hazards", []))
         self.compile_time_s = entry.compile_time_s
 
     def explain_fences(self) -> str:

@@ -681,8 +681,10 @@ def run(module: Module, ctx: PassContext) -> None:
             rec.reason = rec.reason or "written by the user"
             if gs:
                 rec.notes.append("later fences on the same paths also separate these accesses")
+    # worded as a fence's guards (with the buffer and bytes), each once: the walk meets a hazard
+    # at every visit of its ops (a loop body twice or more)
     ctx.stats["proxy_fence_insertion.unfenced"] = [
-        f"{_hazard_kind(it, a)}: {op_text(it[4])} -> {op_text(a[4])}" for it, a in fwd.unfenced]
+        str(g) for g in _guard_records(_in_program_order(fwd.unfenced, model), model)]
 
 
 def _reachable_after(op: Operation):
