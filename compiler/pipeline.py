@@ -24,13 +24,13 @@ from .passes.manager import Pass, PassContext, run_passes
 from .passes.memory import FENCE, all_ops, take_census
 
 PIPELINE: List[Pass] = [
-    Pass("lower_dot", lower_dot.run),
-    Pass("tma_lowering", tma_lowering.run),
-    Pass("fence_insertion", fence_insertion.run, fence_mechanism=True),
+    Pass("lower_dot", lower_dot.run, keeps_skeleton=True),
+    Pass("tma_lowering", tma_lowering.run, keeps_skeleton=True),
+    Pass("fence_insertion", fence_insertion.run, fence_mechanism=True, keeps_skeleton=True),
     Pass("layouts", layouts.run),
-    Pass("smem_allocation", smem_allocation.run),
-    Pass("proxy_fence_insertion", proxy_fence_insertion.run),
-    Pass("cta_barriers", cta_barriers.run),
+    Pass("smem_allocation", smem_allocation.run, keeps_skeleton=True),
+    Pass("proxy_fence_insertion", proxy_fence_insertion.run, keeps_skeleton=True),
+    Pass("cta_barriers", cta_barriers.run, keeps_skeleton=True),
 ]
 
 # After the IR passes: PTX generation and ptxas. `compile_module` runs them after PIPELINE when

@@ -49,7 +49,7 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from ..ir.core import Block, Module, Operation
 from .access_index import access_index, forget_access_index
-from .edits import Edits
+from .skeleton import edits_for
 from .manager import PassContext
 from .memory import arg, ASYNC, BARRIER, FENCE, GENERIC, EFFECT_NAMES, const_int
 from .proxy_fence_insertion import FLIGHT_CAP
@@ -92,7 +92,7 @@ class _Walker:
         self.pre_states: List[Tuple[Operation, FrozenSet]] = []  # enclosing loops and their entry states
         self.inserted = 0
         self.planned: Dict[Operation, Operation] = {}  # anchor -> the barrier to insert before it
-        self.edits = Edits()
+        self.edits = edits_for(ctx)
         self._classify(module.func.regions[0].block, int(module.attrs.get("num_warps", ctx.options.num_warps)))
 
     def _classify(self, blk: Block, warps: int) -> None:

@@ -20,11 +20,15 @@ class Edits:
 
     `Edits.generation` counts the applications in this process: a pass may keep a list of a
     block's ops for a later pass, which may use it only while the generation is the same (the
-    passes edit blocks through `apply()` only)."""
+    passes edit blocks through `apply()` only).
+
+    `skeleton`: a `Skeleton` (compiler/passes/skeleton.py) to keep current: `apply()` updates its
+    edited blocks, if it described the IR up to this application."""
 
     generation = 0
 
-    def __init__(self, module: Optional[Module] = None) -> None:
+    def __init__(self, module: Optional[Module] = None, skeleton=None) -> None:
+        self.skeleton = skeleton
         self.before: Dict[Operation, List[Operation]] = {}  # anchor -> new ops, in order
         self.removed: Dict[Operation, Operation] = {}
         self.blocks: Dict[Block, List[Operation]] = {}  # block -> the ops of it that are edited
@@ -84,6 +88,8 @@ class Edits:
     def apply(self) -> List[Block]:
         """Rebuild every touched block once (slices between the edited positions); returns the
         blocks it rebuilt."""
+        sk = self.skeleton
+        plans = sk.plan(self) if sk is not None and sk.generation == Edits.generation else None
         Edits.generation += 1
         before, removed = self.before, self.removed
         touched = list(self.blocks)
@@ -118,6 +124,8 @@ class Edits:
         self.removed.clear()
         self.blocks.clear()
         self._index.clear()
+        if plans is not None:
+            sk.commit(plans)
         return touched
 
 

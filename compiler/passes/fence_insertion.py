@@ -37,6 +37,7 @@ from ..fences import FenceLog, FenceRecord, loc_text, make_fence, op_text
 from ..ir import types as T
 from ..ir.core import Block, Module, Operation, Value
 from .edits import Edits, preceding_fence
+from .skeleton import Skeleton, edits_for, skeleton_of
 from .manager import PassContext
 from .memory import (arg, FUNC_ARG, GENERIC_WRITERS, HANDOFF_RELEASE, Region, RegionAnalysis, accesses_of,
                      describe_alloc, GENERIC, WRITE, shared_regions)
@@ -107,7 +108,7 @@ _CATEGORY = {**{n: _WRITER for n in GENERIC_WRITERS}, **{n: _READER for n in REA
 class _Info:
     """Per-module facts: generic writers by allocation, cp.async waits, async readers."""
 
-    def __init__(self, module: Module, ra: RegionAnalysis):
+    def __init__(self, module: Module, ra: RegionAnalysis, skeleton: Skeleton):
         self.ra = ra
         self.func = module.func
         # (dicts keyed by the objects themselves: hashed in C)
@@ -115,20 +116,14 @@ class _Info:
         self.loop_wait: Dict[Operation, Operation] = {}  # loop -> an async_wait_group inside it
         self.readers: List[Operation] = []
         category = _CATEGORY
-        # pre-order (readers come out in program order), iterative: the module is walked once
-        stack = [iter(module.func.regions[0].block.ops)]
-        while stack:
-            for op in stack[-1]:
-                c = category.get(op.name)
-                if c is None and "scratch_bytes" in op.attrs:
-                    c = _WRITER
-                if c is not None:
-                    self._note(op, c)
-                if op.regions:
-                    stack.extend(iter(r.block.ops) for r in reversed(op.regions))
-                    break
-            else:
-                stack.pop()
+        # pre-order (readers come out in program order), over the skeleton: every op named in
+        # _CATEGORY and every scratch owner is in it
+        for op in skeleton.preorder():
+            c = category.get(op.name)
+            if c is None and op.attrs and "scratch_bytes" in op.attrs:
+                c = _WRITER
+            if c is not None:
+                self._note(op, c)
 
     def _note(self, op: Operation, c: int) -> None:
         if c == _READER:
@@ -312,10 +307,10 @@ def fence_reader(r: Operation, info: _Info, ctx: PassContext, edits: Edits) -> N
 
 def run(module: Module, ctx: PassContext) -> None:
     """Insert fences for every async reader of the module (see the module docstring)."""
-    info = _Info(module, shared_regions(ctx))
+    info = _Info(module, shared_regions(ctx), skeleton_of(module, ctx))
     readers = info.readers
     before = len(ctx.fences.records)
-    edits = Edits()
+    edits = edits_for(ctx)
     for r in readers:
         fence_reader(r, info, ctx, edits)
     edits.apply()

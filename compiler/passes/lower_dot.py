@@ -24,6 +24,7 @@ from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..ir.layouts import NVMMASharedLayout, default_shared_layout
 from .edits import Edits
+from .skeleton import edits_for
 from .manager import PassContext
 from .memory import census_ops
 from .memory import accesses_of, READ, REGION_OPS
@@ -90,7 +91,7 @@ def run(module, ctx: PassContext) -> None:
     if ctx.capability < 90:
         return
     dots = census_ops(module, ctx, "tt.dot")
-    edits = Edits()
+    edits = edits_for(ctx)
     for op in dots:
         lower_one(op, edits)
     edits.apply()

@@ -4,7 +4,8 @@ For every pass it records the wall time (`ctx.pass_times[name]`, seconds), keeps
 after it (`ctx.asm["ir.<name>"]`, unless snapshots are off), prints that text to stderr as it
 goes when ``options.print_ir_after_all`` or ``TLX_PRINT_IR_AFTER_ALL=1``, and runs the IR
 verifier after it when ``options.verify_each_pass`` (an `IRVerifyError` then names the pass that
-broke the IR).
+broke the IR), and then also checks that the module's skeleton (compiler/passes/skeleton.py),
+if one is kept, still matches the IR.
 
 Which passes run: a pass named in ``options.disabled_passes`` is skipped; a *fence mechanism*
 (FenceInsertion) is skipped when ``options.fence_passes`` is False or the target is below sm_90.
@@ -28,6 +29,7 @@ from ..ir.core import Module
 from ..ir.printer import print_module
 from ..ir.verifier import verify_module
 from ..options import CompileOptions
+from .skeleton import check_skeleton, forget_skeleton
 
 
 @dataclass
@@ -63,6 +65,9 @@ class Pass:
     run: Callable[[Module, PassContext], None]
     fence_mechanism: bool = False  # skipped when fence passes are off or below sm_90
     changes_ir: bool = True  # False: no IR snapshot / verification after it (e.g. PTX emission)
+    # True: the pass edits blocks only through `skeleton.edits_for` (or drops the skeleton), so
+    # the module's skeleton stays current; after any other pass the manager drops it
+    keeps_skeleton: bool = False
 
 
 def _print_after_all(options: CompileOptions) -> bool:
@@ -83,9 +88,12 @@ def run_passes(module: Module, passes: List[Pass], ctx: PassContext, snapshots: 
         ctx.pass_times[p.name] = time.perf_counter() - t0
         if not p.changes_ir:
             continue
+        if not p.keeps_skeleton:
+            forget_skeleton(ctx)
         if opts.verify_each_pass:
             try:
                 verify_module(module)
+                check_skeleton(module, ctx)
             except IRVerifyError as e:
                 raise IRVerifyError(f"the IR is broken after pass '{p.name}': {e}") from e
         if snapshots or show:

@@ -396,10 +396,14 @@ CENSUS_NAMES = frozenset({"tt.dot", "tt.descriptor_load", "tt.descriptor_store",
 
 
 def take_census(module: Module, ctx) -> Dict[str, List[Operation]]:
-    """The ops of the module named in CENSUS_NAMES, by name, each list in program order (one
-    walk). The pipeline takes it of its input, before any pass (`census_ops` reads it)."""
+    """The ops of the module named in CENSUS_NAMES, by name, each list in program order, read off
+    the module's skeleton (compiler/passes/skeleton.py), which this reads for the passes: the one
+    walk over the whole module. The pipeline takes it of its input, before any pass
+    (`census_ops` reads it)."""
+    from .skeleton import take_skeleton  # (skeleton.py's module docstring says what it holds)
+
     out: Dict[str, List[Operation]] = {n: [] for n in CENSUS_NAMES}
-    for op in all_ops(module):
+    for op in take_skeleton(module, ctx).preorder():
         lst = out.get(op.name)
         if lst is not None:
             lst.append(op)

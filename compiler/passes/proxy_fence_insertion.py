@@ -47,7 +47,7 @@ from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 from ..fences import Guard, make_fence, op_text
 from ..ir.core import Block, Module, Operation
 from .access_index import AccessIndex, access_index, apply_edits
-from .edits import Edits
+from .skeleton import edits_for
 from .manager import PassContext
 from .memory import (arg, ASYNC, FENCE, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE, all_ops, const_int,
                      is_cluster_op, overlap_detail)
@@ -375,7 +375,7 @@ class _Forward:
         """Put the planned fences into the IR."""
         if not self.planned:
             return
-        ed = Edits()
+        ed = edits_for(self.ctx)
         for anchor, fences in self.planned.items():
             for j, f in enumerate(fences):
                 ed.insert_before(anchor, f)
@@ -598,7 +598,7 @@ def _live_fences(model: "_Model") -> List[Operation]:
 def run(module: Module, ctx: PassContext) -> None:
     """Insert missing fences, remove needless compiler fences, fill every fence's record."""
     if ctx.capability < 90:
-        ed = Edits()
+        ed = edits_for(ctx)
         for f in [op for op in all_ops(module) if op.name == FENCE]:
             rec = ctx.fences.of(f)
             rec.removed = True
@@ -636,7 +636,7 @@ def run(module: Module, ctx: PassContext) -> None:
                     neighbours[f].add(g)
                     neighbours[g].add(f)
         blocked: Set[Operation] = set()
-        ed = Edits()
+        ed = edits_for(ctx)
         for f in cands:
             if f in blocked:  # next round: this removal may have made it necessary
                 continue

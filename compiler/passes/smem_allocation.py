@@ -43,6 +43,7 @@ from ..ir import types as T
 from ..ir.core import Block, Module, Operation, Value
 from ..ir.layouts import NVMMASharedLayout, default_shared_layout
 from .access_index import forget_access_index, keep_block_ops_for_index
+from .skeleton import Skeleton, skeleton_of
 from .manager import PassContext
 from .memory import VIEW_NAMES, arg, RegionAnalysis, alloc_bytes, describe_alloc, may_use_smem, shared_regions
 
@@ -91,9 +92,12 @@ class _Liveness:
     """Program positions (pre-order numbers) of the ops that matter to lifetimes — those that may
     use shared memory (and scratch owners) and region ops —, the span of every region op and the
     last position of every block. Other ops are only counted: on a large kernel most ops are
-    arithmetic, and one dict entry per op would cost more than the whole numbering."""
+    arithmetic, and one dict entry per op would cost more than the whole numbering. Given the
+    module's `skeleton` (which holds every op that matters here), only its ops are read and
+    numbered: lifetimes are only ever compared with each other, and the order of the ops that
+    matter is the same either way."""
 
-    def __init__(self, module: Module):
+    def __init__(self, module: Module, skeleton: Optional[Skeleton] = None):
         # (keyed by the ops and blocks themselves: hashed in C)
         self.pos: Dict[Operation, int] = {}
         self.span_end: Dict[Operation, int] = {}
@@ -104,7 +108,8 @@ class _Liveness:
         self.block_ops: Dict[Block, List[Operation]] = {}
         self._user_kind: Dict[str, bool] = {}
         self._loops: Dict[Block, Tuple[Operation, ...]] = {}  # block -> `loops_around` its ops
-        self.count = 0  # ops numbered so far; after __init__, every op of the module
+        self.count = 0  # ops numbered so far; after __init__, every op numbered
+        self._skeleton = skeleton
         self._number(module.func)
 
     def _number(self, root: Operation) -> None:
@@ -119,7 +124,7 @@ class _Liveness:
         pos, users, kinds, span_end = self.pos, self.users, self._user_kind, self.span_end
         mine = self.block_ops[blk] = []
         count = self.count
-        for op in blk.ops:
+        for op in blk.ops if self._skeleton is None else self._skeleton.ops(blk):
             n = op.name
             u = kinds.get(n)
             if u is None:
@@ -381,7 +386,7 @@ def run(module: Module, ctx: PassContext) -> None:
     """Assign offsets (see the module docstring)."""
     ra = shared_regions(ctx)  # FenceInsertion's, when it ran; the later passes reuse it
     forget_access_index(ctx)  # one built on an earlier allocation names other bytes
-    live = _Liveness(module)
+    live = _Liveness(module, skeleton_of(module, ctx))
     bufs = collect_buffers(module, ra, live)
     # the ops the access index keeps are among these (it is built next, on this IR)
     keep_block_ops_for_index(ctx, live.block_ops)

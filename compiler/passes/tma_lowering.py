@@ -41,6 +41,7 @@ from ..ir import types as T
 from ..ir.core import Operation
 from ..ir.layouts import default_shared_layout
 from .edits import Edits, preceding_fence
+from .skeleton import edits_for
 from .lower_dot import buffer_read_in_place, staging_type
 from .manager import PassContext
 from .memory import census_ops
@@ -117,7 +118,7 @@ def run(module, ctx: PassContext) -> None:
     loads = census_ops(module, ctx, "tt.descriptor_load")
     stores = census_ops(module, ctx, "tt.descriptor_store")
     # loads first, so that a store of a loaded tile sees the lowered local_load (and reads in place)
-    edits = Edits()
+    edits = edits_for(ctx)
     for op in loads:
         _lower_load(op, ctx, edits)
     edits.apply()
