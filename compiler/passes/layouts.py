@@ -42,7 +42,6 @@ from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
 from ..ir.core import Module, Operation, Value
-from .skeleton import forget_skeleton
 
 Derive = Callable[[L.DistributedLayout], Optional[L.DistributedLayout]]
 
@@ -654,9 +653,5 @@ def _assign_scratch(m: Module) -> None:
 
 def run(module: Module, ctx=None) -> Module:
     """Assign layouts to `module` in place (see the module docstring) and return it."""
-    if ctx is not None:
-        # it inserts conversions without `Edits` and gives ops scratch areas: the skeleton read
-        # before it no longer describes the blocks (the next pass that asks reads them again)
-        forget_skeleton(ctx)
     LayoutPass(module).run()
     return module

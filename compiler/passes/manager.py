@@ -65,7 +65,7 @@ class Pass:
     run: Callable[[Module, PassContext], None]
     fence_mechanism: bool = False  # skipped when fence passes are off or below sm_90
     changes_ir: bool = True  # False: no IR snapshot / verification after it (e.g. PTX emission)
-    # True: the pass edits blocks only through `skeleton.edits_for` (or drops the skeleton), so
+    # True: the pass edits blocks only through `skeleton.edits_for` (bound `Edits`), so
     # the module's skeleton stays current; after any other pass the manager drops it
     keeps_skeleton: bool = False
 

@@ -25,6 +25,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 from ..ir import types as T
 from ..ir.core import BlockArgument, Module, OpResult, Operation, Value
 from ..ir.ops import OPS, effects_of
+from .skeleton import take_skeleton
 
 GENERIC, ASYNC, BARRIER = "generic", "async", "barrier"
 READ, WRITE = "read", "write"
@@ -400,8 +401,6 @@ def take_census(module: Module, ctx) -> Dict[str, List[Operation]]:
     the module's skeleton (compiler/passes/skeleton.py), which this reads for the passes: the one
     walk over the whole module. The pipeline takes it of its input, before any pass
     (`census_ops` reads it)."""
-    from .skeleton import take_skeleton  # (skeleton.py's module docstring says what it holds)
-
     out: Dict[str, List[Operation]] = {n: [] for n in CENSUS_NAMES}
     for op in take_skeleton(module, ctx).preorder():
         lst = out.get(op.name)

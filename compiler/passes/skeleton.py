@@ -14,7 +14,8 @@ ops go before their anchor's entry, removed ops leave; an anchor the skeleton do
 its block re-read). The skeleton remembers the `Edits.generation` it describes: an edit applied
 by an `Edits` that does not know it makes it stale, and `skeleton_of` then reads the module
 again — never a stale answer. A pass that edits blocks without `Edits` (the layout pass) or
-changes which ops qualify (it sets `scratch_bytes`) drops it (`forget_skeleton`).
+changes which ops qualify (it sets `scratch_bytes`) is not marked `keeps_skeleton` in the
+pipeline, and the pass manager drops the skeleton after it (`forget_skeleton`).
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ class Skeleton:
         self._read(self.root)
 
     def _read(self, blk: Block) -> None:
-        # iterative: one visit per op of the module (nested blocks read when their op is met)
+        # iterative: one visit per op of the module (nested blocks read when their op is met);
+        # the test is `in_skeleton`'s, inlined because it runs once per op (check_skeleton
+        # compares this read with the lists `plan` builds through `in_skeleton`)
         other = _OTHER_NAMES
         stack = [blk]
         while stack:
