@@ -387,3 +387,53 @@ def test_derived_writer_in_one_partition_tma_store_in_a_loop_of_another():
     unsynced = WS_LOOP_READER.replace("@RELEASE@", "").replace("@ACQUIRE@", "")
     text, res = run(module(unsynced, f"%d: {DESC}, %t: {T16}, %n: i32"), ALL)
     assert count_fences(text) == 0 and [r.origin for r in res.removed_fences] == ["fence_insertion"]
+
+
+CP_ARGS = "%p: tensor<128x128x!ptr<f16>>, %d: !tensordesc<128x128xf16>"
+
+
+def test_a_barrier_before_a_cp_async_wait_does_not_order_the_copy():
+    """A cp.async write is ordered by nothing before its own thread's wait lands it: a barrier
+    between the copy and the wait leaves another thread's later read unordered (Triton syncs
+    after every async wait for this reason), so a barrier goes after the wait as well."""
+    ir = module(f"""
+    %a = tlx.local_alloc : {SM}
+    %tk = tlx.async_load %p, %a : !token
+    %g = tlx.async_commit_group %tk : !token
+    tlx.cta_barrier
+    %w = tlx.async_wait_group %g {{pendings = 0}} : !token
+    %r = tlx.local_load %a : {T16}
+    tt.store %p, %r""", CP_ARGS)
+    check(ir, """
+    CHECK: tlx.async_commit_group
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.async_wait_group
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.local_load
+    CHECK-NOT: tlx.cta_barrier
+    """, ALL)
+
+
+def test_a_fence_before_a_cp_async_wait_does_not_count_for_the_barrier_after_it():
+    """A fence before the wait orders no cp.async data: FenceInsertion fences again after the
+    wait (and after the user's barrier, right before the TMA store), and since that barrier came
+    before the fence a second barrier goes between the fence and the store: write, land, fence,
+    barrier, issue."""
+    ir = module(f"""
+    %a = tlx.local_alloc : {SM}
+    %tk = tlx.async_load %p, %a : !token
+    %g = tlx.async_commit_group %tk : !token
+    tlx.fence_async_shared
+    %w = tlx.async_wait_group %g {{pendings = 0}} : !token
+    tlx.cta_barrier
+    tlx.tma_store %d, %a offsets(%c0, %c0)
+    tlx.tma_store_wait {{pendings = 0}}""", CP_ARGS + ", %c0: i32")
+    check(ir, """
+    CHECK: tlx.async_commit_group
+    CHECK-NEXT: tlx.fence_async_shared {fence_id = 1}
+    CHECK-NEXT: tlx.async_wait_group
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.fence_async_shared {cluster = false, origin = "fence_insertion", fence_id = 2}
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.tma_store
+    """, ALL)

@@ -52,7 +52,7 @@ from .access_index import access_index, forget_access_index
 from .skeleton import edits_for
 from .manager import PassContext
 from .memory import arg, ASYNC, BARRIER, FENCE, GENERIC, EFFECT_NAMES, const_int
-from .proxy_fence_insertion import FLIGHT_CAP
+from .flights import FLIGHT_CAP
 
 # item: (lo, hi, write, op, cls, state, flight)
 #   cls: 'g' generic, 'a' async read (wgmma / TMA store source), 'b' mbarrier initialization or
@@ -60,7 +60,9 @@ from .proxy_fence_insertion import FLIGHT_CAP
 #   state: 'U' unsynced+unfenced, 'F' fenced, 'S' synced (not fenced since), 'SF' synced then fenced;
 #          for async reads: 'P' not yet complete (its wait has not run), 'U' complete, 'PB' a wgmma
 #          of a multi-warpgroup partition with a barrier since its issue (see `access`)
-#   flight: for cp.async: None landed, -1 uncommitted, k committed with k newer groups
+#   flight: for cp.async: None landed, -1 uncommitted, k committed with k newer groups. Until its
+#           own thread's wait lands it, a cp.async write is ordered by nothing: barriers and
+#           fences leave in-flight items as they are (it lands unsynced and unfenced)
 LO, HI, W, OP, CLS, STATE, FLIGHT = range(7)
 
 SYNC = {"U": "S", "F": None, "S": "S", "SF": None, "P": "P", "PB": "PB"}  # what a barrier makes of an item (None: gone)
@@ -182,8 +184,12 @@ class _Walker:
 
     @staticmethod
     def sync(st: FrozenSet) -> FrozenSet:
+        """The state after a CTA barrier."""
         out = []
         for it in st:
+            if it[FLIGHT] is not None:  # not landed: the barrier does not order it
+                out.append(it)
+                continue
             if it[CLS] in ("b", "u"):  # mbarrier init/use: a barrier orders it for good
                 continue
             s = None if it[CLS] == "a" and it[STATE] == "U" else SYNC[it[STATE]]
@@ -200,7 +206,8 @@ class _Walker:
         if k == K_BAR:
             return self.sync(st)
         if k == K_FENCE:
-            return frozenset(it[:STATE] + (FENCED[it[STATE]],) + it[STATE + 1:] if it[CLS] == "g" else it for it in st)
+            return frozenset(it[:STATE] + (FENCED[it[STATE]],) + it[STATE + 1:]
+                             if it[CLS] == "g" and it[FLIGHT] is None else it for it in st)
         if k == K_COMMIT:  # (a group already FLIGHT_CAP deep stays as it is)
             if not any(it[FLIGHT] is not None and it[FLIGHT] < FLIGHT_CAP for it in st):
                 return st

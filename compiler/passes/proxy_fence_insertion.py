@@ -47,19 +47,18 @@ from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 from ..fences import Guard, make_fence, op_text
 from ..ir.core import Block, Module, Operation
 from .access_index import AccessIndex, access_index, apply_edits
+from .flights import NO_FLIGHTS, commit, is_empty, land, union as union_flights
 from .skeleton import edits_for
 from .manager import PassContext
 from .memory import (arg, ASYNC, FENCE, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE, all_ops, const_int,
                      is_cluster_op, overlap_detail)
-
-FLIGHT_CAP = 8  # commit-group counts saturate here (waits with pendings >= 8 are treated as 8)
 
 # op classification codes
 K_FENCE, K_GENERIC, K_ASYNC, K_COMMIT, K_WAIT, K_RELEASE, K_ACQUIRE, K_FOR, K_IF, K_WHILE, K_WS, K_OTHER_REGION = range(12)
 _REGION_KINDS = {"scf.for": K_FOR, "scf.if": K_IF, "scf.while": K_WHILE}
 
 # an item: (lo, hi, box, write, op, flight, cta_fenced)
-#   flight: None landed, -1 not committed, k >= 0 committed with k newer groups
+#   flight: None landed, -1 in flight (its group's depth is the bucket it is in: flights.py)
 # an async access: (lo, hi, box, write, op, cluster)
 # the forward state: (landed items, in-flight items, marks), see `_Forward`
 
@@ -85,7 +84,7 @@ def loop_fixpoint(block, union, op: Operation, n: Optional[int], st):
     return out if n is not None else union(st, out)
 
 
-EMPTY = (frozenset(), frozenset(), frozenset())
+EMPTY = (frozenset(), NO_FLIGHTS, frozenset())
 
 
 def merge_normalized(a: FrozenSet, b: FrozenSet, rank: Dict[Operation, float], latest: bool) -> FrozenSet:
@@ -318,12 +317,12 @@ class _Forward:
 
     A state is a triple (landed, in flight, marks): the pending items whose data has landed
     (flight None: the only ones that can conflict, and the ones a fence clears), the cp.async
-    items still in flight (flight -1 or k; only commits and waits change them), and the fences
-    that reach this point with no fence between (for the pruning's neighbours; only a walk with
-    `marks` records them, the others keep that part empty). The split is the
-    one `norm`'s key already makes (flight is part of it), so each part stays normalized on its
-    own; it keeps the per-op work to the part an op can change — a kernel that leaves cp.async
-    groups in flight carries them through every later op."""
+    items still in flight by commit-group depth (flight -1, `flights.Flights`: only commits and
+    waits change them), and the fences that reach this point with no fence between (for the
+    pruning's neighbours; only a walk with `marks` records them, the others keep that part
+    empty). The split is the one `norm`'s key already makes, so each part (and each bucket)
+    stays normalized on its own; it keeps the per-op work to the part an op can change — a
+    kernel that leaves cp.async groups in flight carries them through every later op."""
 
     def __init__(self, model: _Model, ctx: PassContext, insert: bool, marks: bool = False):
         self.m = model
@@ -337,6 +336,8 @@ class _Forward:
         self.planned: Dict[Operation, List[Operation]] = {}  # anchor -> fences to insert before it
         self.dirty: Dict[Operation, Set[int]] = {}  # ws op -> partitions to walk again (`walk_partitions`)
         self.empty = EMPTY
+        rank = model.order  # (updated in place as fences are inserted)
+        self._join = lambda a, b: merge_normalized(a, b, rank, True)
 
     def run(self) -> None:
         self.unfenced = []
@@ -355,12 +356,12 @@ class _Forward:
         return items if len(seen) == len(items) else frozenset(seen.values())
 
     def union(self, a, b):
-        if a is b or not b[0] and not b[1] and not b[2]:
+        if a is b or not b[0] and not b[2] and is_empty(b[1]):
             return a
-        if not a[0] and not a[1] and not a[2]:
+        if not a[0] and not a[2] and is_empty(a[1]):
             return b
         rank = self.m.order
-        return (merge_normalized(a[0], b[0], rank, True), merge_normalized(a[1], b[1], rank, True), a[2] | b[2])
+        return (merge_normalized(a[0], b[0], rank, True), union_flights(a[1], b[1], self._join), a[2] | b[2])
 
     def block(self, blk: Block, st):
         planned = self.planned
@@ -413,10 +414,11 @@ class _Forward:
                 if any(it[:4] in keys for it in old):  # (every landed item has flight None)
                     old = frozenset([it for it in old if it[:4] not in keys])
                 return (old | new, st[1], st[2])
-            old = st[1]
-            if any(it[:4] in keys and it[5] == fl for it in old):
-                old = frozenset([it for it in old if not (it[:4] in keys and it[5] == fl)])
-            return (st[0], old | new, st[2])
+            fls = st[1]  # a cp.async write: not committed yet
+            old = fls[0]
+            if any(it[:4] in keys for it in old):
+                old = frozenset([it for it in old if it[:4] not in keys])
+            return (st[0], (old | new,) + fls[1:], st[2])
         if k == K_ASYNC:
             accs = data
             # only landed items conflict; the byte test (the cheapest) first
@@ -428,19 +430,15 @@ class _Forward:
                     return self.op(fence, K_FENCE, None, st)
                 self.unfenced.extend(hits)
             return st
-        if k == K_COMMIT:  # (a group already FLIGHT_CAP deep stays as it is)
-            fl = [it[5] for it in st[1]]
-            if not fl or min(fl) >= FLIGHT_CAP:
+        if k == K_COMMIT:
+            fl = commit(st[1], self._join)
+            return st if fl is st[1] else (st[0], fl, st[2])
+        if k == K_WAIT:  # the groups with at least `pendings` newer ones land
+            gone, fl = land(st[1], op.attrs.get("pendings", 0))
+            if not gone:
                 return st
-            moved = frozenset(it if it[5] >= FLIGHT_CAP else it[:5] + (it[5] + 1,) + it[6:] for it in st[1])
-            # one step deeper keeps the flights apart, except that FLIGHT_CAP - 1 joins FLIGHT_CAP
-            return (st[0], self.norm(moved) if FLIGHT_CAP - 1 in fl else moved, st[2])
-        if k == K_WAIT:  # the groups with at least n newer ones land
-            n = min(op.attrs.get("pendings", 0), FLIGHT_CAP)
-            landed = [it[:5] + (None,) + it[6:] for it in st[1] if it[5] >= n]
-            if not landed:
-                return st
-            return (self.norm(st[0] | frozenset(landed)), frozenset(it for it in st[1] if it[5] < n), st[2])
+            landed = frozenset([it[:5] + (None,) + it[6:] for b in gone for it in b])
+            return (self.norm(st[0] | landed), fl, st[2])
         if k == K_RELEASE or k == K_ACQUIRE:  # (hand-off ops touch no memory but mbarriers)
             return handoff_step(self, op, st, True)
         if k == K_FOR:
