@@ -65,6 +65,7 @@ class AccessIndex:
         # per block, a subset of its ops in order that holds every op the index keeps (from
         # allocation: `keep_block_ops_for_index`), read instead of the whole block
         self._block_ops = block_ops or {}
+        self._bytes_of: Dict[object, Tuple[Bytes, ...]] = {}  # value -> `_bytes` (views are shared by their users)
         self._index_block(module.func.regions[0].block)
 
     def entries(self, blk: Block) -> List[Entry]:
@@ -140,7 +141,17 @@ class AccessIndex:
                 self._index_block(r.block)
             return (op, ())
         if op.name in EFFECT_NAMES or (op.attrs and op.attrs.get("scratch_bytes")):
-            return (op, tuple((a.kind == WRITE, a.proxy, self._bytes(a.value, op)) for a in accesses_of(op)))
+            memo, bytes_of = self._bytes_of, self._bytes
+            out = []
+            for a in accesses_of(op):
+                v = a.value
+                b = memo.get(v) if v is not None else None
+                if b is None:
+                    b = bytes_of(v, op)
+                    if v is not None:
+                        memo[v] = b
+                out.append((a.kind == WRITE, a.proxy, b))
+            return (op, tuple(out))
         return (op, ())
 
     def _bytes(self, v, op: Operation) -> Tuple[Bytes, ...]:

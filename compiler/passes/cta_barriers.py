@@ -166,7 +166,11 @@ class _Walker:
         if elo is None and not publishes:
             return
         self.kind[op] = K_ACC
-        after = (frozenset(new), frozenset([it[LO] for it in new]), frozenset([_same_kind(it) for it in new]))
+        if len(new) == 1:  # (most ops: one access of one byte range)
+            it = new[0]
+            after = (frozenset(new), frozenset((it[LO],)), frozenset((_same_kind(it),)))
+        else:
+            after = (frozenset(new), frozenset([it[LO] for it in new]), frozenset([_same_kind(it) for it in new]))
         self.acc[op] = (gen, ards, awrs, binit, buse, publishes, (0, 0) if elo is None else (elo, ehi), after)
 
     # -- the walk -----------------------------------------------------------------------------

@@ -141,6 +141,29 @@ VIEW_NAMES = frozenset(n for n, d in OPS.items() if "view" in d.traits)
 _REVIEWS = VIEW_NAMES - {"tlx.memdesc_index", "tlx.memdesc_subslice"}  # the views that keep the bytes
 
 
+def _dedup(regions: List[Region]) -> Tuple[Region, ...]:
+    """`regions` without repeats, in order."""
+    return tuple(dict.fromkeys(regions)) if len(regions) > 1 else tuple(regions)
+
+
+def _index_regions(op: Operation, src_regions) -> List[Region]:
+    """What `tlx.memdesc_index` `op` names, given the regions of its source: slab `c` of each
+    plain region (a constant index), or the whole region (a dynamic index may name any slab)."""
+    src = op._operands[0]  # (src, index): single operands, read directly
+    c = const_int(op._operands[1])
+    st = src.type
+    d = st.count if isinstance(st, T.BarrierType) else (st.shape[0] if st.shape else 1)
+    out = []
+    for r in src_regions:
+        size = r.hi - r.lo
+        if c is not None and r.plain and d > 0 and size % d == 0 and 0 <= c < d:
+            s = size // d
+            out.append(Region(r.root, r.lo + c * s, r.lo + (c + 1) * s))
+        else:
+            out.append(Region(r.root, r.lo, r.hi, r.plain))
+    return out
+
+
 class RegionAnalysis:
     """Memoized `regions_of` for one module.
 
@@ -177,6 +200,15 @@ class RegionAnalysis:
         r = self.answers.get(v)
         if r is not None:
             return r
+        if type(v) is OpResult and v.owner.name == "tlx.memdesc_index":
+            # the most common value by far (every slot of every ring); when its source is answered,
+            # so is it: no cycle can pass through it, whatever is being computed around it
+            src = self.answers.get(v.owner._operands[0])
+            if src is not None:
+                r = self.answers[v] = _dedup(_index_regions(v.owner, src))
+                if self._approx:
+                    self._approx.pop(v, None)  # (an approximation from a cycle computed earlier)
+                return r
         depth = self._open.get(v)
         if depth is not None:  # a cycle back to `v`
             if depth < self._low:
@@ -187,8 +219,7 @@ class RegionAnalysis:
         try:
             while True:
                 self._low, self._grew = _NO_CYCLE, False
-                r = self._compute(v)
-                r = tuple(dict.fromkeys(r)) if len(r) > 1 else tuple(r)  # deduped, in order
+                r = _dedup(self._compute(v))
                 low = self._low
                 if low == _NO_CYCLE:
                     break  # no cycle through `v` or below it: exact
@@ -223,19 +254,7 @@ class RegionAnalysis:
             op = v.owner
             n = op.name
             if n == "tlx.memdesc_index":  # the most common by far (every slot of every ring)
-                src = op._operands[0]  # (src, index): single operands, read directly
-                c = const_int(op._operands[1])
-                st = src.type
-                d = st.count if isinstance(st, T.BarrierType) else (st.shape[0] if st.shape else 1)
-                out = []
-                for r in self.regions_of(src):
-                    size = r.hi - r.lo
-                    if c is not None and r.plain and d > 0 and size % d == 0 and 0 <= c < d:
-                        s = size // d
-                        out.append(Region(r.root, r.lo + c * s, r.lo + (c + 1) * s))
-                    else:  # a dynamic index may name any slab
-                        out.append(Region(r.root, r.lo, r.hi, r.plain))
-                return out
+                return _index_regions(op, self.regions_of(op._operands[0]))
             if n in ("tlx.local_alloc", "tlx.alloc_barriers"):
                 return [Region(op, 0, alloc_bytes(op))]
             if n == "tlx.memdesc_subslice":
@@ -307,6 +326,11 @@ def _effect_table() -> Dict[str, Tuple[Tuple[int, str, str], ...]]:
     return table
 
 
+# an `Access` made without the named tuple's Python-level __new__ (`accesses_of` makes one per
+# shared-memory operand of every op, in several passes)
+_new_access = tuple.__new__
+
+
 _EFFECTS = _effect_table()
 _SMEM_TYPES = (T.MemDescType, T.BarrierType)
 # names of the ops that may touch shared memory (others can only through a scratch_bytes attribute)
@@ -326,7 +350,7 @@ def accesses_of(op: Operation) -> List[Access]:
     out: List[Access] = []
     if n == "tlx.local_alloc":
         if op.segments and op.segments[0]:  # with a source: a generic write of the new buffer
-            out.append(Access(op, op.results[0], WRITE, GENERIC))
+            out.append(_new_access(Access, (op, op.results[0], WRITE, GENERIC)))
         return out
     eff = _EFFECTS.get(n)
     if eff is not None:
@@ -335,15 +359,17 @@ def accesses_of(op: Operation) -> List[Access]:
         for gi, access, proxy in eff:
             if gi < 0:
                 vals = op.results
+            elif gi == 0:
+                vals = operands[:segs[0]]
             else:
                 start = sum(segs[:gi])
                 vals = operands[start:start + segs[gi]]
             for v in vals:
                 if isinstance(v.type, _SMEM_TYPES):
-                    out.append(Access(op, v, access, proxy))
+                    out.append(_new_access(Access, (op, v, access, proxy)))
     if op.attrs and op.attrs.get("scratch_bytes"):
-        out.append(Access(op, None, WRITE, GENERIC))
-        out.append(Access(op, None, READ, GENERIC))
+        out.append(_new_access(Access, (op, None, WRITE, GENERIC)))
+        out.append(_new_access(Access, (op, None, READ, GENERIC)))
     return out
 
 
