@@ -40,21 +40,27 @@ ACC = "tensor<64x64xf32>"
 # --------------------------------------------------------------------------------------------
 
 ACCESS_KINDS = ["store", "load", "cp_async", "tma_load", "tma_store", "dot", "fence"]
+# a cp.async issued (and committed) in one statement and waited for in a later one, and user CTA
+# barriers: what lies between a copy and its wait orders nothing (the barrier property below)
+SPLIT_KINDS = ["cp_issue", "cp_wait", "barrier", "cp_across", "cp_across"]
 
 
 @st.composite
-def statements(draw, depth: int, nbufs: int, max_len: int):
+def statements(draw, depth: int, nbufs: int, max_len: int, kinds=tuple(ACCESS_KINDS)):
     out = []
     for _ in range(draw(st.integers(0, max_len))):
-        choices = ACCESS_KINDS + (["for", "if"] if depth < 2 else [])
+        choices = list(kinds) + (["for", "if"] if depth < 2 else [])
         k = draw(st.sampled_from(choices))
         if k == "for":
             trips = draw(st.sampled_from(["n", 0, 1, 2, 3]))
-            out.append(("for", trips, draw(statements(depth + 1, nbufs, 3))))
+            out.append(("for", trips, draw(statements(depth + 1, nbufs, 3, kinds))))
         elif k == "if":
-            out.append(("if", draw(statements(depth + 1, nbufs, 3)), draw(statements(depth + 1, nbufs, 2))))
-        elif k == "fence":
-            out.append(("fence",))
+            out.append(("if", draw(statements(depth + 1, nbufs, 3, kinds)), draw(statements(depth + 1, nbufs, 2, kinds))))
+        elif k in ("fence", "cp_wait", "barrier"):
+            out.append((k,))
+        elif k == "cp_across":  # a copy, a barrier or fence (or nothing) before its wait, the wait
+            out.append(("seq", [("cp_issue", draw(st.integers(0, nbufs - 1)), draw(st.sampled_from([0, 1, "i"]))),
+                                   (draw(st.sampled_from(["barrier", "fence", "cp_wait"])),), ("cp_wait",)]))
         elif k == "dot":
             out.append(("dot", draw(st.integers(0, nbufs - 1)), draw(st.sampled_from([0, 1, "i"])),
                         draw(st.integers(0, nbufs - 1)), draw(st.sampled_from([0, 1, "i"]))))
@@ -64,10 +70,10 @@ def statements(draw, depth: int, nbufs: int, max_len: int):
 
 
 @st.composite
-def programs(draw):
+def programs(draw, statement_kinds=tuple(ACCESS_KINDS)):
     nbufs = draw(st.integers(1, 3))
     kinds = [draw(st.sampled_from(["arr", "one"])) for _ in range(nbufs)]
-    body = draw(statements(0, nbufs, 6))
+    body = draw(statements(0, nbufs, 6, statement_kinds))
     # where each buffer is allocated: before the top-level statement with this index
     at = [draw(st.integers(0, len(body))) for _ in range(nbufs)]
     return kinds, body, at
@@ -94,7 +100,7 @@ class _Emitter:
     def stmt(self, s, ind: str, iv: Optional[str], live) -> None:
         k = s[0]
         L = self.lines.append
-        if k in ("store", "load", "cp_async", "tma_load", "tma_store"):
+        if k in ("store", "load", "cp_async", "cp_issue", "tma_load", "tma_store"):
             if s[1] not in live:
                 return
             v = self.view(s[1], s[2], ind, iv)
@@ -107,6 +113,10 @@ class _Emitter:
                 L(f"{ind}{tok} = tlx.async_load %ptrs, {v} : !token")
                 L(f"{ind}{g} = tlx.async_commit_group {tok} : !token")
                 L(f"{ind}{w} = tlx.async_wait_group {g} {{pendings = 0}} : !token")
+            elif k == "cp_issue":
+                tok, g = self.fresh("tok"), self.fresh("g")
+                L(f"{ind}{tok} = tlx.async_load %ptrs, {v} : !token")
+                L(f"{ind}{g} = tlx.async_commit_group {tok} : !token")
             elif k == "tma_load":
                 L(f"{ind}tlx.tma_load %desc, {v}, %bar offsets(%c0, %c0)")
                 L(f"{ind}tlx.barrier_wait %bar, %c0")
@@ -123,6 +133,13 @@ class _Emitter:
             L(f"{ind}{w} = tlx.async_dot_wait {d} {{pendings = 0}} : {ACC}")
         elif k == "fence":
             L(f'{ind}tlx.fence_async_shared {{cluster = false, origin = "user"}}')
+        elif k == "cp_wait":
+            L(f"{ind}{self.fresh('w')} = tlx.async_wait_group {{pendings = 0}} : !token")
+        elif k == "barrier":
+            L(f"{ind}tlx.cta_barrier")
+        elif k == "seq":
+            for x in s[1]:
+                self.stmt(x, ind, iv, live)
         elif k == "for":
             ub = "%n" if s[1] == "n" else f"%c{s[1]}"
             i = self.fresh("i")
@@ -218,6 +235,8 @@ class PathChecker:
             return [("a", *self.interval(op.operands[0]), False, op), ("a", *self.interval(op.operands[1]), False, op)]
         if n == "tlx.fence_async_shared":
             return [("f", op)]
+        if n == "tlx.cta_barrier":
+            return [("b", op)]
         return []
 
     def paths_of_block(self, ops) -> List[Tuple[Event, ...]]:
@@ -281,6 +300,52 @@ class PathChecker:
         return hazards, needed, seen
 
 
+    def barrier_hazards(self) -> List[str]:
+        """Accesses of different threads left unordered on some path (the CTA-barrier rules, for
+        one warpgroup): two overlapping generic accesses, one a write, need a barrier between
+        them; a generic access before an overlapping async one (one a write) needs a fence and
+        then a barrier between them; a TMA store's source overwritten by a generic write needs a
+        barrier between them (its wait orders only the issuing thread). A cp.async write is
+        issued at its `async_load` (where a barrier must precede it) and lands at the next wait
+        (where the barrier or fence after it must follow); one that never lands orders nothing.
+        TMA loads (their mbarrier wait) and wgmma (a one-warpgroup wait) need none after them."""
+        out: List[str] = []
+        for path in self.paths_of_block(self.func.regions[0].block.ops):
+            firsts, seconds, fences, bars, flying = [], [], [], [], []
+            for p, e in enumerate(path):
+                k = e[0]
+                if k == "g":
+                    firsts.append((p, "g") + e[1:])
+                    seconds.append((p, "g") + e[1:])
+                elif k == "cp":
+                    seconds.append((p, "g") + e[1:])
+                    flying.append(e)
+                elif k == "land":
+                    firsts.extend((p, "g") + f[1:] for f in flying)
+                    flying = []
+                elif k == "a":
+                    if e[4].name == "tlx.tma_store":
+                        firsts.append((p, "a") + e[1:])
+                    seconds.append((p, "a") + e[1:])
+                elif k == "f":
+                    fences.append(p)
+                elif k == "b":
+                    bars.append(p)
+            for i, ki, lo1, hi1, w1, o1 in firsts:
+                for j, kj, lo2, hi2, w2, o2 in seconds:
+                    if j <= i or not (lo1 < hi2 and lo2 < hi1) or not (w1 or w2):
+                        continue
+                    if ki == "g" and kj == "g" or ki == "a" and kj == "g":
+                        ok = any(i < b < j for b in bars)
+                    elif ki == "g" and kj == "a":
+                        ok = any(i < f < b < j for f in fences for b in bars)
+                    else:
+                        continue
+                    if not ok:
+                        out.append(f"{o1.name} -> {o2.name} bytes [{max(lo1, lo2)}, {min(hi1, hi2)})")
+        return sorted(set(out))
+
+
 def _profile():
     n = int(os.environ.get("TLX_PROPERTY_EXAMPLES", "2000"))
     return settings(max_examples=n, deadline=None, derandomize=os.environ.get("TLX_PROPERTY_RANDOM", "") == "",
@@ -324,3 +389,44 @@ def test_the_checker_itself_finds_a_hazard_and_a_needless_fence():
                                                       "    tlx.tma_store %desc")
     hazards, needed, seen = PathChecker(parse_module(fenced)).check()
     assert hazards == [] and len(needed) == 1 and len(seen) == 2
+
+
+@settings(max_examples=int(os.environ.get("TLX_PROPERTY_EXAMPLES_BARRIERS", "1000")), deadline=None,
+          derandomize=os.environ.get("TLX_PROPERTY_RANDOM", "") == "",
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(programs(tuple(ACCESS_KINDS + SPLIT_KINDS)))
+def test_no_unordered_access_across_threads_and_no_unfenced_hazard(prog):
+    """The same random programs with cp.async copies waited for in a later statement and user
+    CTA barriers between: no proxy hazard without a fence, no needless compiler fence, and no
+    pair of accesses of different threads left without the barrier (after the fence, for async
+    ops) that orders them."""
+    text = program_text(prog)
+    res = compile_module(parse_module(text), CompileOptions(verify_each_pass=True), passes=PIPELINE, snapshots=False)
+    checker = PathChecker(parse_module(print_module(res.module)))
+    hazards, needed, _ = checker.check()
+    assert not hazards, "unfenced hazards:\n" + "\n".join(hazards) + "\n" + print_module(res.module, locs=False)
+    needless = [op for op in checker.func.iter_nested() if op.name == "tlx.fence_async_shared"
+                and op.attrs.get("origin") != "user" and id(op) not in needed]
+    assert not needless, "needless compiler fence(s)\n" + print_module(res.module, locs=False)
+    unordered = checker.barrier_hazards()
+    assert not unordered, "accesses without a barrier:\n" + "\n".join(unordered) + "\n" + print_module(
+        res.module, locs=False)
+
+
+def test_the_barrier_checker_itself_finds_what_a_barrier_before_the_wait_leaves_unordered():
+    # a barrier between a cp.async and its wait orders nothing; one after the wait does
+    text = '''module attributes {num_warps = 4, target = "sm_90a"} {
+  tt.func @k(%ptrs: tensor<64x64x!ptr<f16>>) {
+    %b = tlx.local_alloc {offset = 0} : !smem<64x64xf16, mutable>
+    %tk = tlx.async_load %ptrs, %b : !token
+    %g = tlx.async_commit_group %tk : !token
+    tlx.cta_barrier
+    %w = tlx.async_wait_group %g {pendings = 0} : !token
+    %r = tlx.local_load %b : tensor<64x64xf16>
+    tt.return
+  }
+}
+'''
+    assert PathChecker(parse_module(text)).barrier_hazards() == ["tlx.async_load -> tlx.local_load bytes [0, 8192)"]
+    after = text.replace("    %r = tlx.local_load", "    tlx.cta_barrier\n    %r = tlx.local_load")
+    assert PathChecker(parse_module(after)).barrier_hazards() == []

@@ -222,8 +222,12 @@ def _next_completion(op: Operation, live: _Liveness, lists: List[List[int]]) -> 
     return live.count
 
 
-def _bar_roots(ra: RegionAnalysis, v: Value):
-    return {r.root for r in ra.regions_of(v)}
+def _bar_roots(ra: RegionAnalysis, v: Value) -> Tuple[object, ...]:
+    """The mbarrier allocations `v` may name, each once, in order."""
+    rs = ra.regions_of(v)
+    if len(rs) == 1:  # (nearly always: one barrier of one allocation)
+        return (rs[0].root,)
+    return tuple(dict.fromkeys(r.root for r in rs))
 
 
 # the async accesses whose buffers live until a later op completes them
