@@ -11,7 +11,8 @@ orders what made explicit:
 * Two generic accesses of different threads to overlapping bytes, at least one a write
   (`local_store` then `local_load` with another layout, scratch reuse, ...): a barrier between
   them. cp.async writes count once they have landed (`async_wait_group`), since each thread
-  waits only for its own copies.
+  waits only for its own copies: a barrier or fence between a copy and its wait orders nothing
+  (Triton syncs after every async wait for the same reason).
 * A generic access followed by an async op on overlapping bytes — TMA / bulk store or wgmma
   reading what other threads wrote, TMA / bulk load overwriting what they read or wrote: a
   barrier right before the async op, and it must come *after* the proxy fence — a barrier that

@@ -1,5 +1,6 @@
 """cp.async writes still in flight, kept by commit-group depth, for the walks that must know when
-they land (ProxyFenceInsertion and the CTA-barrier pass).
+they land (ProxyFenceInsertion keeps its state this way; the CTA-barrier pass, whose items carry
+their depth, shares FLIGHT_CAP and the rule that nothing orders a write before it lands).
 
 A cp.async write (`tlx.async_load`) is not yet in shared memory when the op returns: an
 `async_commit_group` closes the group of the writes issued since the last one, and
