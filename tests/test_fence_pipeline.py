@@ -389,21 +389,26 @@ def test_derived_writer_in_one_partition_tma_store_in_a_loop_of_another():
     assert count_fences(text) == 0 and [r.origin for r in res.removed_fences] == ["fence_insertion"]
 
 
-CP_ARGS = "%p: tensor<128x128x!ptr<f16>>, %d: !tensordesc<128x128xf16>"
+CP_ARGS = "%p: tensor<128x128x!ptr<f16>>, %d: !tensordesc<128x128xf16>, %c0: i32"
+
+
+def _cp_copy(between: str, after: str) -> str:
+    """A cp.async copy into a fresh tile with `between` its commit and its wait, `after` the wait."""
+    return module(f"""
+    %a = tlx.local_alloc : {SM}
+    %tk = tlx.async_load %p, %a : !token
+    %g = tlx.async_commit_group %tk : !token
+    {between}
+    %w = tlx.async_wait_group %g {{pendings = 0}} : !token
+{after}""", CP_ARGS)
 
 
 def test_a_barrier_before_a_cp_async_wait_does_not_order_the_copy():
     """A cp.async write is ordered by nothing before its own thread's wait lands it: a barrier
     between the copy and the wait leaves another thread's later read unordered (Triton syncs
     after every async wait for this reason), so a barrier goes after the wait as well."""
-    ir = module(f"""
-    %a = tlx.local_alloc : {SM}
-    %tk = tlx.async_load %p, %a : !token
-    %g = tlx.async_commit_group %tk : !token
-    tlx.cta_barrier
-    %w = tlx.async_wait_group %g {{pendings = 0}} : !token
-    %r = tlx.local_load %a : {T16}
-    tt.store %p, %r""", CP_ARGS)
+    ir = _cp_copy("tlx.cta_barrier", f"""    %r = tlx.local_load %a : {T16}
+    tt.store %p, %r""")
     check(ir, """
     CHECK: tlx.async_commit_group
     CHECK-NEXT: tlx.cta_barrier
@@ -419,15 +424,9 @@ def test_a_fence_before_a_cp_async_wait_does_not_count_for_the_barrier_after_it(
     wait (and after the user's barrier, right before the TMA store), and since that barrier came
     before the fence a second barrier goes between the fence and the store: write, land, fence,
     barrier, issue."""
-    ir = module(f"""
-    %a = tlx.local_alloc : {SM}
-    %tk = tlx.async_load %p, %a : !token
-    %g = tlx.async_commit_group %tk : !token
-    tlx.fence_async_shared
-    %w = tlx.async_wait_group %g {{pendings = 0}} : !token
-    tlx.cta_barrier
+    ir = _cp_copy("tlx.fence_async_shared", """    tlx.cta_barrier
     tlx.tma_store %d, %a offsets(%c0, %c0)
-    tlx.tma_store_wait {{pendings = 0}}""", CP_ARGS + ", %c0: i32")
+    tlx.tma_store_wait {pendings = 0}""")
     check(ir, """
     CHECK: tlx.async_commit_group
     CHECK-NEXT: tlx.fence_async_shared {fence_id = 1}
