@@ -1,4 +1,4 @@
-"""Property test of the fence passes (hypothesis, 2000 examples).
+"""Property tests of the fence passes and the CTA barriers (hypothesis, 2000 and 1000 examples).
 
 Random programs of shared-memory buffers (single tiles and 2-slot arrays, allocated at random
 points so that the allocator reuses bytes), generic reads and writes (local_store, local_load,
@@ -14,6 +14,10 @@ byte offsets:
    a write, without a fence in between;
 2. every fence the compiler inserted is, on some path, the only fence between such a pair —
    removing it would create a hazard (no needless fence).
+
+The second property adds cp.async copies waited for in a later statement and user CTA barriers
+to the programs, and checks as well that no two accesses of different threads are left without
+the barrier that orders them (`PathChecker.barrier_hazards`).
 """
 
 from __future__ import annotations
@@ -299,7 +303,6 @@ class PathChecker:
                         needed.add(id(evs[between[0]][1]))
         return hazards, needed, seen
 
-
     def barrier_hazards(self) -> List[str]:
         """Accesses of different threads left unordered on some path (the CTA-barrier rules, for
         one warpgroup): two overlapping generic accesses, one a write, need a barrier between
@@ -346,15 +349,15 @@ class PathChecker:
         return sorted(set(out))
 
 
-def _profile():
-    n = int(os.environ.get("TLX_PROPERTY_EXAMPLES", "2000"))
+def _profile(env: str = "TLX_PROPERTY_EXAMPLES", default: int = 2000):
+    n = int(os.environ.get(env, str(default)))
     return settings(max_examples=n, deadline=None, derandomize=os.environ.get("TLX_PROPERTY_RANDOM", "") == "",
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-@_profile()
-@given(programs())
-def test_no_unfenced_hazard_and_no_needless_fence(prog):
+def compile_and_check_fences(prog):
+    """Run the pipeline on `prog`, assert that the output has no unfenced hazard and no needless
+    compiler fence; return the checker of the output and the output module."""
     text = program_text(prog)
     res = compile_module(parse_module(text), CompileOptions(verify_each_pass=True), passes=PIPELINE, snapshots=False)
     out = res.module
@@ -367,6 +370,13 @@ def test_no_unfenced_hazard_and_no_needless_fence(prog):
     needless = [op for op in compiler_fences if id(op) not in needed]
     assert not needless, (f"{len(needless)} needless compiler fence(s) "
                           f"({[op.attrs.get('fence_id') for op in needless]})\n" + print_module(out, locs=False))
+    return checker, out
+
+
+@_profile()
+@given(programs())
+def test_no_unfenced_hazard_and_no_needless_fence(prog):
+    compile_and_check_fences(prog)
 
 
 def test_the_checker_itself_finds_a_hazard_and_a_needless_fence():
@@ -391,26 +401,17 @@ def test_the_checker_itself_finds_a_hazard_and_a_needless_fence():
     assert hazards == [] and len(needed) == 1 and len(seen) == 2
 
 
-@settings(max_examples=int(os.environ.get("TLX_PROPERTY_EXAMPLES_BARRIERS", "1000")), deadline=None,
-          derandomize=os.environ.get("TLX_PROPERTY_RANDOM", "") == "",
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@_profile("TLX_PROPERTY_EXAMPLES_BARRIERS", 1000)
 @given(programs(tuple(ACCESS_KINDS + SPLIT_KINDS)))
 def test_no_unordered_access_across_threads_and_no_unfenced_hazard(prog):
     """The same random programs with cp.async copies waited for in a later statement and user
     CTA barriers between: no proxy hazard without a fence, no needless compiler fence, and no
     pair of accesses of different threads left without the barrier (after the fence, for async
     ops) that orders them."""
-    text = program_text(prog)
-    res = compile_module(parse_module(text), CompileOptions(verify_each_pass=True), passes=PIPELINE, snapshots=False)
-    checker = PathChecker(parse_module(print_module(res.module)))
-    hazards, needed, _ = checker.check()
-    assert not hazards, "unfenced hazards:\n" + "\n".join(hazards) + "\n" + print_module(res.module, locs=False)
-    needless = [op for op in checker.func.iter_nested() if op.name == "tlx.fence_async_shared"
-                and op.attrs.get("origin") != "user" and id(op) not in needed]
-    assert not needless, "needless compiler fence(s)\n" + print_module(res.module, locs=False)
+    checker, out = compile_and_check_fences(prog)
     unordered = checker.barrier_hazards()
     assert not unordered, "accesses without a barrier:\n" + "\n".join(unordered) + "\n" + print_module(
-        res.module, locs=False)
+        out, locs=False)
 
 
 def test_the_barrier_checker_itself_finds_what_a_barrier_before_the_wait_leaves_unordered():

@@ -372,8 +372,7 @@ class _Forward:
             return a
         if not a[0] and not a[2] and is_empty(a[1]):
             return b
-        rank = self.m.order
-        return (merge_normalized(a[0], b[0], rank, True), union_flights(a[1], b[1], self._join), a[2] | b[2])
+        return (self._join(a[0], b[0]), union_flights(a[1], b[1], self._join), a[2] | b[2])
 
     def block(self, blk: Block, st):
         planned = self.planned
