@@ -13,7 +13,9 @@ on a noisy machine the minimum is the steadiest measure; lower_dot .. cta_barrie
 code generator's layout pass, which is timed once for reference; IR snapshots off), time per op,
 the anchor (one walk over every op of the module, measured in the same run) and the ratio to it,
 the per-pass split, and the fences and barriers placed. Targets: time per op
-roughly constant across sizes, 100 000 ops in <= 1 s on the 2-core CI machine.
+roughly constant across sizes, 100 000 ops in <= 1 s on the 2-core CI machine, as installed
+(the hot modules compiled by pip install: compiler/accelerate.py; the first line printed says
+whether they are, and ``TLX_PURE_PYTHON=1`` times the Python sources instead).
 
     python benchmarks/fence_passes.py            # all three sizes
     python benchmarks/fence_passes.py 100000     # one size
@@ -27,6 +29,7 @@ import gc
 import sys
 import time
 
+from tlx.compiler import accelerate
 from tlx.compiler.ir import parse_module, verify_module
 from tlx.compiler.options import CompileOptions
 from tlx.compiler.pipeline import PIPELINE, compile_module
@@ -284,6 +287,7 @@ def main(argv) -> None:
     print("generated IR: " + {"catalogue": "copies of the test catalogue's kernels (tests/catalog.py)",
                               "synthetic": "synthetic GEMM-tile units (3 fences per 69 ops)",
                               "dense": "dense stress units (nearly every op touches shared memory)"}[kind])
+    print(accelerate.summary() + f" ({accelerate.PURE_ENV}=1 runs them from source)")
     rows = []
     for size in sizes:
         n, dt, anchor, times, res, cpu = measure(size, 3, kind)
