@@ -419,6 +419,26 @@ def test_a_barrier_before_a_cp_async_wait_does_not_order_the_copy():
     """, ALL)
 
 
+def test_a_cp_async_copy_stays_in_flight_through_a_warp_specialize_op():
+    """Entering a warp-specialize op synchronizes the CTA, but a barrier orders no cp.async write
+    still in flight: the copy issued before the op lands at the wait after it, and another
+    thread's read of it then needs a barrier (the walk used to drop everything before the op)."""
+    ir = _cp_copy("""tlx.warp_specialize {partition_num_warps = [4]} {
+    ^default:
+      tlx.ws_yield
+    } {
+    ^partition0:
+      tlx.ws_return
+    }""", f"""    %r = tlx.local_load %a : {T16}
+    tt.store %p, %r""")
+    check(ir, """
+    CHECK: tlx.ws_return
+    CHECK: tlx.async_wait_group
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.local_load
+    """, ALL)
+
+
 def test_a_fence_before_a_cp_async_wait_does_not_count_for_the_barrier_after_it():
     """A fence before the wait orders no cp.async data: FenceInsertion fences again after the
     wait (and after the user's barrier, right before the TMA store), and since that barrier came

@@ -40,7 +40,8 @@ Placement: right before the op that conflicts, hoisted out of enclosing loops wh
 conflicting access happened (and was fenced, for async ops) before the loop, so a K loop does not
 pay a bar.sync per iteration for writes made before it. Barriers never leave a warp-specialize
 partition; inside one the code generator lowers `tlx.cta_barrier` to the partition's named
-barrier. Entering a warp-specialize op synchronizes the CTA. Existing `tlx.cta_barrier` ops
+barrier. Entering a warp-specialize op synchronizes the CTA (cp.async writes in flight stay in
+flight through it). Existing `tlx.cta_barrier` ops
 count. Below sm_90 the same rules hold for the generic accesses.
 """
 
@@ -75,6 +76,36 @@ _SIMPLE = {"tlx.cta_barrier": K_BAR, FENCE: K_FENCE, "tlx.async_commit_group": K
 _RELEVANT = EFFECT_NAMES | set(_SIMPLE)
 
 
+class _CpAsyncWrite:
+    """The op of every cp.async write item. Nothing in the walk asks which cp.async made an item
+    (their barriers are never hoisted), and with one stand-in the items of different copies into
+    the same bytes are one item: a kernel that leaves groups in flight would otherwise carry an
+    item per copy op and group depth through the rest of the kernel."""
+
+    name = "tlx.async_load"
+
+    def __repr__(self) -> str:
+        return "CP_ASYNC_WRITE"
+
+
+CP_ASYNC_WRITE = _CpAsyncWrite()
+
+
+# the walk's state: (landed items, cp.async items in flight). Barriers, fences and accesses act
+# on the landed part only; commits and waits on the in-flight part (a kernel that leaves groups in
+# flight carries them through every later op untouched)
+State = Tuple[FrozenSet, FrozenSet]
+_NONE: FrozenSet = frozenset()
+EMPTY: State = (_NONE, _NONE)
+
+
+def _union(a: State, b: State) -> State:
+    """The join of two states, part by part."""
+    if a is b:
+        return a
+    return (a[0] | b[0], a[1] if a[1] is b[1] else a[1] | b[1])
+
+
 def _same_kind(it) -> Tuple:
     """What a newer access must share with a pending item to supersede it: bytes, write, class,
     flight (and the op for async reads, whose completions differ)."""
@@ -92,7 +123,7 @@ class _Walker:
         self.skel: Dict[Block, List[Tuple[Operation, int, object]]] = {}
         self.acc: Dict[Operation, Tuple] = {}  # op -> (generic, async reads, async writes, barrier init, barrier use, ...)
         self.warps: Dict[Operation, int] = {}  # op -> warps of its partition
-        self.pre_states: List[Tuple[Operation, FrozenSet]] = []  # enclosing loops and their entry states
+        self.pre_states: List[Tuple[Operation, State]] = []  # enclosing loops and their entry states
         self.inserted = 0
         self.planned: Dict[Operation, Operation] = {}  # anchor -> the barrier to insert before it
         self.edits = edits_for(ctx)
@@ -144,7 +175,7 @@ class _Walker:
                 lo, hi = b[0], b[1]
                 if proxy == GENERIC:
                     gen.append((lo, hi, write))
-                    new.append((lo, hi, write, op, "g", "U", fl))
+                    new.append((lo, hi, write, op if fl is None else CP_ASYNC_WRITE, "g", "U", fl))
                 elif proxy == ASYNC:
                     if write:
                         awrs.append((lo, hi))
@@ -167,19 +198,24 @@ class _Walker:
         if elo is None and not publishes:
             return
         self.kind[op] = K_ACC
+        # (landed items, in-flight items, their start bytes, their `_same_kind` keys)
         if len(new) == 1:  # (most ops: one access of one byte range)
             it = new[0]
-            after = (frozenset(new), frozenset((it[LO],)), frozenset((_same_kind(it),)))
+            one = frozenset(new)
+            after = (_NONE, one, frozenset((it[LO],)), frozenset((_same_kind(it),))) if fl is not None else \
+                (one, _NONE, frozenset((it[LO],)), frozenset((_same_kind(it),)))
         else:
-            after = (frozenset(new), frozenset([it[LO] for it in new]), frozenset([_same_kind(it) for it in new]))
+            after = (frozenset([it for it in new if it[FLIGHT] is None]),
+                     frozenset([it for it in new if it[FLIGHT] is not None]),
+                     frozenset([it[LO] for it in new]), frozenset([_same_kind(it) for it in new]))
         self.acc[op] = (gen, ards, awrs, binit, buse, publishes, (0, 0) if elo is None else (elo, ehi), after)
 
     # -- the walk -----------------------------------------------------------------------------
     def run(self) -> None:
-        self.block(self.module.func.regions[0].block, frozenset())
+        self.block(self.module.func.regions[0].block, EMPTY)
         self.edits.apply()
 
-    def block(self, blk: Block, st: FrozenSet) -> FrozenSet:
+    def block(self, blk: Block, st: State) -> State:
         planned = self.planned
         for op, k, data in self.skel[blk]:
             if planned and op in planned:
@@ -188,13 +224,10 @@ class _Walker:
         return st
 
     @staticmethod
-    def sync(st: FrozenSet) -> FrozenSet:
-        """The state after a CTA barrier."""
+    def sync(st: State) -> State:
+        """The state after a CTA barrier (in-flight writes stay as they are: it orders none)."""
         out = []
-        for it in st:
-            if it[FLIGHT] is not None:  # not landed: the barrier does not order it
-                out.append(it)
-                continue
+        for it in st[0]:
             if it[CLS] in ("b", "u"):  # mbarrier init/use: a barrier orders it for good
                 continue
             s = None if it[CLS] == "a" and it[STATE] == "U" else SYNC[it[STATE]]
@@ -202,30 +235,34 @@ class _Walker:
                 s = "PB"
             if s is not None:
                 out.append(it[:STATE] + (s,) + it[STATE + 1:])
-        return frozenset(out)
+        return (frozenset(out), st[1])
 
-    def op(self, op: Operation, k: int, data, st: FrozenSet) -> FrozenSet:
+    def op(self, op: Operation, k: int, data, st: State) -> State:
         """The state after `op` of kind `k` (`data`: see `skel`) from state `st`."""
         if k == K_ACC:
             return self.access(op, data, st)
         if k == K_BAR:
             return self.sync(st)
-        if k == K_FENCE:
-            return frozenset(it[:STATE] + (FENCED[it[STATE]],) + it[STATE + 1:]
-                             if it[CLS] == "g" and it[FLIGHT] is None else it for it in st)
+        if k == K_FENCE:  # (in-flight writes: a fence orders none)
+            return (frozenset([it[:STATE] + (FENCED[it[STATE]],) + it[STATE + 1:] if it[CLS] == "g" else it
+                               for it in st[0]]), st[1])
         if k == K_COMMIT:  # (a group already FLIGHT_CAP deep stays as it is)
-            if not any(it[FLIGHT] is not None and it[FLIGHT] < FLIGHT_CAP for it in st):
+            fl = st[1]
+            if not any(it[FLIGHT] < FLIGHT_CAP for it in fl):
                 return st
-            return frozenset(it if it[FLIGHT] is None else it[:FLIGHT] + (min(it[FLIGHT] + 1, FLIGHT_CAP),)
-                             for it in st)
-        if k == K_WAIT:
+            return (st[0], frozenset([it[:FLIGHT] + (min(it[FLIGHT] + 1, FLIGHT_CAP),) for it in fl]))
+        if k == K_WAIT:  # the groups with at least `pendings` newer ones land (unsynced, unfenced)
             n = min(op.attrs.get("pendings", 0), FLIGHT_CAP)
-            return frozenset(it[:FLIGHT] + (None,) if it[FLIGHT] is not None and it[FLIGHT] >= n else it for it in st)
+            landed = [it[:FLIGHT] + (None,) for it in st[1] if it[FLIGHT] >= n]
+            if not landed:
+                return st
+            return (st[0].union(landed), frozenset([it for it in st[1] if it[FLIGHT] < n]))
         if k == K_DOTWAIT:
             if op.attrs.get("pendings") != 0:
                 return st
             if data <= 4:  # one warpgroup: the wait is collective
-                return frozenset(it for it in st if not (it[CLS] == "a" and it[OP].name == "tlx.async_dot"))
+                return (frozenset([it for it in st[0] if not (it[CLS] == "a" and it[OP].name == "tlx.async_dot")]),
+                        st[1])
             return self._complete(st, ("tlx.async_dot",))
         if k == K_STOREWAIT:
             if op.attrs.get("pendings") != 0:
@@ -237,30 +274,33 @@ class _Walker:
             c = const_int(arg(op, "cond"))
             if c is not None:
                 return self.block(op.regions[0 if c else 1].block, st)
-            return self.block(op.regions[0].block, st) | self.block(op.regions[1].block, st)
+            return _union(self.block(op.regions[0].block, st), self.block(op.regions[1].block, st))
         if k == K_WHILE:
             return self.while_loop(op, st)
         if k == K_WS:
-            out: FrozenSet = frozenset()
+            out: State = EMPTY
             saved = self.pre_states
             self.pre_states = []  # barriers never leave a partition
+            # entering the op synchronizes the CTA, which orders everything but cp.async writes
+            # still in flight: those enter every partition and land at a later wait
+            entry = (frozenset(), st[1])
             try:
                 for r in op.regions:
-                    out = out | self.block(r.block, frozenset())  # entering the op synchronizes the CTA
+                    out = _union(out, self.block(r.block, entry))
             finally:
                 self.pre_states = saved
             return out
-        out2: FrozenSet = frozenset()
+        out2: State = EMPTY
         for r in op.regions:
-            out2 = out2 | self.block(r.block, st)
+            out2 = _union(out2, self.block(r.block, st))
         return out2
 
     @staticmethod
-    def _complete(st: FrozenSet, names) -> FrozenSet:
-        return frozenset(it[:STATE] + ("U",) + it[STATE + 1:] if it[CLS] == "a" and it[OP].name in names else it
-                         for it in st)
+    def _complete(st: State, names) -> State:
+        return (frozenset([it[:STATE] + ("U",) + it[STATE + 1:] if it[CLS] == "a" and it[OP].name in names else it
+                           for it in st[0]]), st[1])
 
-    def loop(self, op: Operation, n: Optional[int], st: FrozenSet) -> FrozenSet:
+    def loop(self, op: Operation, n: Optional[int], st: State) -> State:
         while True:
             body = op.regions[0].block
             self.pre_states.append((op, st))
@@ -272,11 +312,11 @@ class _Walker:
                 inn, out = st, st
                 for _ in range(50):
                     out = self.block(body, inn)
-                    nxt = st | out
+                    nxt = _union(st, out)
                     if nxt == inn:
                         break
                     inn = nxt
-                return out if n is not None else (st | out)
+                return out if n is not None else _union(st, out)
             except _Restart as r:
                 if r.loop is not op:
                     raise
@@ -284,7 +324,7 @@ class _Walker:
             finally:
                 self.pre_states.pop()
 
-    def while_loop(self, op: Operation, st: FrozenSet) -> FrozenSet:
+    def while_loop(self, op: Operation, st: State) -> State:
         while True:
             self.pre_states.append((op, st))
             try:
@@ -292,7 +332,7 @@ class _Walker:
                 for _ in range(50):
                     ob = self.block(op.regions[0].block, inn)
                     oa = self.block(op.regions[1].block, ob)
-                    nxt = st | oa
+                    nxt = _union(st, oa)
                     if nxt == inn:
                         break
                     inn = nxt
@@ -305,20 +345,20 @@ class _Walker:
                 self.pre_states.pop()
 
     # -- accesses -------------------------------------------------------------------------------
-    def access(self, op: Operation, acc: Tuple, st: FrozenSet) -> FrozenSet:
-        gen, ards, awrs, binit, buse, publishes, (elo, ehi), (new, los, keys) = acc
+    def access(self, op: Operation, acc: Tuple, st: State) -> State:
+        gen, ards, awrs, binit, buse, publishes, (elo, ehi), (new, new_flying, los, keys) = acc
         hits = []
         # a new unsynced access supersedes a pending one of the same kind to the same bytes (it
         # conflicts with everything the old one does, now and after any barrier, fence or wait):
         # the state stays as small as the set of distinct byte ranges. Found in the same loop, by
         # the start byte first: most accesses share it with no pending item
+        # (in-flight cp.async writes: nothing but their own thread's wait orders them, and they
+        # conflict with nothing until they land)
         gone = []
-        for it in st:
+        for it in st[0]:
             lo, hi, w, o, cls, s, fl = it
             if lo in los and (lo, hi, w, cls, fl, o.name if cls == "a" else "") in keys:
                 gone.append(it)
-            if fl is not None:
-                continue  # an in-flight cp.async: only its own thread's wait orders it
             if not (lo < ehi and elo < hi):  # touches none of the op's bytes
                 if publishes and cls == "g" and s in ("U", "F", "SF"):
                     hits.append(it)
@@ -354,19 +394,23 @@ class _Walker:
         if hits:
             st = self.insert_barrier(op, hits, st)
             if gone:  # the barrier changed the items' states: find them again
-                gone = [it for it in st if it[LO] in los and _same_kind(it) in keys]
+                gone = [it for it in st[0] if it[LO] in los and _same_kind(it) in keys]
+        if new_flying:  # a cp.async: its writes supersede the uncommitted ones to the same bytes
+            old = st[1]
+            gone_flying = [it for it in old if it[LO] in los and _same_kind(it) in keys]
+            st = (st[0], (old.difference(gone_flying) if gone_flying else old) | new_flying)
         if not new:
             return st
-        return (st.difference(gone) if gone else st) | new
+        return ((st[0].difference(gone) if gone else st[0]) | new, st[1])
 
-    def insert_barrier(self, op: Operation, hits, st: FrozenSet) -> FrozenSet:
+    def insert_barrier(self, op: Operation, hits, st: State) -> State:
         """Insert a barrier before `op` (or before the outermost loop it may leave) and return
         the state after it (at `op`)."""
         anchor = op
-        hoistable = all(it[CLS] == "g" and it[OP].name != "tlx.async_load" for it in hits)
+        hoistable = all(it[CLS] == "g" and it[OP] is not CP_ASYNC_WRITE for it in hits)
         if hoistable:
             for loop, pre in reversed(self.pre_states):
-                if not all(it in pre and not loop.is_ancestor_of(it[OP]) for it in hits):
+                if not all(it in pre[0] and not loop.is_ancestor_of(it[OP]) for it in hits):
                     break
                 anchor = loop
         if anchor in self.planned:  # already planned there (a state from another path)
