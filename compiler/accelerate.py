@@ -34,7 +34,12 @@ from typing import Dict, List, Optional, Sequence
 # passes spend their time in — the passes, the analyses they share, the IR core and fence records
 ACCELERATED: Dict[str, str] = {
     "tlx.compiler.ir.core": "ir/core.py",
+    "tlx.compiler.ir.types": "ir/types.py",
+    "tlx.compiler.ir.layouts": "ir/layouts.py",
+    "tlx.compiler.ir.ops": "ir/ops.py",
     "tlx.compiler.fences": "fences.py",
+    "tlx.compiler.passes.manager": "passes/manager.py",
+    "tlx.compiler.passes.lower_dot": "passes/lower_dot.py",
     "tlx.compiler.passes.memory": "passes/memory.py",
     "tlx.compiler.passes.flights": "passes/flights.py",
     "tlx.compiler.passes.edits": "passes/edits.py",
