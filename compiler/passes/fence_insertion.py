@@ -281,7 +281,7 @@ def fence_reader(r: Operation, info: _Info, ctx: PassContext, edits: Edits) -> N
     # cp.async data lands at a wait: the fence may not move above one
     cp_async = any(w.name == "tlx.async_load" for w in local)
     anchor = r
-    notes: List[str] = [f"right before {op_text(r)}"]
+    notes = [f"right before {op_text(r)}"]
     while True:
         loop, at_partition = _loop_or_partition_parent(anchor)
         if loop is None:
