@@ -43,7 +43,7 @@ class BuildCompiledCopies(build_ext):
         digest = accelerate.source_hash(source)
         target = self.get_ext_fullpath(ext.name)
         for have in (target, self._inplace_path(ext)):
-            if _built_from(have, digest):  # (an editable install's copy beside the source)
+            if accelerate.built_from(have, digest):  # (an editable install's copy beside the source)
                 if have != target:
                     os.makedirs(os.path.dirname(target), exist_ok=True)
                     shutil.copy2(have, target)
@@ -79,15 +79,6 @@ class BuildCompiledCopies(build_ext):
     def get_outputs(self):
         outs = super().get_outputs()
         return outs + [o + accelerate.HASH_SUFFIX for o in outs if os.path.exists(o + accelerate.HASH_SUFFIX)]
-
-
-def _built_from(extension: str, digest: str) -> bool:
-    """Whether `extension` exists and records `digest` as its source's hash."""
-    try:
-        with open(extension + accelerate.HASH_SUFFIX) as f:
-            return os.path.exists(extension) and f.read().strip() == digest
-    except OSError:
-        return False
 
 
 extensions = [Extension(name, [os.path.join("compiler", rel)], optional=True)

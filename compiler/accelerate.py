@@ -28,7 +28,7 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 # (module under tlx.compiler, its source relative to the compiler/ folder): the modules the fence
 # passes spend their time in — the passes, the analyses they share, the IR core and fence records
@@ -76,18 +76,22 @@ def pure_python_requested() -> bool:
     return os.environ.get(PURE_ENV, "") not in ("", "0")
 
 
+def built_from(extension: str, digest: str) -> bool:
+    """Whether the compiled copy `extension` exists and records `digest` as its source's hash."""
+    try:
+        with open(extension + HASH_SUFFIX) as f:
+            return os.path.exists(extension) and f.read().strip() == digest
+    except OSError:
+        return False
+
+
 def choose(source: str) -> Optional[str]:
     """The compiled copy of `source` to import, or None (with the reason in `why_source`) when the
     source itself must be imported: no copy, no recorded hash, or one of another source."""
     ext = extension_path(source)
-    if pure_python_requested() or not os.path.exists(ext):
+    if pure_python_requested() or not built_from(ext, source_hash(source)):
         return None
-    try:
-        with open(ext + HASH_SUFFIX) as f:
-            built_from = f.read().strip()
-    except OSError:
-        return None
-    return ext if built_from == source_hash(source) else None
+    return ext
 
 
 def why_source(source: str) -> str:
@@ -148,8 +152,3 @@ def summary() -> str:
         return f"compiled passes: all {n} hot modules (Cython)"
     reasons = sorted({v for v in st.values() if v != "compiled"})
     return f"compiled passes: {n} of {len(st)} hot modules; the others run from source: {'; '.join(reasons)}"
-
-
-def sources(root: str) -> List[str]:
-    """The source paths of `ACCELERATED` under the compiler folder `root` (for setup.py)."""
-    return [os.path.join(root, rel) for rel in ACCELERATED.values()]
