@@ -202,8 +202,8 @@ class _Walker:
         if len(new) == 1:  # (most ops: one access of one byte range)
             it = new[0]
             one = frozenset(new)
-            after = (_NONE, one, frozenset((it[LO],)), frozenset((_same_kind(it),))) if fl is not None else \
-                (one, _NONE, frozenset((it[LO],)), frozenset((_same_kind(it),)))
+            after = ((_NONE, one) if it[FLIGHT] is not None else (one, _NONE)) + \
+                (frozenset((it[LO],)), frozenset((_same_kind(it),)))
         else:
             after = (frozenset([it for it in new if it[FLIGHT] is None]),
                      frozenset([it for it in new if it[FLIGHT] is not None]),
