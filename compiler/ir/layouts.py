@@ -146,10 +146,24 @@ def make_layout(tag: str, values: Dict[str, object]) -> Layout:
     return cls(**{k: tup(v) for k, v in values.items()})  # type: ignore[call-arg]
 
 
+# (shape, element bits) -> its default layout: layouts are immutable, so one object serves every
+# buffer of that shape (the passes ask for it per allocation, and building a frozen dataclass runs
+# its generated __init__ in the interpreter even when the caller is compiled)
+_DEFAULT_SHARED: Dict[Tuple[Tuple[int, ...], int], SharedLayout] = {}
+
+
 def default_shared_layout(shape: Tuple[int, ...], bits: int) -> SharedLayout:
     """The layout `local_alloc` picks, as TLX does: a 2-D+ tile gets NVMMA with the largest of the
     128/64/32-byte swizzles that divides its contiguous row's byte size (0 when none does); a
     1-D buffer gets the unswizzled layout."""
+    key = (tuple(shape), bits)
+    lay = _DEFAULT_SHARED.get(key)
+    if lay is None:
+        lay = _DEFAULT_SHARED[key] = _pick_shared_layout(key[0], bits)
+    return lay
+
+
+def _pick_shared_layout(shape: Tuple[int, ...], bits: int) -> SharedLayout:
     if len(shape) < 2:
         return SwizzledSharedLayout(1, 1, 1, tuple(range(len(shape) - 1, -1, -1)) or (0,))
     row_bytes = shape[-1] * bits // 8

@@ -97,6 +97,16 @@ class Region(NamedTuple):
         return overlap_detail(self.lo, self.hi, self.box, other.lo, other.hi, other.box)
 
 
+# a `Region` made without the named tuple's Python-level __new__ (which runs in the interpreter even
+# when the caller is compiled): the region analysis makes one per view of every shared-memory value
+_new_region = tuple.__new__
+
+
+def region(root: object, lo: int, hi: int, plain: bool = True, box=None) -> Region:
+    """`Region(root, lo, hi, plain, box)`, built directly."""
+    return _new_region(Region, (root, lo, hi, plain, box))
+
+
 def overlap_detail(alo: int, ahi: int, abox, blo: int, bhi: int, bbox) -> bool:
     """Byte intervals overlap and, when both carry a box in the same coordinate space of the same
     slab, the boxes overlap."""
@@ -158,9 +168,9 @@ def _index_regions(op: Operation, src_regions) -> List[Region]:
         size = r.hi - r.lo
         if c is not None and r.plain and d > 0 and size % d == 0 and 0 <= c < d:
             s = size // d
-            out.append(Region(r.root, r.lo + c * s, r.lo + (c + 1) * s))
+            out.append(region(r.root, r.lo + c * s, r.lo + (c + 1) * s))
         else:
-            out.append(Region(r.root, r.lo, r.hi, r.plain))
+            out.append(region(r.root, r.lo, r.hi, r.plain))
     return out
 
 
@@ -256,7 +266,7 @@ class RegionAnalysis:
             if n == "tlx.memdesc_index":  # the most common by far (every slot of every ring)
                 return _index_regions(op, self.regions_of(op._operands[0]))
             if n in ("tlx.local_alloc", "tlx.alloc_barriers"):
-                return [Region(op, 0, alloc_bytes(op))]
+                return [region(op, 0, alloc_bytes(op))]
             if n == "tlx.memdesc_subslice":
                 src = arg(op, "src")
                 offs = tuple(op.attrs.get("static_offsets", []))
@@ -269,10 +279,10 @@ class RegionAnalysis:
                         box = (tuple(src.type.shape), offs, shape)
                     elif static and r.box is not None:
                         box = (r.box[0], tuple(a + b for a, b in zip(r.box[1], offs)), shape)
-                    out.append(Region(r.root, r.lo, r.hi, False, box))
+                    out.append(region(r.root, r.lo, r.hi, False, box))
                 return out
             if n in _REVIEWS:  # trans / reinterpret: same bytes, logical coordinates unknown
-                return [Region(r.root, r.lo, r.hi, False) for r in self.regions_of(op._operands[0])]
+                return [region(r.root, r.lo, r.hi, False) for r in self.regions_of(op._operands[0])]
             if n == "arith.select":
                 return self._union([arg(op, "true"), arg(op, "false")])
             if n == "scf.for":
@@ -289,7 +299,7 @@ class RegionAnalysis:
         assert isinstance(v, BlockArgument)
         owner = v.owner.parent_op
         if owner is None or owner.name == "tt.func":
-            return [Region(FUNC_ARG, 0, 1 << 30)]
+            return [region(FUNC_ARG, 0, 1 << 30)]
         i = v.index
         if owner.name == "scf.for":
             if i == 0:
