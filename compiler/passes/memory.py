@@ -97,14 +97,15 @@ class Region(NamedTuple):
         return overlap_detail(self.lo, self.hi, self.box, other.lo, other.hi, other.box)
 
 
-# a `Region` made without the named tuple's Python-level __new__ (which runs in the interpreter even
-# when the caller is compiled): the region analysis makes one per view of every shared-memory value
-_new_region = tuple.__new__
+# builds a named tuple (`Region`, `Access`) without its Python-level __new__, which runs in the
+# interpreter even when the caller is compiled: the passes make one per view of every shared-memory
+# value and one per shared-memory operand of every op
+_new_tuple = tuple.__new__
 
 
 def region(root: object, lo: int, hi: int, plain: bool = True, box=None) -> Region:
     """`Region(root, lo, hi, plain, box)`, built directly."""
-    return _new_region(Region, (root, lo, hi, plain, box))
+    return _new_tuple(Region, (root, lo, hi, plain, box))
 
 
 def overlap_detail(alo: int, ahi: int, abox, blo: int, bhi: int, bbox) -> bool:
@@ -336,11 +337,6 @@ def _effect_table() -> Dict[str, Tuple[Tuple[int, str, str], ...]]:
     return table
 
 
-# an `Access` made without the named tuple's Python-level __new__ (`accesses_of` makes one per
-# shared-memory operand of every op, in several passes)
-_new_access = tuple.__new__
-
-
 _EFFECTS = _effect_table()
 _SMEM_TYPES = (T.MemDescType, T.BarrierType)
 # names of the ops that may touch shared memory (others can only through a scratch_bytes attribute)
@@ -360,7 +356,7 @@ def accesses_of(op: Operation) -> List[Access]:
     out: List[Access] = []
     if n == "tlx.local_alloc":
         if op.segments and op.segments[0]:  # with a source: a generic write of the new buffer
-            out.append(_new_access(Access, (op, op.results[0], WRITE, GENERIC)))
+            out.append(_new_tuple(Access, (op, op.results[0], WRITE, GENERIC)))
         return out
     eff = _EFFECTS.get(n)
     if eff is not None:
@@ -376,10 +372,10 @@ def accesses_of(op: Operation) -> List[Access]:
                 vals = operands[start:start + segs[gi]]
             for v in vals:
                 if isinstance(v.type, _SMEM_TYPES):
-                    out.append(_new_access(Access, (op, v, access, proxy)))
+                    out.append(_new_tuple(Access, (op, v, access, proxy)))
     if op.attrs and op.attrs.get("scratch_bytes"):
-        out.append(_new_access(Access, (op, None, WRITE, GENERIC)))
-        out.append(_new_access(Access, (op, None, READ, GENERIC)))
+        out.append(_new_tuple(Access, (op, None, WRITE, GENERIC)))
+        out.append(_new_tuple(Access, (op, None, READ, GENERIC)))
     return out
 
 
