@@ -328,9 +328,9 @@ def main(argv) -> None:
         # memory hierarchy adds as the IR outgrows the caches; the passes' time over the anchor's
         # shows what is left to the algorithms
         walk = [r[2] / r[0] for r in by_size]
-        print(f"time per op, largest / smallest size: {per[-1] / per[0]:.2f} (roughly linear when close to 1); "
-              f"the anchor walk's own: {walk[-1] / walk[0]:.2f}; the passes over the anchor: "
-              f"{(per[-1] / walk[-1]) / (per[0] / walk[0]):.2f}")
+        grows, walk_grows = per[-1] / per[0], walk[-1] / walk[0]
+        print(f"time per op, largest / smallest size: {grows:.2f} (roughly linear when close to 1); "
+              f"the anchor walk's own: {walk_grows:.2f}; the passes over the anchor: {grows / walk_grows:.2f}")
 
 
 if __name__ == "__main__":
