@@ -10,11 +10,6 @@ benchmark times) — it records the IR text after every pass, every fence record
     python scripts/pass_differential.py --save /tmp/main.json.gz   # record this checkout
     python scripts/pass_differential.py --against main              # compare with a git revision
     python scripts/pass_differential.py --against /tmp/main.json.gz # compare with a snapshot
-    python scripts/pass_differential.py --against :source           # compiled modules vs their source
-
-`--against :source` compares this checkout with itself run from Python source only
-(``TLX_PURE_PYTHON=1``, in a subprocess): the modules pip install compiles with Cython
-(compiler/accelerate.py) must behave exactly like their source.
 
 `--against REV` extracts REV with `git archive` into a temporary folder and records it there in
 a subprocess (its own `tlx` package on PYTHONPATH, in front of the editable install), so the
@@ -177,16 +172,6 @@ def record_revision(rev: str, quick: bool) -> Dict[str, Any]:
         return load(snap)
 
 
-def record_source(quick: bool) -> Dict[str, Any]:
-    """Record this checkout with every module run from its Python source (``TLX_PURE_PYTHON=1``:
-    no compiled copies), in a subprocess."""
-    with tempfile.TemporaryDirectory(prefix="pass_diff_") as tmp:
-        snap = os.path.join(tmp, "snapshot.json.gz")
-        env = dict(os.environ, TLX_PURE_PYTHON="1")
-        cmd = [sys.executable, os.path.abspath(__file__), "--save", snap] + (["--quick"] if quick else [])
-        subprocess.run(cmd, check=True, env=env)
-        return load(snap)
-
 
 # -- comparing ------------------------------------------------------------------------------------
 def _first_difference(a: str, b: str) -> str:
@@ -231,7 +216,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--save", metavar="PATH", help="record this checkout's outputs to PATH (.json.gz)")
     ap.add_argument("--against", metavar="REV_OR_PATH",
-                    help="a git revision, a saved snapshot, or :source (this checkout without compiled modules)")
+                    help="a git revision or a saved snapshot")
     ap.add_argument("--root", default=ROOT, help=argparse.SUPPRESS)  # the checkout a --save records
     ap.add_argument("--quick", action="store_true", help="leave out the 10 000-op modules")
     args = ap.parse_args(argv)
@@ -240,16 +225,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.save:
         save(record(args.root, args.quick), args.save)
         return 0
-    if args.against == ":source":
-        ref = record_source(args.quick)
-    elif os.path.isfile(args.against):
+    if os.path.isfile(args.against):
         ref = load(args.against)
     else:
         ref = record_revision(args.against, args.quick)
     new = record(ROOT, args.quick)
-    from tlx.compiler import accelerate
-
-    print(f"this checkout: {accelerate.summary()}")
     if args.quick:
         ref = {k: v for k, v in ref.items() if k in new}
     diffs = compare(ref, new)

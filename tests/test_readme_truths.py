@@ -56,18 +56,10 @@ def addone(x_ptr, BLOCK: tl.constexpr):
 
 # ---- environment -------------------------------------------------------------------------------
 
-def test_the_environment_table_names_the_five_knobs():
+def test_the_environment_table_names_the_four_knobs():
     names = [row[0] for row in table_rows(section("Environment"))]
     assert names == ["`TLX_INTERPRET=1`", "`TLX_PRINT_IR_AFTER_ALL=1`", "`TLX_CACHE_DIR=path`",
-                     "`TLX_PURE_PYTHON=1`", "`TLX_NATIVE_LAUNCH=0`"]
-
-
-def test_tlx_pure_python_1_runs_every_hot_module_from_source():
-    code = "from tlx.compiler import accelerate; print(sorted(set(accelerate.status().values())))"
-    env = dict(os.environ, TLX_PURE_PYTHON="1")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "['source (TLX_PURE_PYTHON is set)']"
+                     "`TLX_NATIVE_LAUNCH=0`"]
 
 
 def test_tlx_native_launch_0_selects_cuda_bindings(tmp_path):
