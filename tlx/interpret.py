@@ -38,12 +38,7 @@ def _signature_of(name: str, v: Any) -> str:
     if all(hasattr(v, a) for a in ("base", "shape", "strides", "block_shape")):
         if v.block_shape is None:
             raise TLXError(f"tensor descriptor '{name}' has no block_shape", hint="set desc.block_shape first")
-        base = v.base
-        es = "*" + _elem_sig(base.dtype) if isinstance(base, np.ndarray) else None
-        if es is None:
-            from tlx.runtime.arrays import signature_of
-
-            es = signature_of(base).type
+        es = _signature_of(name, v.base)
         return f"tensordesc<{es[1:]}[{', '.join(str(int(b)) for b in v.block_shape)}]>"
     if isinstance(v, bool) or isinstance(v, np.bool_):
         return "i1"
@@ -53,6 +48,15 @@ def _signature_of(name: str, v: Any) -> str:
         return "i32" if -2 ** 31 <= v < 2 ** 31 else "i64"
     if isinstance(v, (float, np.floating)):
         return "fp32" if not isinstance(v, np.floating) else _elem_sig(np.asarray(v).dtype)
+    if getattr(v, "is_cuda", None) is False and hasattr(v, "copy_"):
+        # a torch tensor in host memory: the interpreter copies it like a device array (the
+        # runtime's signature_of rightly refuses it as a kernel argument)
+        from tlx.runtime.dtypes import dtype_of_torch
+
+        dt = dtype_of_torch(v.dtype)
+        if dt is None:
+            raise TLXError(f"argument '{name}': torch dtype {v.dtype} has no kernel type")
+        return "*" + dt
     from tlx.runtime.arrays import signature_of
 
     return signature_of(v).type
