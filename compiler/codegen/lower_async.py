@@ -651,7 +651,7 @@ def _async_dot_wait(lw: KernelLowering, op: Operation) -> None:
         lw.alias(r, v)
 
 
-@lowers("tt.dot", "tt.descriptor_load", "tt.descriptor_store")
+@lowers("tt.descriptor_load", "tt.descriptor_store")
 def _must_be_lowered(lw: KernelLowering, op: Operation) -> None:
     raise TLXCompileError(f"internal: {op.name} reached code generation; the pipeline lowers it before the fence "
                           "passes", op.loc)

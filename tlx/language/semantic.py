@@ -867,32 +867,69 @@ def reduce(x: Any, axis: Any, kind: str, keep_dims: bool = False) -> tensor:
 # ---------------------------------------------------------------------------------------------
 
 
+_DOT_INPUTS = (float16, bfloat16, core.float8e4nv, core.float8e5, int8, float32)
+
+
 def dot(a: Any, b: Any, acc: Any = None, input_precision: Any = None, allow_tf32: Any = None,
         max_num_imprecise_acc: Any = None, out_dtype: Any = float32) -> tensor:
-    """tl.dot on register tensors (lowered to shared-memory staging + wgmma)."""
+    """tl.dot on register tensors, with Triton's rules on Hopper: operands of one dtype among
+    fp16, bf16, fp32 (tf32, or "ieee" for exact fp32), int8, or fp8 (e4m3 / e5m2, which may mix);
+    K >= 16 (32 for 8-bit operands), M and N any; the result is int32 for int8, fp32 for fp32 and
+    bf16, `out_dtype` (fp32 or fp16) for fp16 and fp8 — or the accumulator's dtype. LowerDot picks
+    wgmma or mma.sync (compiler/passes/lower_dot.py)."""
     a, b, acc, out_dtype = to_tensor(a), to_tensor(b), unwrap(acc), unwrap(out_dtype)
     if len(a.shape) != 2 or len(b.shape) != 2:
         raise err(f"tl.dot needs 2-D operands, got shapes {list(a.shape)} and {list(b.shape)}")
-    if a.dtype != b.dtype:
+    if a.dtype != b.dtype and not (a.dtype.is_fp8() and b.dtype.is_fp8()):
         raise err(f"tl.dot operands must have one dtype, got {a.dtype} and {b.dtype}", hint="convert one of them")
-    if a.dtype not in (float16, bfloat16, core.float8e4nv, core.float8e5, int8, float32):
-        raise err(f"tl.dot does not support {a.dtype} operands on sm_90a")
+    if a.dtype not in _DOT_INPUTS or b.dtype not in _DOT_INPUTS:
+        raise err(f"tl.dot does not support {a.dtype} operands on sm_90a",
+                  hint="use fp16, bf16, fp32, int8 or fp8 (e4m3 / e5m2) operands")
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise err(f"tl.dot inner dimensions differ: {list(a.shape)} @ {list(b.shape)}")
-    if m < 16 or n < 16 or k < 16:
-        raise err(f"tl.dot needs every dimension >= 16, got M={m}, N={n}, K={k}")
+    kmin = 32 if a.dtype.primitive_bitwidth == 8 else 16
+    if k < kmin:
+        raise err(f"tl.dot needs K >= {kmin} for {a.dtype} operands (one tensor-core step), got K={k}")
+    ip, ait = unwrap(input_precision), unwrap(allow_tf32)
+    if ip is not None and ait is not None:
+        raise err("tl.dot takes input_precision or allow_tf32, not both", hint="drop allow_tf32 (deprecated)")
+    if ip is None:
+        ip = "ieee" if ait is False else "tf32"
+    ip = str(ip).lower()
+    if ip in ("tf32x3", "bf16x3", "bf16x6"):
+        raise err(f"tl.dot input_precision={ip!r} (several tensor-core passes) is not supported",
+                  hint="use 'tf32' (tensor cores) or 'ieee' (exact fp32 FMA)")
+    if ip not in ("tf32", "ieee"):
+        raise err(f"tl.dot input_precision must be 'tf32' or 'ieee', got {ip!r}")
+    if a.dtype == int8:
+        allowed = (int32,)
+    elif a.dtype in (float32, bfloat16):
+        allowed = (float32,)
+    else:
+        allowed = (float32, float16)
     if acc is None:
-        odt = out_dtype if a.dtype != int8 else int32
+        if out_dtype == bfloat16:
+            raise err("tl.dot out_dtype=bfloat16 is unsupported", hint="use float32 or float16 and cast the result")
+        if len(allowed) > 1 and out_dtype not in allowed:
+            raise err(f"tl.dot of {a.dtype} operands gives float32 or float16, not out_dtype={out_dtype}")
+        odt = out_dtype if out_dtype in allowed else allowed[0]  # int8, fp32, bf16: Triton's fixed type
         acc = full((m, n), 0, odt)
     else:
         acc = to_tensor(acc)
         if acc.shape != (m, n):
             raise err(f"tl.dot accumulator must be {m}x{n}, got {list(acc.shape)}")
-    attrs = {}
-    ip = unwrap(input_precision)
-    if ip is not None:
-        attrs["input_precision"] = str(ip)
+        if acc.dtype not in allowed:
+            raise err(f"tl.dot of {a.dtype} operands accumulates in {' or '.join(str(x) for x in allowed)}, "
+                      f"not {acc.dtype}", hint="convert the accumulator")
+    attrs: Dict[str, Any] = {}
+    if unwrap(input_precision) is not None or ip == "ieee":
+        attrs["input_precision"] = ip
+    mnia = unwrap(max_num_imprecise_acc)
+    if mnia is not None and a.dtype.is_fp8():
+        if int(mnia) > k:
+            raise err(f"tl.dot max_num_imprecise_acc ({mnia}) must be <= K ({k})")
+        attrs["max_num_imprecise_acc"] = int(mnia)
     return emit1("tt.dot", [a.handle, b.handle, acc.handle], acc.dtype, acc.shape, attrs)
 
 

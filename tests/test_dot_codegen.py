@@ -1,0 +1,284 @@
+"""`tl.dot` code for every tile shape: the mma.sync fragment layouts against the PTX ISA's, the PTX
+of M = 16, 32, 64, 128 for every operand type assembled by ptxas for sm_90a (mma.sync below one
+wgmma, wgmma from M = 64), layout conversions in rounds through a bounded scratch, and the
+interpreter's products against numpy in float64."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import dot_kernels as DK
+import tlx
+from tlx.compiler.codegen import layout_math as LM
+from tlx.compiler.codegen import layout_rules as R
+from tlx.compiler.ir import layouts as L
+
+# ---------------------------------------------------------------------------------------------
+# the fragments, as the PTX ISA describes mma.sync.m16n8k{8,16,32} (one warp, one instruction)
+# ---------------------------------------------------------------------------------------------
+
+
+def isa_a(bits: int, lane: int, i: int):
+    """Element (row, k) of register element a_i of lane `lane`: gid = lane/4, tig = lane%4."""
+    gid, tig = divmod(lane, 4)
+    if bits == 16:  # a0..a7 (f16/bf16 pairs)
+        return gid + 8 * ((i // 2) % 2), tig * 2 + i % 2 + 8 * (i // 4)
+    if bits == 32:  # a0..a3 (tf32)
+        return gid + 8 * (i % 2), tig + 4 * (i // 2)
+    return gid + 8 * ((i // 4) % 2), tig * 4 + i % 4 + 16 * (i // 8)  # a0..a15 (8-bit)
+
+
+def isa_b(bits: int, lane: int, i: int):
+    """Element (k, col) of register element b_i."""
+    gid, tig = divmod(lane, 4)
+    if bits == 16:
+        return tig * 2 + i % 2 + 8 * (i // 2), gid
+    if bits == 32:
+        return tig + 4 * i, gid
+    return tig * 4 + i % 4 + 16 * (i // 4), gid
+
+
+def isa_c(lane: int, i: int):
+    """Element (row, col) of accumulator register c_i (f32 / s32, and the halves of f16x2)."""
+    gid, tig = divmod(lane, 4)
+    return gid + 8 * (i // 2), tig * 2 + i % 2
+
+
+@pytest.mark.parametrize("bits", [16, 32, 8])
+def test_mma_sync_fragments_match_the_ptx_isa(bits):
+    k = 256 // bits
+    mma = L.MmaLayout(2, (1, 1), (16, 8, k))
+    a = LM.to_map(L.DotOperandLayout(0, mma, 32 // bits), (16, k))
+    b = LM.to_map(L.DotOperandLayout(1, mma, 32 // bits), (k, 8))
+    c = LM.to_map(mma, (16, 8))
+    for lane in range(32):
+        assert [a.coord(i, lane) for i in range(a.num_regs)] == [isa_a(bits, lane, i) for i in range(a.num_regs)]
+        assert [b.coord(i, lane) for i in range(b.num_regs)] == [isa_b(bits, lane, i) for i in range(b.num_regs)]
+        assert [c.coord(i, lane) for i in range(4)] == [isa_c(lane, i) for i in range(4)]
+
+
+def test_mma_sync_warps_tile_m_and_n_and_repeat_in_registers():
+    """Warps take m16n8 tiles along M then N (wpc); a warp's repetitions follow in registers."""
+    mma = L.MmaLayout(2, (2, 2), (16, 8, 16))
+    c = LM.to_map(mma, (64, 32))
+    for w in range(4):
+        wm, wn = w % 2, w // 2
+        got = {c.coord(r, ln, w) for r in range(c.num_regs) for ln in range(32)}
+        want = {(32 * rm + 16 * wm + row, 16 * rn + 8 * wn + col)
+                for rm in range(2) for rn in range(2) for row in range(16) for col in range(8)}
+        assert got == want
+    b = LM.to_map(L.DotOperandLayout(1, mma, 2), (16, 32))
+    for w in range(4):  # warps along M hold copies of B
+        assert {b.coord(r, ln, w) for r in range(b.num_regs) for ln in range(32)} == \
+            {(kk, 16 * rn + 8 * (w // 2) + col) for kk in range(16) for rn in range(2) for col in range(8)}
+
+
+@pytest.mark.parametrize("m,n,nw,want", [(16, 16, 4, (2, 2)), (16, 128, 4, (1, 4)), (128, 16, 4, (4, 1)),
+                                         (64, 64, 8, (2, 4)), (1, 1, 4, (4, 1)), (32, 32, 1, (1, 1))])
+def test_mma_sync_warps_balance_the_repetitions(m, n, nw, want):
+    assert R.mma_sync_warps(m, n, nw) == want
+
+
+# ---------------------------------------------------------------------------------------------
+# PTX through ptxas
+# ---------------------------------------------------------------------------------------------
+
+OPCODE = {"fp16": "m16n8k16.row.col.f32.f16.f16.f32", "bf16": "m16n8k16.row.col.f32.bf16.bf16.f32",
+          "fp32": "m16n8k8.row.col.f32.tf32.tf32.f32", "int8": "m16n8k32.row.col.s32.s8.s8.s32",
+          "e4m3": "m16n8k32.row.col.f32.e4m3.e4m3.f32", "e5m2": "m16n8k32.row.col.f32.e5m2.e5m2.f32"}
+
+
+def compile_tile(dt, m, n, k, from_smem=False, precision="tf32", out_f16=False, nw=4, yt=None):
+    sig = DK.tile_signature(dt, yt or dt, "fp16" if out_f16 else DK.DTYPES[dt][2])
+    # as a launch specializes contiguous arrays: 16-byte aligned pointers
+    res = tlx.compile(DK.dot_tile, sig, {"BM": m, "BN": n, "BK": k, "FROM_SMEM": from_smem, "PRECISION": precision,
+                                         "OUT_F16": out_f16}, num_warps=nw, divisibility={p: 16 for p in sig})
+    assert "cubin" in res.asm, res.resources  # ptxas assembled it for sm_90a
+    return res
+
+
+@pytest.mark.parametrize("dt,m,n,k,from_smem", DK.TILE_CASES)
+def test_dot_ptx_per_tile_shape_and_type(dt, m, n, k, from_smem):
+    ptx = compile_tile(dt, m, n, k, from_smem).asm["ptx"]
+    if m < 64:
+        # mma.sync: (this warp's m16n8 tiles) x (K steps) instructions, no wgmma, no proxy fence
+        wm, wn = R.mma_sync_warps(m, n, 4)
+        tiles = max(1, m // (16 * wm)) * max(1, n // (8 * wn))
+        steps = k // int(re.search(r"k(\d+)\.", OPCODE[dt]).group(1))
+        assert ptx.count(f"mma.sync.aligned.{OPCODE[dt]}") == tiles * steps, ptx
+        assert "wgmma" not in ptx and "fence.proxy.async" not in ptx
+    else:
+        assert "mma.sync" not in ptx and f"wgmma.mma_async.sync.aligned.m64n{n}" in ptx
+        assert "fence.proxy.async.shared::cta" in ptx
+
+
+def test_every_other_gpu_test_kernel_assembles():
+    """The GPU test's launches beyond TILE_CASES (small tiles, warps, accumulator and precision
+    forms, K loops, chains), compiled as its launches specialize them."""
+    for fn, sig, consts, nw in DK.gpu_compile_cases(tiles=False):
+        res = tlx.compile(fn, sig, consts, num_warps=nw, divisibility={p: 16 for p in sig})
+        assert "cubin" in res.asm, (fn.__name__, consts, nw, res.resources)
+
+
+def test_operands_from_buffers_are_read_with_ldmatrix():
+    """local_load -> tl.dot (mma.sync): A by ldmatrix, a K x N B of 16-bit elements by
+    ldmatrix.trans, from the user's buffers (no scratch round trip)."""
+    res = compile_tile("fp16", 32, 64, 32, from_smem=True)
+    ptx = res.asm["ptx"]
+    assert re.search(r"ldmatrix\.sync\.aligned\.m8n8\.x4\.shared\.b16", ptx)
+    assert re.search(r"ldmatrix\.sync\.aligned\.m8n8\.x[24]\.trans\.shared\.b16", ptx)
+    assert "tt.convert_layout %a" not in res.asm["ir.layouts"] and "tt.convert_layout %b" not in res.asm["ir.layouts"]
+
+
+@pytest.mark.parametrize("m,n,tiles", DK.SMALL_TILES)
+def test_tiles_smaller_than_one_instruction_run_padded(m, n, tiles):
+    """M < 16 or N < 8: one m16n8 instruction per warp tile all the same (4 x 64: warps 1 x 4,
+    16 columns each)."""
+    ptx = compile_tile("fp16", m, n, 16).asm["ptx"]
+    assert ptx.count("mma.sync.aligned.m16n8k16") == tiles
+
+
+def test_f16_accumulator_and_mixed_fp8():
+    ptx = compile_tile("fp16", 32, 32, 16, out_f16=True).asm["ptx"]
+    assert "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16" in ptx
+    ptx = compile_tile("fp16", 64, 32, 16, out_f16=True).asm["ptx"]  # tlx's wgmma accumulates in f32
+    assert "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16" in ptx and "wgmma" not in ptx
+    ptx = compile_tile("e4m3", 16, 32, 32, yt="e5m2").asm["ptx"]
+    assert "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32" in ptx
+    ptx = compile_tile("e4m3", 64, 32, 32, yt="e5m2").asm["ptx"]
+    assert "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e5m2" in ptx
+
+
+def test_ieee_fp32_dot_is_an_fma_loop():
+    ptx = compile_tile("fp32", 16, 16, 16, precision="ieee").asm["ptx"]
+    assert "mma.sync" not in ptx and "wgmma" not in ptx and ptx.count("fma.rn.f32") == 16 * 16 * 16 // 128
+
+
+def test_one_warp_and_two_warps():
+    for nw in (1, 2):
+        ptx = compile_tile("bf16", 64, 64, 16, nw=nw).asm["ptx"]
+        assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx and "wgmma" not in ptx
+
+
+def test_k_loop_stages_the_invariant_operand_once():
+    res = tlx.compile(DK.dot_k_loop, {"x_ptr": "*fp16", "y_ptr": "*fp16", "z_ptr": "*fp32", "K": "i32"},
+                      {"BM": 64, "BN": 64, "BK": 32})
+    assert "cubin" in res.asm
+    ir = res.asm["ir.lower_dot"]
+    loop = ir.index("scf.for")
+    assert ir.count("tlx.local_alloc src(%b0)") == 1 and ir.index("tlx.local_alloc src(%b0)") < loop
+    assert ir[loop:].count("tlx.local_alloc src(%a)") == 1  # A staged once for its two dots
+    assert len(res.fences) == 1
+
+
+def test_chained_dots_compile():
+    res = tlx.compile(DK.dot_chain, {"q_ptr": "*fp16", "k_ptr": "*fp16", "v_ptr": "*fp16", "o_ptr": "*fp32"},
+                      {"BM": 32, "BN": 32, "D": 32})
+    assert "cubin" in res.asm and res.asm["ptx"].count("mma.sync") == 2 * 2 * 2 + 2 * 2 * 2
+
+
+# ---------------------------------------------------------------------------------------------
+# layout conversions in rounds
+# ---------------------------------------------------------------------------------------------
+
+def test_conversion_rounds_hold_the_same_elements_on_both_sides():
+    """Each round of a conversion moves one sub-tile: for every round, the elements the source
+    layout's threads hold in it are those the destination's threads hold in it, and the round's
+    sub-layouts are the full layouts with the round bits squeezed out."""
+    src = LM.to_map(L.MmaLayout(3, (4, 1), (16, 64, 16)), (256, 64))
+    dst = LM.to_map(L.BlockedLayout((1, 8), (4, 8), (4, 1), (1, 0)), (256, 64))
+    rounds = R.convert_rounds(src, dst, 2)
+    assert rounds == ((64, 0), (128, 0))
+    sub_s, sub_d = R.drop_round_bits(src, rounds), R.drop_round_bits(dst, rounds)
+    assert sub_s.shape == sub_d.shape == (64, 64)
+
+    def squeeze(c):
+        return (c[0] & 63, c[1])
+
+    for r in range(4):
+        def held(m, sub):
+            pos = [m.reg.index(b) for b in rounds]
+            out = set()
+            for i in range(m.num_regs):
+                if [(i >> p) & 1 for p in pos] != [(r >> j) & 1 for j in range(2)]:
+                    continue
+                for ln in range(32):
+                    for w in range(m.num_warps):
+                        c = m.coord(i, ln, w)
+                        assert c[0] // 64 == r  # the round is the sub-tile of rows 64r..64r+63
+                        out.add(c)
+            assert {squeeze(c) for c in out} == {sub.coord(i, ln, w) for i in range(sub.num_regs)
+                                                 for ln in range(32) for w in range(sub.num_warps)}
+            return out
+        assert held(src, sub_s) == held(dst, sub_d)
+
+
+def test_dot_result_converts_in_rounds():
+    """A 128 x 128 wgmma result converted for its store goes in two rounds of 64 rows through
+    32 KB of scratch, not 64 KB at once (the peer's 512 x 512 dot: eight rounds of 64 KB instead
+    of 512 KB, more than one CTA's 227 KB)."""
+    res = compile_tile("fp16", 128, 128, 16)
+    cvt = [ln for ln in res.asm["ir.layouts"].splitlines() if "tt.convert_layout" in ln and "scratch_bytes" in ln]
+    assert len(cvt) == 1 and "scratch_bytes = 32768" in cvt[0], cvt
+    assert res.resources["shared_bytes"] <= 32768 + 2 * 128 * 16 * 2
+
+
+# ---------------------------------------------------------------------------------------------
+# the interpreter computes them too
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dt", list(DK.DTYPES))
+@pytest.mark.parametrize("m,n", [(16, 32), (32, 16), (64, 64), (1, 8)])
+def test_interpreter_dot_numerics(dt, m, n):
+    rng = np.random.default_rng(m * 131 + n)
+    k = DK.kmin(dt) * 2
+    x, x64 = DK.operands(dt, (m, k), rng)
+    y, y64 = DK.operands(dt, (k, n), rng)
+    sig, _, out = DK.DTYPES[dt]
+    z = np.full((m, n), 0x5A5A5A5A if out == "i32" else np.nan, np.int32 if out == "i32" else np.float32)
+    tlx.interpret(DK.dot_tile, (1,), x, y, z, BM=m, BN=n, BK=k, FROM_SMEM=m >= 8, PRECISION="tf32", OUT_F16=False,
+                  signature={"x_ptr": f"*{sig}", "y_ptr": f"*{sig}"})
+    want = x64 @ y64
+    err = np.abs(z.astype(np.float64) - want)
+    assert (err <= DK.dot_bound(dt, x64, y64)).all(), (err.max(), dt)
+
+
+def test_interpreter_ieee_and_f16_accumulator():
+    rng = np.random.default_rng(7)
+    x, x64 = DK.operands("fp32", (16, 32), rng)
+    y, y64 = DK.operands("fp32", (32, 16), rng)
+    z = np.full((16, 16), np.nan, np.float32)
+    tlx.interpret(DK.dot_tile, (1,), x, y, z, BM=16, BN=16, BK=32, FROM_SMEM=False, PRECISION="ieee", OUT_F16=False)
+    assert (np.abs(z - x64 @ y64) <= DK.dot_bound("fp32", x64, y64, "ieee")).all()
+    # tf32 truncates the operands: the exact-fp32 bound does not hold for it
+    z2 = np.full((16, 16), np.nan, np.float32)
+    tlx.interpret(DK.dot_tile, (1,), x, y, z2, BM=16, BN=16, BK=32, FROM_SMEM=False, PRECISION="tf32", OUT_F16=False)
+    assert not (np.abs(z2 - x64 @ y64) <= DK.dot_bound("fp32", x64, y64, "ieee")).all()
+    h, h64 = DK.operands("fp16", (32, 32), rng)
+    g, g64 = DK.operands("fp16", (32, 32), rng)
+    z3 = np.full((32, 32), np.nan, np.float16)
+    tlx.interpret(DK.dot_tile, (1,), h, g, z3, BM=32, BN=32, BK=32, FROM_SMEM=True, PRECISION="tf32", OUT_F16=True)
+    assert (np.abs(z3 - h64 @ g64) <= DK.dot_bound("fp16", h64, g64, out_f16=True) + 2.0 ** -11 * np.abs(h64 @ g64)).all()
+
+
+def test_interpreter_k_loop_and_chain():
+    rng = np.random.default_rng(3)
+    x, x64 = DK.operands("fp16", (32, 128), rng)
+    y, y64 = DK.operands("fp16", (128, 32), rng)
+    z = np.full((32, 32), np.nan, np.float32)
+    tlx.interpret(DK.dot_k_loop, (1,), x, y, z, 128, BM=32, BN=32, BK=32)
+    y0 = np.tile(y64[:32], (4, 1))
+    want = x64 @ y64 + x64 @ y0
+    assert (np.abs(z - want) <= 2 * DK.dot_bound("fp16", x64, np.abs(y64) + np.abs(y0))).all()
+    q, q64 = DK.operands("fp16", (16, 32), rng)
+    kk, k64 = DK.operands("fp16", (32, 32), rng)
+    v, v64 = DK.operands("fp16", (32, 32), rng)
+    o = np.full((16, 32), np.nan, np.float32)
+    tlx.interpret(DK.dot_chain, (1,), q, kk, v, o, BM=16, BN=32, D=32)
+    s = (q64 @ k64.T).astype(np.float32).astype(np.float16).astype(np.float64)  # s rounded to fp16 as the kernel does
+    want = s @ v64
+    bound = DK.dot_bound("fp16", s, v64) + 2.0 ** -11 * (np.abs(q64) @ np.abs(k64.T)) @ np.abs(v64) * 2
+    assert (np.abs(o - want) <= bound).all()
