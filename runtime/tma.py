@@ -117,8 +117,8 @@ class TensorDescriptor:
 
 def _described_pointer(base: Any) -> Tuple[int, str]:
     """Address and dtype of a base for checks and signatures: a device array, or a host numpy
-    array (a descriptor for the CPU interpreter, `tlx.interpret`; a GPU launch refuses it when
-    it encodes the descriptor, like any host array)."""
+    array or torch tensor (a descriptor for the CPU interpreter, `tlx.interpret`; a GPU launch
+    refuses it when it encodes the descriptor, like any host array)."""
     import numpy as np
 
     if isinstance(base, np.ndarray):
@@ -128,6 +128,13 @@ def _described_pointer(base: Any) -> Tuple[int, str]:
         if dt is None:
             raise TLXRuntimeError(f"numpy dtype {base.dtype} has no kernel type")
         return base.ctypes.data, dt
+    if getattr(base, "is_cuda", None) is False and hasattr(base, "data_ptr"):  # a torch tensor in host memory
+        from .dtypes import dtype_of_torch
+
+        dt = dtype_of_torch(base.dtype)
+        if dt is None:
+            raise TLXRuntimeError(f"torch dtype {base.dtype} has no kernel type")
+        return base.data_ptr(), dt
     return base_pointer(base, -1)
 
 
