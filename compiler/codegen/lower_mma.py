@@ -71,7 +71,7 @@ def mma_sync_opcode(a: T.ScalarType, b: T.ScalarType, acc: T.ScalarType, loc=Non
     return f"mma.sync.aligned.m16n8k{k}.row.col.{dt}.{ta}.{tb}.{dt}"
 
 
-def _check_layout(lw: KernelLowering, t: Tensor, want: L.DistributedLayout, shape, what: str, loc) -> None:
+def _check_layout(t: Tensor, want: L.DistributedLayout, shape, what: str, loc) -> None:
     if t.lmap != LM.to_map(want, tuple(shape)):
         raise TLXCompileError(f"internal: tt.dot operand {what} is not in the layout {want} (the layout pass "
                               "should have converted it)", loc)
@@ -143,8 +143,8 @@ def _lower_mma_sync(lw: KernelLowering, op: Operation) -> None:
     K = a_v.type.shape[1]  # type: ignore[union-attr]
     if K % kinstr:
         raise TLXCompileError(f"mma.sync needs K to be a multiple of {kinstr} for {ae.name}, got K={K}", op.loc)  # type: ignore[union-attr]
-    _check_layout(lw, a, L.DotOperandLayout(0, mma, kw), (M, K), "A", op.loc)
-    _check_layout(lw, b, L.DotOperandLayout(1, mma, kw), (K, N), "B", op.loc)
+    _check_layout(a, L.DotOperandLayout(0, mma, kw), (M, K), "A", op.loc)
+    _check_layout(b, L.DotOperandLayout(1, mma, kw), (K, N), "B", op.loc)
     c = lw.lmap(rt)
     if acc.lmap != c:
         raise TLXCompileError("internal: tt.dot accumulator and result layouts differ", op.loc)
@@ -199,8 +199,8 @@ def _lower_fma(lw: KernelLowering, op: Operation) -> None:
     c = lw.lmap(rt)
     M, N = rt.shape
     K = a_v.type.shape[1]  # type: ignore[union-attr]
-    _check_layout(lw, a, L.DotOperandLayout(0, rt.layout, 1), (M, K), "A", op.loc)  # type: ignore[arg-type]
-    _check_layout(lw, b, L.DotOperandLayout(1, rt.layout, 1), (K, N), "B", op.loc)  # type: ignore[arg-type]
+    _check_layout(a, L.DotOperandLayout(0, rt.layout, 1), (M, K), "A", op.loc)  # type: ignore[arg-type]
+    _check_layout(b, L.DotOperandLayout(1, rt.layout, 1), (K, N), "B", op.loc)  # type: ignore[arg-type]
     ai, bi = a.lmap.reg_index(), b.lmap.reg_index()
     regs = em.named_array("b32", c.num_regs, lw.hint(op.result, "acc"))
     for r, (m, n) in enumerate(c.reg_coords()):
