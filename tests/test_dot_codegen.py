@@ -123,6 +123,104 @@ def test_every_other_gpu_test_kernel_assembles():
         assert "cubin" in res.asm, (fn.__name__, consts, nw, res.resources)
 
 
+def regs_of(text):
+    """The registers of a PTX vector operand {a, b, ...}."""
+    return [x.strip() for x in text[1:-1].split(",")]
+
+
+def _word_elements(defs, w, elems=()):
+    """The element registers a 32-bit operand word holds, low bits first (a b32 element of
+    `elems` itself; mov.b32 {x, y}; the 8-bit packing prmt.b32 w, {e0, e1}, {e2, e3}, 0x6420),
+    or None for the zero word of padding."""
+    ins = defs.get(w)
+    if w in elems or ins is None:
+        return [w]
+    if ins.op == "mov.b32" and ins.args[1].startswith("{"):
+        return [x.strip() for x in ins.args[1][1:-1].split(",")]
+    if ins.op == "mov.b32" and ins.args[1] == "0":
+        return None
+    if ins.op == "prmt.b32" and ins.args[3] == "0x6420":
+        lo, hi = _word_elements(defs, ins.args[1]), _word_elements(defs, ins.args[2])
+        return [lo[0], lo[1], hi[0], hi[1]]
+    raise AssertionError(f"unexpected definition of an mma word: {ins.op} {ins.args}")
+
+
+@pytest.mark.parametrize("dt,m,n,k,yt", [("fp16", 32, 32, 32, None), ("bf16", 16, 64, 16, None),
+                                         ("fp32", 32, 16, 16, None), ("int8", 16, 32, 64, None),
+                                         ("e4m3", 32, 32, 32, "e5m2"), ("fp16", 4, 8, 16, None),
+                                         ("fp16", 1, 1, 32, None), ("int8", 8, 2, 32, None)])
+def test_mma_sync_instructions_compute_the_product(dt, m, n, k, yt):
+    """Read back every mma.sync the lowering emits as the hardware executes it: per warp, the
+    tile slot (row, k) of A that lane l supplies in word j, element e is the ISA's a_(j*kw+e) of
+    lane l, and so on for B and the accumulator. Mapping each slot to the element its register
+    holds (the operand tensors' layouts), every instruction must multiply A[r, k] by B[k, c]
+    into D[r, c] (padding rows / columns only into results nobody keeps), and each kept D[r, c]
+    must see every k exactly once along its chain of instructions."""
+    from tlx.compiler.codegen import lower_arith, lower_async, lower_control, lower_memory, lower_mma, lower_tensor  # noqa: F401
+    from tlx.compiler.codegen.lower import KernelLowering
+
+    res = compile_tile(dt, m, n, k, yt=yt)
+    lw = KernelLowering(res.module, "sm_90a")
+    ptx, _ = lw.run()
+    assert ptx == res.asm["ptx"]  # the code ptxas assembled
+    (dot,) = [o for o in res.module.ops() if o.name == "tt.dot"]
+    a, b, d = lw.tensor(dot.arg("a")), lw.tensor(dot.arg("b")), lw.tensor(dot.result)
+    acc = lw.tensor(dot.arg("acc"))
+    bits = a.elem.bits
+    kw = 32 // bits
+    defs = {ins.args[0]: ins for ins in lw.e.code if ins.args and not ins.op.startswith(("mma", ":"))}
+    mmas = [ins for ins in lw.e.code if ins.op.startswith("mma.sync")]
+    assert mmas
+    ai, bi, di = ({r: i for i, r in enumerate(t.regs)} for t in (a, b, d))
+    unpack = {ins.args[1]: regs_of(ins.args[0]) for ins in lw.e.code
+              if ins.op == "mov.b32" and ins.args[0].startswith("{")}
+    seen = {}  # (warp, lane, result register) -> its element (r, c), the k multiplied into it so far
+    for ins in mmas:
+        dregs, awords, bwords, cregs = (regs_of(x) for x in ins.args)
+        f16 = len(dregs) == 2
+        for w in range(d.lmap.num_warps):
+            # what each hardware slot holds: (row, k) of A, (k, col) of B
+            ha, hb = {}, {}
+            for lane in range(32):
+                for j, word in enumerate(awords):
+                    els = _word_elements(defs, word, ai)
+                    for e in range(kw):
+                        ha[isa_a(bits, lane, j * kw + e)] = None if els is None else a.lmap.coord(ai[els[e]], lane, w)
+                for j, word in enumerate(bwords):
+                    els = _word_elements(defs, word, bi)
+                    for e in range(kw):
+                        hb[isa_b(bits, lane, j * kw + e)] = b.lmap.coord(bi[els[e]], lane, w)
+            outs = dregs
+            if f16:  # the f16x2 words are unpacked into the result registers after the chain
+                outs = [x for dr in dregs for x in unpack.get(dr, [None, None])]
+            for lane in range(32):
+                for i, r in enumerate(outs):
+                    if r not in di:
+                        continue  # a padding slot: its result is dropped
+                    rc = d.lmap.coord(di[r], lane, w)
+                    hr, hc = isa_c(lane, i)
+                    for hk in range(256 // bits):
+                        ak, bk = ha[(hr, hk)], hb[(hk, hc)]
+                        assert ak is not None and ak[0] == rc[0] and bk[1] == rc[1] and ak[1] == bk[0], \
+                            (ins.args, w, lane, i, hk, ak, bk, rc)
+                        seen.setdefault((w, lane, r), (rc, []))[1].append(ak[1])
+    for (w, lane, r), (rc, ks) in seen.items():
+        assert sorted(ks) == list(range(k)), (w, lane, r, rc)
+    assert {rc for rc, _ in seen.values()} == {(r, c) for r in range(m) for c in range(n)}
+    # the chain: the first instruction into a result reads the accumulator, the others the result
+    first = {}
+    for ins in mmas:
+        dregs, cregs = regs_of(ins.args[0]), regs_of(ins.args[3])
+        for dr, cr in zip(dregs, cregs):
+            if dr in first:
+                assert cr == dr
+            else:
+                first[dr] = cr
+    for dr, cr in first.items():
+        if dr in di:  # (f16: packed words, checked above through the results)
+            assert cr == acc.regs[di[dr]]
+
+
 def test_operands_from_buffers_are_read_with_ldmatrix():
     """local_load -> tl.dot (mma.sync): A by ldmatrix, a K x N B of 16-bit elements by
     ldmatrix.trans, from the user's buffers (no scratch round trip)."""
