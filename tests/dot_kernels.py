@@ -73,6 +73,7 @@ def dot_chain(q_ptr, k_ptr, v_ptr, o_ptr, BM: tl.constexpr, BN: tl.constexpr, D:
 DTYPES: Dict[str, Tuple[str, type, str]] = {
     "fp16": ("fp16", np.float16, "fp32"), "bf16": ("bf16", np.uint16, "fp32"), "fp32": ("fp32", np.float32, "fp32"),
     "int8": ("i8", np.int8, "i32"), "e4m3": ("fp8e4nv", np.uint8, "fp32"), "e5m2": ("fp8e5", np.uint8, "fp32"),
+    "fp64": ("fp64", np.float64, "fp64"),
 }
 
 
@@ -116,20 +117,20 @@ def operands(dt: str, shape: Tuple[int, int], rng: np.random.Generator) -> Tuple
     if dt == "bf16":
         raw = (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)  # truncated: exact bf16 values
         return raw, bf16_value(raw)
-    raw = x.astype(np.float16 if dt == "fp16" else np.float32)
+    raw = x.astype({"fp16": np.float16, "fp32": np.float32, "fp64": np.float64}[dt])
     return raw, raw.astype(np.float64)
 
 
 def dot_bound(dt: str, a64: np.ndarray, b64: np.ndarray, precision: str = "tf32", out_f16: bool = False) -> np.ndarray:
     """Elementwise error bound of a tensor-core product against the exact float64 one: operand
     rounding (tf32 keeps 10 mantissa bits; truncation as well as rounding fits 2^-10), fp32
-    accumulation (K additions at 2^-23 relative), fp8 on Hopper's narrower wgmma adder (about 14
+    accumulation (K additions at 2^-23 relative; fp64's FMA loop at 2^-52), fp8 on Hopper's narrower wgmma adder (about 14
     bits), an f16 accumulator rounding at every k16 step (2^-10 each). int8 is exact."""
     k = a64.shape[1]
     mag = np.abs(a64) @ np.abs(b64)
     if dt == "int8":
         return np.zeros_like(mag)
-    step = 2.0 ** -23
+    step = 2.0 ** -52 if dt == "fp64" else 2.0 ** -23
     if dt in ("e4m3", "e5m2"):
         step = 2.0 ** -13
     if out_f16:

@@ -88,7 +88,8 @@ def test_mma_sync_warps_balance_the_repetitions(m, n, nw, want):
 
 OPCODE = {"fp16": "m16n8k16.row.col.f32.f16.f16.f32", "bf16": "m16n8k16.row.col.f32.bf16.bf16.f32",
           "fp32": "m16n8k8.row.col.f32.tf32.tf32.f32", "int8": "m16n8k32.row.col.s32.s8.s8.s32",
-          "e4m3": "m16n8k32.row.col.f32.e4m3.e4m3.f32", "e5m2": "m16n8k32.row.col.f32.e5m2.e5m2.f32"}
+          "e4m3": "m16n8k32.row.col.f32.e4m3.e4m3.f32", "e5m2": "m16n8k32.row.col.f32.e5m2.e5m2.f32",
+          "fp64": None}
 
 
 def compile_tile(dt, m, n, k, from_smem=False, precision="tf32", out_f16=False, nw=4, yt=None):
@@ -103,7 +104,9 @@ def compile_tile(dt, m, n, k, from_smem=False, precision="tf32", out_f16=False, 
 @pytest.mark.parametrize("dt,m,n,k,from_smem", DK.TILE_CASES)
 def test_dot_ptx_per_tile_shape_and_type(dt, m, n, k, from_smem):
     ptx = compile_tile(dt, m, n, k, from_smem).asm["ptx"]
-    if m < 64:
+    if dt == "fp64":  # no tensor core: one fma per result element and K step
+        assert "mma.sync" not in ptx and "wgmma" not in ptx and ptx.count("fma.rn.f64") == m * n * k // 128
+    elif m < 64:
         # mma.sync: (this warp's m16n8 tiles) x (K steps) instructions, no wgmma, no proxy fence
         wm, wn = R.mma_sync_warps(m, n, 4)
         tiles = max(1, m // (16 * wm)) * max(1, n // (8 * wn))
@@ -336,7 +339,7 @@ def test_interpreter_dot_numerics(dt, m, n):
     x, x64 = DK.operands(dt, (m, k), rng)
     y, y64 = DK.operands(dt, (k, n), rng)
     sig, _, out = DK.DTYPES[dt]
-    z = np.full((m, n), 0x5A5A5A5A if out == "i32" else np.nan, np.int32 if out == "i32" else np.float32)
+    z = np.full((m, n), 0x5A5A5A5A if out == "i32" else np.nan, {"i32": np.int32, "fp32": np.float32, "fp64": np.float64}[out])
     tlx.interpret(DK.dot_tile, (1,), x, y, z, BM=m, BN=n, BK=k, FROM_SMEM=m >= 8, PRECISION="tf32", OUT_F16=False,
                   signature={"x_ptr": f"*{sig}", "y_ptr": f"*{sig}"})
     want = x64 @ y64

@@ -1,6 +1,6 @@
 """Lowering of the register-operand `tt.dot`s that LowerDot leaves (compiler/passes/lower_dot.py
 picks wgmma or not): ``mma.sync`` on an `#mma<version=2>` accumulator, and the FMA loop on a
-blocked one (fp32 operands with ``input_precision = "ieee"``).
+blocked one (fp32 operands with ``input_precision = "ieee"``, fp64 operands).
 
 **mma.sync** (Triton's MMAv2): the accumulator is a grid of m16n8 tiles per warp (warps along M
 and N as the layout's `wpc`), operand A in `#dotop<idx=0>` and B in `#dotop<idx=1>` registers —
@@ -20,9 +20,9 @@ anything else through scratch shared memory (`tt.convert_layout`, generic proxy)
 touches no shared memory and no async proxy: the op catalogue gives `tt.dot` no memory effects,
 and the fence passes never fence it.
 
-**FMA**: each thread owns accumulator elements of a blocked layout and holds the matching rows of
-A and columns of B for the whole K (`#dotop` with a blocked parent); one ``fma.rn.f32`` per
-element and K step, in K order.
+**FMA** (fp32 with ``input_precision = "ieee"``, fp64): each thread owns accumulator elements of a
+blocked layout and holds the matching rows of A and columns of B for the whole K (`#dotop` with a
+blocked parent); one ``fma.rn.f32`` (``.f64``) per element and K step, in K order.
 """
 
 from __future__ import annotations
@@ -191,10 +191,11 @@ def _lower_fma(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
     a_v, b_v, acc_v = op.arg("a"), op.arg("b"), op.arg("acc")
     rt: T.TensorType = op.result.type  # type: ignore[assignment]
+    fty = rt.element.name  # type: ignore[union-attr]
     for v in (a_v, b_v, acc_v):
-        if v.type.element.name != "f32":  # type: ignore[union-attr]
-            raise TLXCompileError(f"the FMA dot (input_precision='ieee') takes float32 operands and accumulator, got "
-                                  f"{v.type.element.name}", op.loc)  # type: ignore[union-attr]
+        if fty not in ("f32", "f64") or v.type.element.name != fty:  # type: ignore[union-attr]
+            raise TLXCompileError(f"the FMA dot takes float32 (input_precision='ieee') or float64 operands and "
+                                  f"accumulator of one type, got {v.type.element.name}", op.loc)  # type: ignore[union-attr]
     a, b, acc = lw.tensor(a_v), lw.tensor(b_v), lw.tensor(acc_v)
     c = lw.lmap(rt)
     M, N = rt.shape
@@ -202,11 +203,11 @@ def _lower_fma(lw: KernelLowering, op: Operation) -> None:
     _check_layout(a, L.DotOperandLayout(0, rt.layout, 1), (M, K), "A", op.loc)  # type: ignore[arg-type]
     _check_layout(b, L.DotOperandLayout(1, rt.layout, 1), (K, N), "B", op.loc)  # type: ignore[arg-type]
     ai, bi = a.lmap.reg_index(), b.lmap.reg_index()
-    regs = em.named_array("b32", c.num_regs, lw.hint(op.result, "acc"))
+    regs = em.named_array("b32" if fty == "f32" else "b64", c.num_regs, lw.hint(op.result, "acc"))
     for r, (m, n) in enumerate(c.reg_coords()):
         cur = acc.regs[r]
         for k in range(K):
-            em("fma.rn.f32", regs[r], a.regs[ai[(m, k)]], b.regs[bi[(k, n)]], cur)
+            em(f"fma.rn.{fty}", regs[r], a.regs[ai[(m, k)]], b.regs[bi[(k, n)]], cur)
             cur = regs[r]
     lw.set(op.result, Tensor(regs, c, rt.element))
 

@@ -264,7 +264,7 @@ class LayoutPass:
 
         m, n = op.result.type.shape  # type: ignore[union-attr]
         if dot_instruction(op, warps, 0) == FMA:
-            return R.default_blocked((m, n), warps, 4)
+            return R.default_blocked((m, n), warps, R.elem_bytes(op.result.type.element))  # type: ignore[union-attr]
         bits = op.arg("a").type.element.bits  # type: ignore[union-attr]
         chain = _chained_dots(op)
         for other in chain:  # a chain shares its warps (the first dot laid out decides)

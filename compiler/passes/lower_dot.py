@@ -9,8 +9,8 @@ accumulator is f32 (i32 for int8). fp8 with an f32 accumulator and ``max_num_imp
 32 asks for full-precision accumulation, which wgmma does not give: mma.sync. Otherwise the dot
 stays a `tt.dot` and the code generator lowers it to ``mma.sync`` (m16n8k16 for 16-bit operands,
 m16n8k8 for tf32, m16n8k32 for int8 and fp8) on register operands — no shared-memory access of
-its own, so nothing for the fence passes. fp32 operands with ``input_precision = "ieee"`` take
-no tensor core at all: the code generator's FMA loop.
+its own, so nothing for the fence passes. fp32 operands with ``input_precision = "ieee"`` and
+fp64 operands take no tensor core at all: the code generator's FMA loop.
 
 **wgmma staging** (sm_90+): ``%d = tt.dot %a, %b, %acc`` becomes
 
@@ -60,7 +60,7 @@ def dot_instruction(op: Operation, num_warps: int, capability: int = 90) -> str:
     a, b = op.arg("a").type, op.arg("b").type
     ae, be, re = a.element.name, b.element.name, op.result.type.element.name  # type: ignore[union-attr]
     (m, k), n = a.shape, b.shape[1]  # type: ignore[union-attr]
-    if ae == "f32" and op.attrs.get("input_precision", "tf32") == "ieee":
+    if ae == "f64" or (ae == "f32" and op.attrs.get("input_precision", "tf32") == "ieee"):
         return FMA
     if capability < 90 or num_warps % 4 or m % 64 or n % 8 or ae not in _WGMMA_OPERANDS or be not in _WGMMA_OPERANDS:
         return MMA_SYNC

@@ -1,6 +1,6 @@
 """`tl.dot` on the GPU for every tile shape: mma.sync below one wgmma (M < 64, warps short of a
-warpgroup, an f16 accumulator), wgmma from M = 64, the FMA loop for exact fp32; every operand
-type (fp16, bf16, tf32, int8, fp8 e4m3 / e5m2 and their mix), operands straight from global
+warpgroup, an f16 accumulator), wgmma from M = 64, the FMA loop for exact fp32 and fp64; every
+operand type (fp16, bf16, tf32, int8, fp8 e4m3 / e5m2 and their mix, fp64), operands straight from global
 memory or read back from shared buffers (ldmatrix / ldmatrix.trans), K loops with a
 loop-invariant operand, chained dots. Each result is compared with numpy in float64 on the
 operands' exact values, within the bound of its numerics (tests/dot_kernels.py); outputs are
@@ -38,7 +38,8 @@ def _out(shape, kind: str):
 
     if kind == "i32":
         return torch.full(shape, 0x5A5A5A5A, dtype=torch.int32, device="cuda")
-    return torch.full(shape, float("nan"), dtype=torch.float16 if kind == "fp16" else torch.float32, device="cuda")
+    dtype = {"fp16": torch.float16, "fp32": torch.float32, "fp64": torch.float64}[kind]
+    return torch.full(shape, float("nan"), dtype=dtype, device="cuda")
 
 
 def _check(got, want: np.ndarray, bound: np.ndarray, what: str) -> None:

@@ -867,15 +867,16 @@ def reduce(x: Any, axis: Any, kind: str, keep_dims: bool = False) -> tensor:
 # ---------------------------------------------------------------------------------------------
 
 
-_DOT_INPUTS = (float16, bfloat16, core.float8e4nv, core.float8e5, int8, float32)
+_DOT_INPUTS = (float16, bfloat16, core.float8e4nv, core.float8e5, int8, float32, float64)
 
 
 def dot(a: Any, b: Any, acc: Any = None, input_precision: Any = None, allow_tf32: Any = None,
         max_num_imprecise_acc: Any = None, out_dtype: Any = float32) -> tensor:
     """tl.dot on register tensors, with Triton's rules on Hopper: operands of one dtype among
-    fp16, bf16, fp32 (tf32, or "ieee" for exact fp32), int8, or fp8 (e4m3 / e5m2, which may mix);
-    K >= 16 (32 for 8-bit operands), M and N any; the result is int32 for int8, fp32 for fp32 and
-    bf16, `out_dtype` (fp32 or fp16) for fp16 and fp8 — or the accumulator's dtype. LowerDot picks
+    fp16, bf16, fp32 (tf32, or "ieee" for exact fp32), fp64, int8, or fp8 (e4m3 / e5m2, which may
+    mix); K >= 16 (32 for 8-bit operands), M and N any; the result is int32 for int8, fp32 for fp32
+    and bf16, fp64 for fp64, `out_dtype` (fp32 or fp16) for fp16 and fp8 — or the accumulator's
+    dtype. LowerDot picks
     wgmma or mma.sync (compiler/passes/lower_dot.py)."""
     a, b, acc, out_dtype = to_tensor(a), to_tensor(b), unwrap(acc), unwrap(out_dtype)
     if len(a.shape) != 2 or len(b.shape) != 2:
@@ -884,7 +885,7 @@ def dot(a: Any, b: Any, acc: Any = None, input_precision: Any = None, allow_tf32
         raise err(f"tl.dot operands must have one dtype, got {a.dtype} and {b.dtype}", hint="convert one of them")
     if a.dtype not in _DOT_INPUTS or b.dtype not in _DOT_INPUTS:
         raise err(f"tl.dot does not support {a.dtype} operands on sm_90a",
-                  hint="use fp16, bf16, fp32, int8 or fp8 (e4m3 / e5m2) operands")
+                  hint="use fp16, bf16, fp32, fp64, int8 or fp8 (e4m3 / e5m2) operands")
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise err(f"tl.dot inner dimensions differ: {list(a.shape)} @ {list(b.shape)}")
@@ -904,6 +905,8 @@ def dot(a: Any, b: Any, acc: Any = None, input_precision: Any = None, allow_tf32
         raise err(f"tl.dot input_precision must be 'tf32' or 'ieee', got {ip!r}")
     if a.dtype == int8:
         allowed = (int32,)
+    elif a.dtype == float64:
+        allowed = (float64,)
     elif a.dtype in (float32, bfloat16):
         allowed = (float32,)
     else:
