@@ -251,9 +251,9 @@ def dot_int8_short_k(x_ptr, n):
 
 
 @tlx.jit
-def dot_three_pass_tf32(x_ptr, n):
+def dot_unknown_precision(x_ptr, n):
     a = tl.zeros((16, 16), dtype=tl.float32)
-    c = tl.dot(a, a, input_precision="tf32x3")  # ERR: (several tensor-core passes) is not supported
+    c = tl.dot(a, a, input_precision="tf64")  # ERR: input_precision must be one of
 
 
 @tlx.jit

@@ -136,8 +136,11 @@ def dot_bound(dt: str, a64: np.ndarray, b64: np.ndarray, precision: str = "tf32"
     if out_f16:
         step = 2.0 ** -10
     rel = k * step
-    if dt == "fp32" and precision != "ieee":
-        rel += 2 * 2.0 ** -10
+    # operand rounding: tf32 (10 bits; truncation as well as rounding), and what the split
+    # precisions leave: tf32x3 drops a_lo b_lo and truncates the lo parts (~2^-20 each), bf16x3
+    # the same at bf16's 8 bits (~2^-18), bf16x6 only third-order terms (~2^-24)
+    rel += {"tf32": 2 * 2.0 ** -10, "tf32x3": 3 * 2.0 ** -20, "bf16x3": 3 * 2.0 ** -18,
+            "bf16x6": 6 * 2.0 ** -24}.get(precision, 0.0) if dt == "fp32" else 0.0
     return rel * mag + 1e-30
 
 
@@ -155,7 +158,8 @@ WARP_CASES = [(nw, m, n) for nw in (1, 2, 8) for m, n in ((64, 64), (16, 128), (
 # (M, x dtype, y dtype, K, precision, f16 accumulator), N = 32
 SPECIAL_CASES = [(m, x, y, k, p, f16) for m in (16, 64) for x, y, k, p, f16 in
                  (("fp16", "fp16", 64, "tf32", True), ("fp32", "fp32", 32, "ieee", False),
-                  ("e4m3", "e5m2", 64, "tf32", False))]
+                  ("e4m3", "e5m2", 64, "tf32", False), ("fp32", "fp32", 32, "tf32x3", False),
+                  ("fp32", "fp32", 32, "bf16x3", False), ("fp32", "fp32", 32, "bf16x6", False))]
 K_LOOP_BMS = (16, 32, 64, 128)  # BN = 64, BK = 32
 CHAIN_CASES = [(16, 32, 32), (32, 64, 64), (64, 64, 64)]  # (BM, BN, D)
 

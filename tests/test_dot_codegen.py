@@ -383,3 +383,27 @@ def test_interpreter_k_loop_and_chain():
     want = s @ v64
     bound = DK.dot_bound("fp16", s, v64) + 2.0 ** -11 * (np.abs(q64) @ np.abs(k64.T)) @ np.abs(v64) * 2
     assert (np.abs(o - want) <= bound).all()
+
+
+@pytest.mark.parametrize("precision,passes,opcode", [("tf32x3", 3, "m16n8k8.row.col.f32.tf32.tf32.f32"),
+                                                     ("bf16x3", 3, "m16n8k16.row.col.f32.bf16.bf16.f32"),
+                                                     ("bf16x6", 6, "m16n8k16.row.col.f32.bf16.bf16.f32")])
+def test_split_precisions(precision, passes, opcode):
+    """fp32 operands split into tf32 / bf16 parts, the leading products on the tensor cores (as
+    Triton's F32DotTC): three or six dots, each mma.sync (M = 16) or wgmma (M = 64); the
+    interpreter's result is within the split's bound, well inside plain tf32's."""
+    ptx = compile_tile("fp32", 16, 16, 32, precision=precision).asm["ptx"]
+    wm, wn = R.mma_sync_warps(16, 16, 4)  # the passes share the accumulator, not an A operand
+    tiles = max(1, 16 // (16 * wm)) * max(1, 16 // (8 * wn))
+    steps = 32 // int(re.search(r"k(\d+)\.", opcode).group(1))
+    assert ptx.count(f"mma.sync.aligned.{opcode}") == passes * tiles * steps
+    ptx = compile_tile("fp32", 64, 32, 32, precision=precision).asm["ptx"]
+    assert ptx.count("wgmma.commit_group") == passes
+    rng = np.random.default_rng(11)
+    x, x64 = DK.operands("fp32", (32, 64), rng)
+    y, y64 = DK.operands("fp32", (64, 32), rng)
+    z = np.full((32, 32), np.nan, np.float32)
+    tlx.interpret(DK.dot_tile, (1,), x, y, z, BM=32, BN=32, BK=64, FROM_SMEM=False, PRECISION=precision, OUT_F16=False)
+    err = np.abs(z - x64 @ y64)
+    assert (err <= DK.dot_bound("fp32", x64, y64, precision)).all()
+    assert err.max() < DK.dot_bound("fp32", x64, y64, "tf32").min() / 16

@@ -5,7 +5,8 @@ Rule. Runs after the fence passes' structured stage and before shared-memory all
 
 1. *Anchors.* Results and accumulators of `tlx.async_dot` get the wgmma accumulator layout of
    their partition's warps, those of a `tt.dot` (the mma.sync ones LowerDot left) the mma.sync
-   accumulator layout (`R.mma_sync_layout`; a chain of dots shares one) or, for an exact fp32
+   accumulator layout (`R.mma_sync_layout`; dots that pass values on share one, all warps
+   along M where a result becomes the next dot's A) or, for an exact fp32
    dot, a blocked one; an operand of such a dot that a `tlx.local_load` produces gets the
    operand layout there (read from the buffer with ldmatrix, no conversion). They propagate
    first (step 2). Then global-memory ops (`tt.load`, `tt.store`, `tt.atomic_*`,
@@ -266,12 +267,12 @@ class LayoutPass:
         if dot_instruction(op, warps, 0) == FMA:
             return R.default_blocked((m, n), warps, R.elem_bytes(op.result.type.element))  # type: ignore[union-attr]
         bits = op.arg("a").type.element.bits  # type: ignore[union-attr]
-        chain = _chained_dots(op)
-        for other in chain:  # a chain shares its warps (the first dot laid out decides)
+        chain, feeds_a = _chained_dots(op)
+        for other in chain:  # dots that pass values on share their warps (the first laid out decides)
             lay = self.layout.get(id(other.result))
             if isinstance(lay, L.MmaLayout) and lay.version == 2 and self._warps(other) == warps:
                 return L.MmaLayout(2, lay.wpc, (16, 8, 256 // bits))
-        return R.mma_sync_layout(m, n, warps, bits, bool(chain))
+        return R.mma_sync_layout(m, n, warps, bits, feeds_a)
 
     @staticmethod
     def _dot_operand(op: Operation, acc: L.DistributedLayout, idx: int) -> L.DotOperandLayout:
@@ -515,34 +516,41 @@ class LayoutPass:
         return out
 
 
-def _chained_dots(op: Operation) -> List[Operation]:
+def _chained_dots(op: Operation) -> Tuple[List[Operation], bool]:
     """The other dots that dot `op` exchanges register values with, through register ops of its
-    block (forward from its result, backward from its operands): a chain, as attention's
-    P @ V after Q @ K^T."""
+    block (forward from its result, backward from its operands), and whether one of those
+    exchanges is a dot's result becoming another's A operand (attention's P @ V after
+    Q @ K^T), rather than an accumulator passed on."""
     seen = {id(op)}
     out: List[Operation] = []
+    feeds_a = False
     fwd: List[Value] = [op.result]
-    bwd: List[Value] = list(op.operands)
+    bwd: List[Tuple[Value, bool]] = [(v, i == 0) for i, v in enumerate(op.operands)]
     while fwd or bwd:
         if fwd:
-            for user, _ in fwd.pop().uses:
-                if id(user) in seen or user.parent is not op.parent:
+            for user, idx in fwd.pop().uses:
+                if user.parent is not op.parent:
                     continue
-                seen.add(id(user))
                 if user.name in ("tt.dot", "tlx.async_dot"):
-                    out.append(user)
-                elif not user.regions and user.name != "tt.convert_layout":
+                    feeds_a = feeds_a or idx == 0
+                    if id(user) not in seen:
+                        out.append(user)
+                elif id(user) not in seen and not user.regions and user.name != "tt.convert_layout":
                     fwd.extend(r for r in user.results if _is_tensor(r))
+                seen.add(id(user))
         else:
-            d = bwd.pop().defining_op
-            if d is None or id(d) in seen or d.parent is not op.parent:
+            v, from_a = bwd.pop()
+            d = v.defining_op
+            if d is None or d.parent is not op.parent:
                 continue
-            seen.add(id(d))
             if d.name in ("tt.dot", "tlx.async_dot"):
-                out.append(d)
-            elif not d.regions and d.name != "tt.convert_layout":
-                bwd.extend(v for v in d.operands if _is_tensor(v))
-    return out
+                feeds_a = feeds_a or from_a
+                if id(d) not in seen:
+                    out.append(d)
+            elif id(d) not in seen and not d.regions and d.name != "tt.convert_layout":
+                bwd.extend((x, from_a) for x in d.operands if _is_tensor(x))
+            seen.add(id(d))
+    return out, feeds_a
 
 
 def _regroup(op: Operation, flat: List[Value]) -> List:

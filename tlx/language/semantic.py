@@ -898,11 +898,8 @@ def dot(a: Any, b: Any, acc: Any = None, input_precision: Any = None, allow_tf32
     if ip is None:
         ip = "ieee" if ait is False else "tf32"
     ip = str(ip).lower()
-    if ip in ("tf32x3", "bf16x3", "bf16x6"):
-        raise err(f"tl.dot input_precision={ip!r} (several tensor-core passes) is not supported",
-                  hint="use 'tf32' (tensor cores) or 'ieee' (exact fp32 FMA)")
-    if ip not in ("tf32", "ieee"):
-        raise err(f"tl.dot input_precision must be 'tf32' or 'ieee', got {ip!r}")
+    if ip not in ("tf32", "ieee") + tuple(_SPLIT_PRECISIONS):
+        raise err(f"tl.dot input_precision must be one of 'tf32', 'tf32x3', 'bf16x3', 'bf16x6', 'ieee', got {ip!r}")
     if a.dtype == int8:
         allowed = (int32,)
     elif a.dtype == float64:
@@ -925,7 +922,11 @@ def dot(a: Any, b: Any, acc: Any = None, input_precision: Any = None, allow_tf32
         if acc.dtype not in allowed:
             raise err(f"tl.dot of {a.dtype} operands accumulates in {' or '.join(str(x) for x in allowed)}, "
                       f"not {acc.dtype}", hint="convert the accumulator")
+    if ip in _SPLIT_PRECISIONS and a.dtype == float32:
+        return _split_dot(a, b, acc, ip)
     attrs: Dict[str, Any] = {}
+    if ip in _SPLIT_PRECISIONS:
+        ip = "tf32"  # only fp32 operands are split; others are what they are
     if unwrap(input_precision) is not None or ip == "ieee":
         attrs["input_precision"] = ip
     mnia = unwrap(max_num_imprecise_acc)
@@ -934,6 +935,46 @@ def dot(a: Any, b: Any, acc: Any = None, input_precision: Any = None, allow_tf32
             raise err(f"tl.dot max_num_imprecise_acc ({mnia}) must be <= K ({k})")
         attrs["max_num_imprecise_acc"] = int(mnia)
     return emit1("tt.dot", [a.handle, b.handle, acc.handle], acc.dtype, acc.shape, attrs)
+
+
+# input_precision -> (the narrow type fp32 operands are split into, parts, the (i, j) products
+# a_i @ b_j summed, smallest first) — Triton's F32DotTC decomposition
+_SPLIT_PRECISIONS = {
+    "tf32x3": ("tf32", 2, ((1, 0), (0, 1), (0, 0))),
+    "bf16x3": ("bf16", 2, ((1, 0), (0, 1), (0, 0))),
+    "bf16x6": ("bf16", 3, ((2, 0), (1, 1), (0, 2), (1, 0), (0, 1), (0, 0))),
+}
+
+
+def _split_fp32(x: tensor, kind: str, parts: int) -> List[tensor]:
+    """fp32 `x` as the sum of `parts` values of the narrow `kind` (each the narrow rounding of what
+    the previous ones leave, the last one the rest): tf32 keeps the top 19 bits of an fp32, as
+    the tensor core reads it; bf16 is rounded to nearest even."""
+    out: List[tensor] = []
+    rest = x
+    for i in range(parts):
+        if i == parts - 1 and kind == "tf32":
+            out.append(rest)  # the tensor core truncates it itself
+            break
+        if kind == "tf32":
+            hi = cast(and_(cast(rest, int32, bitcast=True), -8192), float32, bitcast=True)
+        else:
+            hi = cast(rest, bfloat16)
+        out.append(hi)
+        rest = sub(rest, cast(hi, float32))
+    return out
+
+
+def _split_dot(a: tensor, b: tensor, acc: tensor, ip: str) -> tensor:
+    """An fp32 dot with input_precision tf32x3 / bf16x3 / bf16x6: the operands split into tf32 or
+    bf16 parts, the leading products summed on the tensor cores (smallest first) into the fp32
+    accumulator — nearly fp32's accuracy at three or six tensor-core passes."""
+    kind, parts, products = _SPLIT_PRECISIONS[ip]
+    sa, sb = _split_fp32(a, kind, parts), _split_fp32(b, kind, parts)
+    for i, j in products:
+        acc = emit1("tt.dot", [sa[i].handle, sb[j].handle, acc.handle], acc.dtype, acc.shape,
+                    {"input_precision": "tf32"} if kind == "tf32" else {})
+    return acc
 
 
 # ---------------------------------------------------------------------------------------------
