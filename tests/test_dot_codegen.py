@@ -407,3 +407,19 @@ def test_split_precisions(precision, passes, opcode):
     err = np.abs(z - x64 @ y64)
     assert (err <= DK.dot_bound("fp32", x64, y64, precision)).all()
     assert err.max() < DK.dot_bound("fp32", x64, y64, "tf32").min() / 16
+
+
+@pytest.mark.parametrize("dt,view", [("bf16", "bfloat16"), ("e4m3", "float8_e4m3fn"), ("e5m2", "float8_e5m2")])
+def test_interpreter_takes_torch_tensors_numpy_cannot_hold(dt, view):
+    """bf16 and fp8 torch tensors in host memory (the peer's tests under TLX_INTERPRET=1): the
+    interpreter reads their bits; the product is the float64 one within the dtype's bound."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    x, x64 = DK.operands(dt, (16, 32), rng)
+    y, y64 = DK.operands(dt, (32, 16), rng)
+    as_torch = lambda raw: torch.from_numpy(raw.view(np.int16) if raw.dtype == np.uint16 else raw).view(  # noqa: E731
+        getattr(torch, view))
+    z = torch.full((16, 16), float("nan"))
+    tlx.interpret(DK.dot_tile, (1,), as_torch(x), as_torch(y), z, BM=16, BN=16, BK=32, FROM_SMEM=True,
+                  PRECISION="tf32", OUT_F16=False)
+    assert (np.abs(z.numpy() - x64 @ y64) <= DK.dot_bound(dt, x64, y64)).all()

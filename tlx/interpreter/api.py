@@ -51,7 +51,12 @@ class _HostCopy:
             self._back = lambda: obj.copy_to_device(self.host)
         else:  # a torch-like tensor
             t = obj.detach().cpu() if hasattr(obj, "detach") else obj.cpu()
-            self.host = t.numpy()
+            try:
+                self.host = t.numpy()
+            except TypeError:  # bf16 / fp8, which numpy lacks: their bits (the interpreter reads those)
+                import torch
+
+                self.host = t.view({2: torch.int16, 1: torch.uint8}[t.element_size()]).numpy()
             self._back = (lambda: obj.copy_(t)) if t is not obj else (lambda: None)
 
     def write_back(self) -> None:
