@@ -122,7 +122,7 @@ def _tile_origins(c: LM.LinearMap) -> List[Tuple[int, int]]:
     """Thread 0's m16n8 instruction tiles: the origins of its accumulator registers (repetitions
     along M and N are multiples of 16 and 8 rows / columns)."""
     seen: Dict[Tuple[int, int], None] = {}
-    for r, co in enumerate(c.reg_coords()):
+    for co in c.reg_coords():
         seen.setdefault((co[0] & ~15, co[1] & ~7), None)
     return list(seen)
 

@@ -29,7 +29,8 @@ _TORCH_VIEW = {"bf16": "bfloat16", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2
 def _dev(raw: np.ndarray, dt: str):
     import torch
 
-    t = torch.from_numpy(np.ascontiguousarray(raw)).cuda()
+    raw = np.ascontiguousarray(raw)
+    t = torch.from_numpy(raw.view(np.int16) if raw.dtype == np.uint16 else raw).cuda()  # bf16 bits as int16
     return t.view(getattr(torch, _TORCH_VIEW[dt])) if dt in _TORCH_VIEW else t
 
 
