@@ -810,5 +810,6 @@ class KernelLowering:
 
 def lower_module(module: Module, target: str = "sm_90a", maxnreg: Optional[int] = None) -> Tuple[str, KernelABI]:
     """PTX text and ABI of a laid-out, allocated module."""
-    from . import lower_arith, lower_async, lower_control, lower_memory, lower_mma, lower_tensor  # noqa: F401  (registrations)
+    # the modules register their lowerings on import
+    from . import lower_arith, lower_async, lower_control, lower_memory, lower_mma, lower_tensor  # noqa: F401
     return KernelLowering(module, target, maxnreg).run()

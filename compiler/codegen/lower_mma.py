@@ -142,7 +142,7 @@ def _lower_mma_sync(lw: KernelLowering, op: Operation) -> None:
     M, N = rt.shape
     K = a_v.type.shape[1]  # type: ignore[union-attr]
     if K % kinstr:
-        raise TLXCompileError(f"mma.sync needs K to be a multiple of {kinstr} for {ae.name}, got K={K}", op.loc)  # type: ignore[union-attr]
+        raise TLXCompileError(f"mma.sync needs K to be a multiple of {kinstr} for {ae}, got K={K}", op.loc)
     _check_layout(a, L.DotOperandLayout(0, mma, kw), (M, K), "A", op.loc)
     _check_layout(b, L.DotOperandLayout(1, mma, kw), (K, N), "B", op.loc)
     c = lw.lmap(rt)
@@ -195,7 +195,7 @@ def _lower_fma(lw: KernelLowering, op: Operation) -> None:
     for v in (a_v, b_v, acc_v):
         if fty not in ("f32", "f64") or v.type.element.name != fty:  # type: ignore[union-attr]
             raise TLXCompileError(f"the FMA dot takes float32 (input_precision='ieee') or float64 operands and "
-                                  f"accumulator of one type, got {v.type.element.name}", op.loc)  # type: ignore[union-attr]
+                                  f"accumulator of one type, got {v.type.element}", op.loc)  # type: ignore[union-attr]
     a, b, acc = lw.tensor(a_v), lw.tensor(b_v), lw.tensor(acc_v)
     c = lw.lmap(rt)
     M, N = rt.shape
