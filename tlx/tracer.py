@@ -365,8 +365,15 @@ class Tracer:
         for name in then_scope:
             if name not in liveins and name in else_scope and _is_runtime(then_scope[name]) and _is_runtime(else_scope[name]):
                 names.append(name)
-        then_vals = [then_scope.get(n, liveins.get(n)) for n in names]
-        else_vals = [else_scope.get(n, liveins.get(n)) for n in names]
+        before = dict(liveins)
+        self._localize(liveins, [n for n in names if n in liveins])
+
+        def branch_value(scope: Dict[str, Any], n: str) -> Any:
+            v = scope.get(n, before.get(n))
+            return liveins[n] if n in before and v is before[n] else v  # unchanged: the localized value
+
+        then_vals = [branch_value(then_scope, n) for n in names]
+        else_vals = [branch_value(else_scope, n) for n in names]
         self._check_same_types(node, names, then_vals, else_vals, "then", "else")
         result = self._build_if(cond, then_blk, else_blk, then_vals, else_vals, names)
         self.scope = dict(liveins)
@@ -543,6 +550,7 @@ class Tracer:
         target = node.target.id
         liveins = dict(self.scope)
         carried = self._carried_names(node.body, liveins, ignore={target}, node=node)
+        self._localize(liveins, carried)
         inits: List[Value] = []
         for n in carried:
             inits.extend(_flatten(liveins[n]) or [])
@@ -621,6 +629,7 @@ class Tracer:
             raise self.error(node, "`while ... else` is not supported in kernels")
         liveins = dict(self.scope)
         carried = self._carried_names(node.body, liveins, ignore=set(), node=node)
+        self._localize(liveins, carried)
         inits: List[Value] = []
         for n in carried:
             inits.extend(_flatten(liveins[n]) or [])
@@ -789,6 +798,14 @@ class Tracer:
         if self.partition is not None:
             v = self._remap(v)
         return v
+
+    def _localize(self, liveins: Dict[str, Any], names: Sequence[str]) -> None:
+        """In a worker partition, the values of `names` that a loop carries in or a branch yields
+        unchanged come from outside the partition when they were bound before `async_tasks`: they
+        enter as captures (a partition's region is isolated from the enclosing function)."""
+        if self.partition is not None:
+            for n in names:
+                liveins[n] = self._remap(liveins[n])
 
     def _remap(self, v: Any) -> Any:
         """In a worker partition, values from outside become the partition's capture arguments."""
