@@ -90,7 +90,10 @@ def _expect_bytes(lw: KernelLowering, op: Operation) -> None:
 @lowers("tlx.barrier_arrive")
 def _arrive(lw: KernelLowering, op: Operation) -> None:
     a = _bar_addr(lw, op.arg("bar"))
-    p = lw.and_pred(lw.part.leader, _opt_pred(lw, op))
+    # An alloc_warp_barrier barrier counts every thread's arrival (its count is num_warps * 32 *
+    # num_arrivals): each thread arrives by itself. Any other barrier: the partition's leader.
+    leader = None if op.attrs.get("per_thread") else lw.part.leader
+    p = lw.and_pred(leader, _opt_pred(lw, op))
     count = int(op.attrs.get("count", 1))
     if count == 1:
         lw.e("mbarrier.arrive.shared::cta.b64", "_", f"[{a}]", pred=p)
