@@ -160,12 +160,12 @@ def return_inside_loop(x_ptr, n):
 
 @tlx.jit
 def partition_uses_outer_block_tensor(x_ptr, n):
-    offs = tl.arange(0, 128)
+    vals = tl.load(x_ptr + tl.arange(0, 128))  # loaded: registers another partition cannot read
     with tlx.async_tasks():
         with tlx.async_task("default"):
-            tl.store(x_ptr + offs, 1.0)
+            tl.store(x_ptr + tl.arange(0, 128), vals)
         with tlx.async_task(num_warps=4):
-            tl.store(x_ptr + offs, 2.0)  # ERR: computed outside it
+            tl.store(x_ptr + tl.arange(0, 128), vals + 1.0)  # ERR: computed outside it
 
 
 @tlx.jit

@@ -285,3 +285,57 @@ def test_loop_carried_capture_runs_on_the_interpreter():
     tlx.interpret(_tile_walk_in_every_partition, (2,), out, 5, STEP=3)
     # the last program (pid 1) writes last: 1 + 5*3, 1 + 5*6, and `seen` stays 0 (n_tiles <= 100)
     assert out.tolist() == [16, 31, 0]
+
+
+@tlx.jit
+def _replicated_default(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # each replica of each task writes its own row of `out`: x + 10 * (row id)
+    offs = tl.arange(0, BLOCK)
+    with tlx.async_tasks():
+        with tlx.async_task("default", replicate=2, num_regs=160):
+            r = tlx.async_task_replica_id()
+            x = tl.load(x_ptr + offs, mask=offs < n)
+            tl.store(out_ptr + r * BLOCK + offs, x + 10 * r, mask=offs < n)
+        with tlx.async_task(num_warps=1, replicate=2, registers=56):
+            r = tlx.async_task_replica_id()
+            offs_w = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs_w, mask=offs_w < n)
+            tl.store(out_ptr + (2 + r) * BLOCK + offs_w, x + 10 * (2 + r), mask=offs_w < n)
+
+
+def test_a_replicated_default_task_runs_its_later_replicas_as_partitions_of_the_kernels_warps():
+    m = _replicated_default.trace(signature_to_types({"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}),
+                                  {"BLOCK": 128}, num_warps=4)
+    (ws,) = ops_named(m, "tlx.warp_specialize")
+    assert len(ws.regions) == 4  # the default, two worker replicas, the default's second replica
+    assert ws.attrs["partition_num_warps"] == [1, 1, 4]
+    assert ws.attrs["partition_registers"] == [56, 56, 160] and ws.attrs["default_registers"] == 160
+    ck = tlx.compile(_replicated_default, signature={"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"},
+                     constexprs={"BLOCK": 128}, num_warps=4)
+    assert ck.asm["cubin"]  # assembled by ptxas for sm_90a
+    # `offs` (an arange made before async_tasks) is recomputed at the top of the partitions that use it
+    for region in ws.regions[1:]:
+        names = [op.name for op in region.block.ops]
+        assert "tt.make_range" in names and names.index("tt.make_range") < names.index("tt.load")
+
+
+def test_replicated_default_task_on_the_interpreter():
+    import numpy as np
+    x = np.random.default_rng(1).standard_normal(128).astype(np.float32)
+    out = np.full((4, 128), np.nan, dtype=np.float32)
+    tlx.interpret(_replicated_default, (1,), x, out, 100, BLOCK=128)
+    ref = x.astype(np.float64)[None, :100] + 10.0 * np.arange(4)[:, None]
+    np.testing.assert_allclose(out[:, :100], ref, rtol=1e-6)
+    assert np.isnan(out[:, 100:]).all()  # masked lanes untouched
+
+
+@pytest.mark.parametrize("kwargs", [{"num_regs": 25}, {"registers": 25}, {"num_regs": 16}])
+@pytest.mark.parametrize("default", [True, False])
+def test_register_budgets_must_be_multiples_of_8_in_range_and_are_value_errors(kwargs, default):
+    args = ("default",) if default else ()
+    extra = {} if default else {"num_warps": 1}
+    with pytest.raises(ValueError, match="num_regs must be") as e:
+        tlx.async_task(*args, **extra, **kwargs)
+    assert isinstance(e.value, tlx.TLXError)
+    assert tlx.async_task("default", num_regs=128).num_regs == 128
+    assert tlx.async_task(num_warps=4, registers=232).num_regs == 232

@@ -26,7 +26,7 @@ import inspect
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from tlx.compiler.errors import TLXCompileError
-from tlx.compiler.ir import Block, Location, Operation, Region, Value
+from tlx.compiler.ir import Block, Location, Operation, Region, Value, is_pure
 from tlx.compiler.ir import types as T
 
 from .language import core, semantic
@@ -109,6 +109,7 @@ class _Partition:
         self.ws = ws
         self.block = block
         self.map: Dict[int, Value] = {}
+        self.remat = 0  # ops recomputed at the top of the partition (after its constants)
 
 
 class _WarpSpecialize:
@@ -120,17 +121,63 @@ class _WarpSpecialize:
         self.index: Dict[int, int] = {}
 
     def capture(self, v: Value, part: _Partition, tracer: "Tracer") -> Value:
+        if isinstance(v.type, T.TensorType):
+            local = self.rematerialize(v, part, tracer)
+            if local is None:
+                raise TLXCompileError(
+                    f"a worker partition uses the block tensor '{v.name or '?'}' ({v.type}) computed outside it "
+                    "from memory or from more than a few operations",
+                    hint="compute block tensors inside the async_task (program ids, offsets and aranges are cheap to recompute)")
+            return local
         k = id(v)
         if k not in self.index:
-            if isinstance(v.type, T.TensorType):
-                raise TLXCompileError(
-                    f"a worker partition uses the block tensor '{v.name or '?'}' ({v.type}) computed outside it",
-                    hint="compute block tensors inside the async_task (program ids, offsets and aranges are cheap to recompute)")
             self.index[k] = len(self.captures)
             self.captures.append(v)
             for b in self.blocks:
                 b.add_arg(v.type, v.name)
         return part.block.args[self.index[k]]
+
+    def rematerialize(self, v: Value, part: _Partition, tracer: "Tracer", budget: Optional[List[int]] = None) -> Optional[Value]:
+        """A block tensor made outside the partition by pure ops from scalars and constants (an
+        arange, a splat, index arithmetic) is recomputed at the top of the partition, as Triton
+        does for warp-specialize captures: registers are per warp, so a partition cannot read
+        another's tensors, and these few ops are cheaper than a trip through shared memory.
+        None when `v` depends on memory or on more than 16 ops."""
+        k = id(v)
+        if k in part.map:
+            return part.map[k]
+        op = v.defining_op
+        budget = budget if budget is not None else [16]
+        if op is None or op.regions or not is_pure(op) or budget[0] <= 0:
+            return None
+        budget[0] -= 1
+        operands: List[Value] = []
+        for x in op.operands:
+            if isinstance(x.type, T.TensorType):
+                y = self.rematerialize(x, part, tracer, budget)
+                if y is None:
+                    return None
+            else:
+                y = tracer._remap_value(x)
+            operands.append(y)
+        spec: List[Any] = []
+        pos = 0
+        for (_, kind), n in zip(op.opdef.groups, op.segments):
+            vals = operands[pos:pos + n]
+            pos += n
+            spec.append(vals if kind not in ("one", "opt") else (vals[0] if vals else None))
+        clone = Operation(op.name, spec, [r.type for r in op.results], dict(op.attrs), 0, op.loc,
+                          [r.name for r in op.results])
+        # after the partition's constants and earlier recomputed ops: before any use in it
+        ctx = tracer.ctx
+        at = ctx.const_count.get(id(part.block), 0) + part.remat
+        part.block.insert(at, clone)
+        part.remat += 1
+        if tracer.builder.block is part.block and tracer.builder.index is not None:
+            tracer.builder.index += 1
+        for r, c in zip(op.results, clone.results):
+            part.map[id(r)] = c
+        return part.map[k]
 
 
 class Tracer:
@@ -687,57 +734,61 @@ class Tracer:
         defaults = [t for t in tasks if t[0].is_default]
         if len(defaults) != 1:
             raise self.error(node, f"async_tasks needs exactly one async_task('default'), found {len(defaults)}")
-        workers = [t for t in tasks if not t[0].is_default]
-        regs = [t[0].registers for t in workers]
+        default_task, default_node = defaults[0]
+        # The worker partitions, in order: each worker task's replicas, then the default task's
+        # replicas after its first (a replicated default runs its later replicas as partitions of
+        # the kernel's num_warps warps, with the default's register budget).
+        parts: List[Tuple[ast.With, int, Optional[int], int]] = [
+            (wnode, task.num_warps, task.registers, r)
+            for task, wnode in tasks if not task.is_default for r in builtins.range(task.replicate)]
+        parts += [(default_node, self.ctx.num_warps, default_task.registers, r)
+                  for r in builtins.range(1, default_task.replicate)]
+        regs = [p[2] for p in parts]
         if any(r is not None for r in regs) and any(r is None for r in regs):
             raise self.error(node, "either every worker async_task gives registers= or none does")
-        if not workers:  # only the default survived: no warp specialization
-            self.visit_stmts(defaults[0][1].body)
+        if not parts:  # only the default survived: no warp specialization
+            self.ctx.replica_id = 0
+            try:
+                self.visit_stmts(default_node.body)
+            finally:
+                self.ctx.replica_id = None
             return
         ws = _WarpSpecialize()
-        part_warps, part_regs, replicas = [], [], []
-        for task, _ in workers:
-            for r in builtins.range(task.replicate):
-                part_warps.append(task.num_warps)
-                if task.registers is not None:
-                    part_regs.append(task.registers)
-                replicas.append(r)
+        part_warps = [p[1] for p in parts]
+        part_regs = [p[2] for p in parts if p[2] is not None]
         attrs: Dict[str, Any] = {"partition_num_warps": part_warps, "partition_registers": part_regs}
-        if defaults[0][0].registers is not None:
-            attrs["default_registers"] = defaults[0][0].registers
-        wsop = self.builder.create("tlx.warp_specialize", [[]], [], attrs, 1 + len(part_warps))
+        if default_task.registers is not None:
+            attrs["default_registers"] = default_task.registers
+        wsop = self.builder.create("tlx.warp_specialize", [[]], [], attrs, 1 + len(parts))
         saved_block, saved_index = self.builder.block, self.builder.index
         liveins = dict(self.scope)
         try:
             # the default partition sees the enclosing values directly
             self.builder.set_insertion_point_to_end(wsop.regions[0].block)
             self.ctx.replica_id = 0
-            self.visit_stmts(defaults[0][1].body)
+            self.visit_stmts(default_node.body)
             self.builder.create("tlx.ws_yield", [], [])
             self.scope = dict(liveins)
-            k = 0
-            for task, wnode in workers:
-                for r in builtins.range(task.replicate):
-                    blk = wsop.regions[1 + k].block
-                    for c in ws.captures:
-                        blk.add_arg(c.type, c.name)
-                    ws.blocks.append(blk)
-                    part = _Partition(ws, blk)
-                    self.builder.set_insertion_point_to_end(blk)
-                    self.ctx.replica_id = r
-                    self.ctx.in_partition = True
-                    saved_part = self.partition
-                    self.partition = part
-                    self.ctx.const_anchor.append(blk)
-                    try:
-                        self.visit_stmts(wnode.body)
-                    finally:
-                        self.ctx.const_anchor.pop()
-                        self.partition = saved_part
-                        self.ctx.in_partition = False
-                    self.builder.create("tlx.ws_return", [], [])
-                    self.scope = dict(liveins)
-                    k += 1
+            for k, (wnode, _, _, r) in enumerate(parts):
+                blk = wsop.regions[1 + k].block
+                for c in ws.captures:
+                    blk.add_arg(c.type, c.name)
+                ws.blocks.append(blk)
+                part = _Partition(ws, blk)
+                self.builder.set_insertion_point_to_end(blk)
+                self.ctx.replica_id = r
+                self.ctx.in_partition = True
+                saved_part = self.partition
+                self.partition = part
+                self.ctx.const_anchor.append(blk)
+                try:
+                    self.visit_stmts(wnode.body)
+                finally:
+                    self.ctx.const_anchor.pop()
+                    self.partition = saved_part
+                    self.ctx.in_partition = False
+                self.builder.create("tlx.ws_return", [], [])
+                self.scope = dict(liveins)
         finally:
             self.ctx.replica_id = None
             self.builder.block, self.builder.index = saved_block, saved_index
@@ -807,17 +858,23 @@ class Tracer:
             for n in names:
                 liveins[n] = self._remap(liveins[n])
 
+    def _remap_value(self, h: Value) -> Value:
+        """In a worker partition, an IR value from outside becomes the partition's capture
+        argument (or its recomputed copy, for a cheap block tensor)."""
+        part = self.partition
+        if self._defined_inside(h, part.block):  # type: ignore[union-attr]
+            return h
+        k = id(h)
+        if k not in part.map:  # type: ignore[union-attr]
+            part.map[k] = part.ws.capture(h, part, self)  # type: ignore[union-attr]
+        return part.map[k]  # type: ignore[union-attr]
+
     def _remap(self, v: Any) -> Any:
         """In a worker partition, values from outside become the partition's capture arguments."""
         if isinstance(v, Handle):
             h = v.handle
-            if not self._defined_inside(h, self.partition.block):  # type: ignore[union-attr]
-                part = self.partition
-                k = id(h)
-                if k not in part.map:  # type: ignore[union-attr]
-                    part.map[k] = part.ws.capture(h, part, self)  # type: ignore[union-attr]
-                return wrap_value(part.map[k], v)  # type: ignore[union-attr]
-            return v
+            local = self._remap_value(h)
+            return v if local is h else wrap_value(local, v)
         if isinstance(v, (tuple, list)) and any(isinstance(x, (Handle, tuple, list)) for x in v):
             r = [self._remap(x) for x in v]
             return tuple(r) if isinstance(v, tuple) else r

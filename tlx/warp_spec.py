@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from tlx.compiler.errors import TLXCompileError
+from tlx.compiler.errors import TLXCompileError, TLXValueError
 
 from .language.core import builtin, unwrap
 
@@ -19,8 +19,10 @@ class AsyncTasks:
 
 
 class AsyncTask:
-    """One task of an async_tasks block: the default task, or a worker of `num_warps` warps
-    instantiated `replicate` times, optionally with a register budget."""
+    """One task of an async_tasks block: the default task (the kernel's `num_warps` warps) or a
+    worker of `num_warps` warps, instantiated `replicate` times, optionally with a register budget
+    (`registers=` or its other name `num_regs=`: registers per thread, `setmaxnreg`). Replicas of
+    the default task after the first run as extra partitions of the kernel's `num_warps` warps."""
 
     def __init__(self, *args: Any, num_warps: Any = None, num_regs: Any = None, registers: Any = None,
                  replicate: Any = 1, warp_group_start_id: Any = None):
@@ -34,25 +36,33 @@ class AsyncTask:
                 raise TLXCompileError(f"async_task takes 'default' or keyword arguments, got {args!r}")
             self.is_default = True
         regs = unwrap(registers) if registers is not None else unwrap(num_regs)
-        if regs is not None and (not isinstance(regs, int) or regs % 8 or not 24 <= regs <= 256):
-            raise TLXCompileError(f"registers={regs!r} must be a multiple of 8 between 24 and 256")
+        if regs is not None:
+            if not isinstance(regs, int) or regs % 8:
+                raise TLXValueError(f"num_regs must be divisible by 8, got {regs!r}",
+                                    hint="setmaxnreg takes a multiple of 8 registers per thread (24 to 256)")
+            if not 24 <= regs <= 256:
+                raise TLXValueError(f"num_regs must be between 24 and 256, got {regs}",
+                                    hint="setmaxnreg takes a multiple of 8 registers per thread (24 to 256)")
         self.registers: Optional[int] = regs
         self.replicate = unwrap(replicate)
-        if not isinstance(self.replicate, int) or self.replicate < 1:
-            raise TLXCompileError(f"replicate must be a positive compile-time integer, got {self.replicate!r}")
+        if not isinstance(self.replicate, int) or isinstance(self.replicate, bool) or self.replicate < 1:
+            raise TLXValueError(f"replicate must be a positive compile-time integer, got {self.replicate!r}")
         nw = unwrap(num_warps)
         if self.is_default:
             if nw is not None:
                 raise TLXCompileError("the default task runs on the kernel's num_warps; do not pass num_warps")
-            if self.replicate != 1:
-                raise TLXCompileError("the default task cannot be replicated")
         else:
             if nw is None:
                 raise TLXCompileError("a worker async_task needs num_warps=")
             if nw not in (1, 2, 4, 8):
-                raise TLXCompileError(f"async_task num_warps must be 1, 2, 4 or 8, got {nw!r}")
+                raise TLXValueError(f"async_task num_warps must be 1, 2, 4 or 8, got {nw!r}")
         self.num_warps = nw
         self.warp_group_start_id = unwrap(warp_group_start_id)
+
+    @property
+    def num_regs(self) -> Optional[int]:
+        """The register budget per thread (the real TLX's name for `registers`)."""
+        return self.registers
 
 
 @builtin
