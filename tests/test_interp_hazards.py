@@ -669,16 +669,12 @@ def test_barrier_invalidated_while_its_tma_load_is_in_flight():
 def test_descriptor_load_in_a_loop_interprets_without_hazards():
     """The frontend's register-level descriptor load in a loop (lowered with an mbarrier that is
     initialized, waited on and invalidated each iteration) sums a column of tiles exactly."""
-    import os
-    import sys
-
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
-    import gpu_codegen_check as G
     import tlx
+    from kernels.codegen import desc_load_loop_kernel
 
     M, N, BM, BN = 64 * 5, 128, 64, 64
     x = np.random.default_rng(3).standard_normal((M, N)).astype(np.float16)
     y = np.full((BM, N), np.nan, np.float32)
-    assert tlx.interpret(G.desc_load_loop_kernel, (N // BN,), x, y, M, N, BM=BM, BN=BN, raise_on_hazard=False) == []
+    assert tlx.interpret(desc_load_loop_kernel, (N // BN,), x, y, M, N, BM=BM, BN=BN, raise_on_hazard=False) == []
     ref = x.astype(np.float64).reshape(M // BM, BM, N).sum(axis=0)
     assert np.abs(y - ref).max() <= 1e-5 * np.abs(ref).max()
