@@ -213,16 +213,16 @@ def test_a_supported_row_compiles(tmp_path):
 # ---- the fence rules: every "better than Triton" claim is a test ---------------------------------------
 
 CLAIM_TESTS = {
-    "cp.async as a generic writer": "test_gap_5_8_cp_async_is_a_generic_writer_and_the_fence_stays_after_its_wait",
-    "bulk `async_store` as an async": "test_gap_5_8_bulk_async_store_is_an_async_reader",
-    "traces `if` and `for` results": "test_gap_5_8_if_result_is_traced_into_its_yields",
-    "gets its fence hoisted out of the loop": "test_falls_short_1_view_with_several_users_is_still_hoisted_out_of_the_k_loop",
-    "fenced in the writing partition": "test_falls_short_2_producer_side_fence_across_a_warp_specialize_mbarrier_hand_off",
-    "the fence goes on that branch": "test_falls_short_3_branch_local_fence",
-    "reads the real allocation": "test_gap_5_7_uses_the_real_offsets_it_is_given",
-    "zero times cannot hide a hazard": "test_zero_trip_loop_does_not_hide_a_hazard_flashkda_24",
-    "gives one fence, not two": "test_gap_5_12_user_fence_then_effectful_op_then_tma_store_gives_one_fence",
-    "always emit `fence.acq_rel.gpu`": "test_falls_short_4_gpu_and_sys_fences_stay",
+    "cp.async as a generic writer": "test_cp_async_is_a_generic_writer_and_the_fence_stays_after_its_wait",
+    "bulk `async_store` as an async": "test_bulk_async_store_is_an_async_reader",
+    "traces `if` and `for` results": "test_if_result_is_traced_into_its_yields",
+    "gets its fence hoisted out of the loop": "test_fence_for_a_view_with_several_users_is_hoisted_out_of_the_k_loop",
+    "fenced in the writing partition": "test_producer_partition_fences_its_write_before_an_mbarrier_hand_off",
+    "the fence goes on that branch": "test_fence_goes_on_the_only_branch_that_writes",
+    "reads the real allocation": "test_the_pass_uses_the_real_offsets_it_is_given",
+    "zero times cannot hide a hazard": "test_zero_trip_loop_does_not_hide_a_hazard",
+    "gives one fence, not two": "test_user_fence_then_effectful_op_then_tma_store_gives_one_fence",
+    "always emit `fence.acq_rel.gpu`": "test_gpu_and_sys_fences_stay",
 }
 
 
