@@ -6,7 +6,7 @@ kernel (three tensors + an int), launched in a Python loop, through
   arguments — the anchor, measured in the same run (every ratio is against it);
 * the native entry alone (``tlx.runtime.native_launch``: the same call made from C, three ints
   in) — the floor under tlx's own launches, which use it wherever it could be built;
-* the bare runtime: ``tlx.runtime.Launcher.launch(grid, args)`` on hand-written PTX (through the
+* the bare runtime: ``tlx.runtime.Launcher.launch(grid, args)`` of kernels that do nothing (through the
   native entry, and once more through cuda.bindings as with ``TLX_NATIVE_LAUNCH=0``), and
   ``bind`` + ``Launcher.launch_bound`` (key and values in one pass; tlx's own dispatcher binds
   with the same rules as generated straight-line code, ``bind_source``);
@@ -40,10 +40,10 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import importlib.util
 import itertools
 import json
 import os
+import re
 import sys
 import time
 import types
@@ -53,13 +53,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET_US = 4.0
 
 
-def _smoke() -> Any:
-    spec = importlib.util.spec_from_file_location("gpu_runtime_smoke",
-                                                  os.path.join(ROOT, "scripts", "gpu_runtime_smoke.py"))
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    mod._ensure_importable()
-    return mod
+def _empty_launchers() -> Tuple[Any, Any]:
+    """Two `tlx.runtime.Launcher`s for the bare-runtime rows, of kernels that do nothing (one with
+    no argument, one with three pointers and an int), compiled by tlx (no frontend at launch)."""
+    import tlx
+    from tlx.runtime.launcher import Launcher
+
+    @tlx.jit
+    def empty():
+        pass
+
+    @tlx.jit
+    def empty4(a_ptr, b_ptr, c_ptr, n):
+        pass
+
+    out = []
+    for fn, sig in ((empty, {}), (empty4, {"a_ptr": "*fp32", "b_ptr": "*fp32", "c_ptr": "*fp32", "n": "i32"})):
+        k = tlx.compile(fn, sig)
+        out.append(Launcher(k.abi, ptx=k.asm["ptx"], cubin=k.asm.get("cubin")))
+    return out[0], out[1]
 
 
 class Timed:
@@ -179,7 +191,6 @@ def cpu_main(n: int, repeats: int) -> int:
     _install_fake_torch()
     os.environ["TLX_CACHE_DIR"] = tempfile.mkdtemp(prefix="tlx-launch-bench-")
     os.environ.pop("TLX_INTERPRET", None)
-    smoke = _smoke()
     import tlx
     from tlx.runtime import bind, driver
     from tlx.runtime.launcher import Launcher
@@ -206,8 +217,7 @@ def cpu_main(n: int, repeats: int) -> int:
     g = (1,)
     args0: List[Any] = []
     args4 = [a, b, c, 4096]
-    e0 = smoke._launcher("empty", "empty")
-    e4 = smoke._launcher("empty4", "empty")
+    e0, e4 = _empty_launchers()
     e0.load()
     e4.load()
 
@@ -268,7 +278,6 @@ def main(argv: List[str]) -> int:
     if opts.cpu_only:
         return cpu_main(opts.n or 2000, opts.repeats)
     n = opts.n or 2000
-    smoke = _smoke()
     import torch
     from cuda.bindings import driver as drv
 
@@ -276,9 +285,8 @@ def main(argv: List[str]) -> int:
     a, b, c = (torch.empty(4096, device="cuda") for _ in range(3))
     rows: List[Tuple[str, str, Optional[Timed]]] = []
 
-    # bare runtime on hand-written PTX
-    e0 = smoke._launcher("empty", "empty")
-    e4 = smoke._launcher("empty4", "empty")
+    # the bare runtime: Launchers of kernels that do nothing
+    e0, e4 = _empty_launchers()
     e0.load()
     e4.load()
     g = (1,)
@@ -324,8 +332,7 @@ def main(argv: List[str]) -> int:
     l0, l4 = e0.launch, e4.launch
     rows.append(("tlx.runtime Launcher.launch", "empty", time_loop(lambda: l0(g, args0), sync)))
     rows.append(("tlx.runtime Launcher.launch", "4 args", time_loop(lambda: l4(g, args4), sync)))
-    b0 = smoke._launcher("empty", "empty")  # the same, through cuda.bindings (TLX_NATIVE_LAUNCH=0)
-    b4 = smoke._launcher("empty4", "empty")
+    b0, b4 = _empty_launchers()  # the same, through cuda.bindings (TLX_NATIVE_LAUNCH=0)
     for via_bindings, native in ((b0, e0), (b4, e4)):
         via_bindings._install(native.loaded, drv.cuLaunchKernelEx, None)
     m0, m4 = b0.launch, b4.launch
@@ -424,7 +431,8 @@ def main(argv: List[str]) -> int:
     out = os.path.join(ROOT, "benchmarks", "results",
                        time.strftime("launch_overhead-%Y%m%d-%H%M%S.json"))
     with open(out, "w") as f:
-        json.dump({"n": n, "rounds": opts.rounds, "target_us": TARGET_US, "entry": entry_status,
+        entry = re.sub(r"/\S*/", "", entry_status)  # the module's file name, not the machine's folders
+        json.dump({"n": n, "rounds": opts.rounds, "target_us": TARGET_US, "entry": entry,
                    "gpu": torch.cuda.get_device_name(),
                    "rows": [{"path": p, "kernel": k, "us": t.best if t else None, "median_us": t.median if t else None,
                              "runs_us": t.runs if t else None} for p, k, t in rows]}, f, indent=1)

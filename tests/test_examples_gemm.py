@@ -194,7 +194,7 @@ def test_h200_configs_fit_shared_memory_and_match_the_descriptors():
     assert [list(d.block_shape) for d in p.args[:3]] == [[128, 64], [64, 256], [128, 256]] and p.num_warps == 8
 
 
-def test_plans_name_the_issue_kernels_and_all_examples():
+def test_plans_list_the_three_benchmarked_kernels_and_all_four_examples():
     assert list(gemm.PLANS) == ["pipelined", "ws", "persistent"]
     assert list(gemm.ALL_PLANS) == ["pipelined", "ws", "persistent", "pingpong"]
 

@@ -10,7 +10,7 @@ from tlx.compiler.passes.manager import Pass
 from tlx.compiler.pipeline import PIPELINE, compile_module
 
 SRC = '''
-#f0 = "/tmp/kernel.py"
+#f0 = "kernel.py"
 module attributes {num_warps = 4, target = "sm_90a"} {
   tt.func @k(%d: !tensordesc<64x64xf16>) {
     %c0 = arith.constant {value = 0} : i32
@@ -22,7 +22,7 @@ module attributes {num_warps = 4, target = "sm_90a"} {
 '''
 
 
-def test_pipeline_order_is_the_issue_order():
+def test_pipeline_runs_the_fence_passes_in_their_order():
     names = [p.name for p in PIPELINE]
     want = ["lower_dot", "tma_lowering", "fence_insertion", "smem_allocation", "proxy_fence_insertion", "cta_barriers"]
     assert [n for n in names if n in want] == want

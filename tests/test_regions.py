@@ -72,7 +72,7 @@ NESTED_CYCLE = module(f"""
 
 @pytest.mark.parametrize("passes, fence", [(PASS_A, FENCE_A), (PASS_C, FENCE_C)],
                          ids=["fence_insertion", "proxy_fence_insertion"])
-def test_gap_view_yielded_back_into_its_loop_gets_its_fence(passes, fence):
+def test_view_yielded_back_into_its_loop_gets_its_fence(passes, fence):
     # each pass alone fences the wgmma that reads, through the view, what the loop just stored
     check(TRANS_CYCLE, f"""
     CHECK: ^body
