@@ -71,6 +71,18 @@ def undefined_name(x_ptr, n):
 
 
 @tlx.jit
+def undefined_function(x_ptr, n):
+    y = helper_that_was_never_imported(n)  # ERR: name 'helper_that_was_never_imported' is not defined
+
+
+@tlx.jit
+def name_bound_only_in_a_loop(x_ptr, n):
+    for i in range(0, n):
+        last = i
+    tl.store(x_ptr, last)  # ERR: name 'last' is not defined
+
+
+@tlx.jit
 def if_on_block_tensor(x_ptr, n):
     x = tl.arange(0, 64)
     if x > 3:  # ERR: its truth is ambiguous

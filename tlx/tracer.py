@@ -844,8 +844,7 @@ class Tracer:
         elif hasattr(builtins, name):
             return getattr(builtins, name)
         else:
-            raise self.error(node, f"name '{name}' is not defined",
-                             hint="names first bound inside a loop or branch do not outlive it; bind it before")
+            raise self.error(node, f"name '{name}' is not defined", hint=self._undefined_hint(name))
         if self.partition is not None:
             v = self._remap(v)
         return v
@@ -857,6 +856,16 @@ class Tracer:
         if self.partition is not None:
             for n in names:
                 liveins[n] = self._remap(liveins[n])
+
+    def _undefined_hint(self, name: str) -> str:
+        """What to change for an undefined name: a name the kernel binds somewhere was bound in a
+        loop or branch that does not reach this use; any other name must come from the module."""
+        if name in _assigned_names(self.jitfn.parse().body):
+            return (f"'{name}' is bound inside a loop or branch that does not reach this line; names first "
+                    "bound there do not outlive it: bind it before the loop or branch")
+        module = getattr(self.jitfn, "__module__", None) or "the kernel's module"
+        return (f"define or import '{name}' in {module} (the module that defines {self.jitfn.__name__}); "
+                "a kernel sees that module's globals, its closure and Python's builtins")
 
     def _remap_value(self, h: Value) -> Value:
         """In a worker partition, an IR value from outside becomes the partition's capture
