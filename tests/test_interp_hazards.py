@@ -679,3 +679,32 @@ def test_descriptor_load_in_a_loop_interprets_without_hazards():
     assert tlx.interpret(desc_load_loop_kernel, (N // BN,), x, y, M, N, BM=BM, BN=BN, raise_on_hazard=False) == []
     ref = x.astype(np.float64).reshape(M // BM, BM, N).sum(axis=0)
     assert np.abs(y - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+def test_a_missing_async_dot_wait_is_reported_at_the_source_line_that_uses_the_result():
+    """The store of the accumulator reads it through a layout conversion the compiler inserts
+    with the async_dot's line; the report names the store's line, where the wait is missing."""
+    import numpy as np
+
+    import tlx
+    import tlx.language as tl
+    from tlx.interpreter import SyncHazard as Sync
+
+    @tlx.jit
+    def dot_without_wait(a_ptr, b_ptr, c_ptr):
+        offs = tl.arange(0, 64)
+        a = tlx.local_alloc((64, 64), tl.float16, 1)
+        b = tlx.local_alloc((64, 64), tl.float16, 1)
+        tlx.local_store(a[0], tl.load(a_ptr + offs[:, None] * 64 + offs[None, :]))
+        tlx.local_store(b[0], tl.load(b_ptr + offs[:, None] * 64 + offs[None, :]))
+        acc = tlx.async_dot(a[0], b[0], tl.zeros((64, 64), dtype=tl.float32))
+        tl.store(c_ptr + offs[:, None] * 64 + offs[None, :], acc)  # the use without a wait
+
+    import inspect
+    first = inspect.getsourcelines(dot_without_wait.fn)[1]
+    a = np.ones((64, 64), np.float16)
+    with pytest.raises(Sync) as e:
+        tlx.interpret(dot_without_wait, (1,), a, a, np.zeros((64, 64), np.float32))
+    assert e.value.kind == "use-before-wait"
+    assert e.value.lines == (first + 7, first + 8)
+    assert "tt.store" in str(e.value)

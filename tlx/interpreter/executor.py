@@ -352,12 +352,21 @@ class Interpreter:
         for v in vs:
             x = th.env.get(v)
             if isinstance(x, PendingDot):
-                r = th.record(op, f"use of the async_dot result in {op.name}")
+                user = _source_user(op)
+                r = th.record(user, f"use of the async_dot result in {user.name}")
                 src = th.record(x.op, "async_dot result")
                 self.checker.report(SyncHazard, "use-before-wait", "the register result of an async_dot is used "
                                     "before tlx.async_dot_wait retired its wgmma group", None, src, r,
                                     "pass the result through tlx.async_dot_wait(N, acc) and use the value it returns")
                 th.env[v] = x.resolve()
+
+
+def _source_user(op: Operation) -> Operation:
+    """The op of the kernel's source that uses a value: layout conversions the compiler inserted
+    carry the producer's line, so a report names the first op after them that the user wrote."""
+    while op.name == "tt.convert_layout" and op.results and op.results[0].users:
+        op = op.results[0].users[0]
+    return op
 
 
 # =================================================================================================
