@@ -271,7 +271,7 @@ def _tma_prefetch(lw: KernelLowering, op: Operation) -> None:
 def _bulk_load(lw: KernelLowering, op: Operation) -> None:
     view: SmemView = lw.val(op.arg("dst"))  # type: ignore[assignment]
     bar = _bar_addr(lw, op.arg("bar"))
-    lw.e("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes", _view_addr(lw, view, 0),
+    lw.e("cp.async.bulk.shared::cta.global.mbarrier::complete_tx::bytes", _view_addr(lw, view, 0),
          f"[{lw.scalar(op.arg('src'))}]", str(int(op.attrs["size"])), f"[{bar}]", pred=lw.part.leader)
 
 

@@ -209,5 +209,5 @@ class Emitter:
                     cur = key
                     out.append(f"\t.loc\t{self.file_index(loc.file)} {loc.line} {loc.col + 1}")
             p = f"@{ins.pred} " if ins.pred else ""
-            out.append(f"\t{p}{ins.op} \t{', '.join(ins.args)};" if ins.args else f"\t{p}{ins.op};")
+            out.append(f"\t{p}{ins.op} {', '.join(ins.args)};" if ins.args else f"\t{p}{ins.op};")
         return out
