@@ -74,7 +74,8 @@ class TensorDescriptor:
     def from_tensor(tensor: Any, block_shape: Optional[Sequence[int]] = None, padding: str = "zero",
                     round_f32_to_tf32: bool = False) -> "TensorDescriptor":
         """A descriptor covering the whole array, its shape and strides (in elements) read from
-        it: a device array, or a host numpy array (for the interpreter, as the constructor takes)."""
+        it: a device array, or a host numpy array or CPU torch tensor (for the interpreter, as
+        the constructor takes)."""
         import numpy as np
 
         if isinstance(tensor, np.ndarray):
@@ -84,6 +85,9 @@ class TensorDescriptor:
                                       f"of {item} bytes", hint="pass np.ascontiguousarray(x)")
             return TensorDescriptor(tensor, list(tensor.shape), [st // item for st in tensor.strides],
                                     block_shape, padding, round_f32_to_tf32)
+        if _host_tensor(tensor):
+            return TensorDescriptor(tensor, list(tensor.shape), list(tensor.stride()), block_shape, padding,
+                                    round_f32_to_tf32)
         from .arrays import describe
 
         info = describe(tensor)
@@ -115,10 +119,23 @@ class TensorDescriptor:
                 f"block_shape={self.block_shape}, padding={self.padding!r})")
 
 
+def _host_tensor(base: Any) -> bool:
+    """A torch tensor in host memory, not pinned (a pinned one is a device array: UVA)."""
+    from .arrays import kind_of
+
+    if kind_of(base) != "torch" or not getattr(base, "is_cpu", False):
+        return False
+    try:
+        return not base.is_pinned()
+    except Exception:  # noqa: BLE001 - a torch build without CUDA may refuse the question
+        return True
+
+
 def _described_pointer(base: Any) -> Tuple[int, str]:
     """Address and dtype of a base for checks and signatures: a device array, or a host numpy
-    array (a descriptor for the CPU interpreter, `tlx.interpret`; a GPU launch refuses it when
-    it encodes the descriptor, like any host array)."""
+    array or CPU torch tensor (a descriptor for the CPU interpreter, `tlx.interpret` and
+    ``TLX_INTERPRET=1``; a GPU launch refuses it when it encodes the descriptor, like any host
+    array)."""
     import numpy as np
 
     if isinstance(base, np.ndarray):
@@ -128,6 +145,13 @@ def _described_pointer(base: Any) -> Tuple[int, str]:
         if dt is None:
             raise TLXRuntimeError(f"numpy dtype {base.dtype} has no kernel type")
         return base.ctypes.data, dt
+    if _host_tensor(base):
+        from .dtypes import dtype_of_torch
+
+        dt = dtype_of_torch(base.dtype)
+        if dt is None:
+            raise TLXRuntimeError(f"torch dtype {base.dtype} has no kernel type")
+        return base.data_ptr(), dt
     return base_pointer(base, -1)
 
 

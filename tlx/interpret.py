@@ -1,8 +1,8 @@
 """`tlx.interpret(kernel, grid, *args, **constexprs)`: run a kernel on the CPU interpreter, with the
 proxy-hazard checker, after the compiler's passes up to (not including) code generation.
 
-Arguments are numpy arrays (or device arrays, copied to the host and back), numbers and host
-tensor descriptors (any object with `base`, `shape`, `strides`, `block_shape`). The signature is
+Arguments are numpy arrays and torch tensors (run on in place; device arrays are copied to the host
+and back), numbers and host tensor descriptors (`tlx/interpreter/arguments.py`). The signature is
 inferred from them; `signature=` overrides entries (e.g. ``{"a_ptr": "*bf16"}`` for bf16 data
 held as uint16 bit patterns). `TLX_INTERPRET=1` routes `kernel[grid](...)` here.
 """
@@ -11,57 +11,18 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
-import numpy as np
-
-from tlx.compiler.errors import TLXCompileError, TLXError
+from tlx.compiler.errors import TLXCompileError
 from tlx.compiler.options import CompileOptions
 
 from .jit import JITFunction
 from .language import core
 from .signature import type_from_signature
 
-_NUMPY_SIG = {"float16": "fp16", "float32": "fp32", "float64": "fp64", "int8": "i8", "int16": "i16", "int32": "i32",
-              "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "i1",
-              "bfloat16": "bf16", "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5"}
-
-
-def _elem_sig(dt: Any) -> str:
-    s = _NUMPY_SIG.get(np.dtype(dt).name)
-    if s is None:
-        raise TLXError(f"numpy dtype {np.dtype(dt)} has no kernel type")
-    return s
-
-
-def _signature_of(name: str, v: Any) -> str:
-    if isinstance(v, np.ndarray):
-        return "*" + _elem_sig(v.dtype)
-    if all(hasattr(v, a) for a in ("base", "shape", "strides", "block_shape")):
-        if v.block_shape is None:
-            raise TLXError(f"tensor descriptor '{name}' has no block_shape", hint="set desc.block_shape first")
-        base = v.base
-        es = "*" + _elem_sig(base.dtype) if isinstance(base, np.ndarray) else None
-        if es is None:
-            from tlx.runtime.arrays import signature_of
-
-            es = signature_of(base).type
-        return f"tensordesc<{es[1:]}[{', '.join(str(int(b)) for b in v.block_shape)}]>"
-    if isinstance(v, bool) or isinstance(v, np.bool_):
-        return "i1"
-    if isinstance(v, (int, np.integer)):
-        if isinstance(v, np.integer):
-            return _elem_sig(np.asarray(v).dtype)
-        return "i32" if -2 ** 31 <= v < 2 ** 31 else "i64"
-    if isinstance(v, (float, np.floating)):
-        return "fp32" if not isinstance(v, np.floating) else _elem_sig(np.asarray(v).dtype)
-    from tlx.runtime.arrays import signature_of
-
-    return signature_of(v).type
-
-
 def prepare_module(fn: JITFunction, bound: Dict[str, Any], signature: Optional[Mapping[str, str]] = None,
                    num_warps: int = 4, fence_passes: bool = True):
     """Trace for these arguments and run the passes the interpreter executes after."""
     from tlx.compiler.pipeline import PIPELINE, compile_module
+    from tlx.interpreter.arguments import kernel_signature
 
     sig = {}
     consts = {}
@@ -70,7 +31,7 @@ def prepare_module(fn: JITFunction, bound: Dict[str, Any], signature: Optional[M
         if p.is_constexpr:
             consts[p.name] = core.unwrap(v)
         else:
-            sig[p.name] = (signature or {}).get(p.name) or _signature_of(p.name, v)
+            sig[p.name] = (signature or {}).get(p.name) or kernel_signature(p.name, v)
     types = {k: type_from_signature(v, k) for k, v in sig.items()}
     module = fn.trace(types, consts, num_warps=num_warps)
     names = [p.name for p in PIPELINE]

@@ -841,7 +841,7 @@ def _desc_load(it, th, op):
 @handler("tt.descriptor_store")
 def _desc_store(it, th, op):
     d = th.env[op.arg("desc")]
-    d.store_tile(_offsets(th, op), np.asarray(th.env[op.arg("value")]))
+    d.store_tile(_offsets(th, op), np.asarray(th.env[op.arg("value")]), op.loc)
 
 
 # -- shared memory ------------------------------------------------------------------------------------
@@ -1048,7 +1048,7 @@ def _tma_store(it, th, op):
     offs = _offsets(th, op)
     r = th.record(op, "TMA store (async read of its source)")
     it.checker.async_read(src, r)
-    th.bulk.append(Group([r], lambda: d.store_tile(offs, src.read())))
+    th.bulk.append(Group([r], lambda: d.store_tile(offs, src.read(), op.loc)))
 
 
 @handler("tlx.async_store")
