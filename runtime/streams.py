@@ -40,17 +40,6 @@ def default_stream() -> int:
     return fns[1](fns[0]())
 
 
-def torch_stream_functions() -> Optional[Tuple[Callable[[], int], Callable[[int], int]]]:
-    """torch's ``(current device, current raw stream of a device)`` C functions, when torch is
-    imported with CUDA support (a generated launch path calls them itself: ``get_stream(
-    get_device())`` is `default_stream()` without its Python frame); else None."""
-    if _TORCH_STREAM is not None:
-        return _TORCH_STREAM
-    if "torch" not in sys.modules:
-        return None
-    return _bind_torch_stream()
-
-
 def _bind_torch_stream() -> Optional[Tuple[Callable[[], int], Callable[[int], int]]]:
     global _TORCH_STREAM
     C = getattr(sys.modules["torch"], "_C", None)

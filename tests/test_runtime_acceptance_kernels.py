@@ -10,7 +10,7 @@ import types
 import numpy as np
 import pytest
 
-from tlx.interpret import interpret
+from tlx.interpreter import interpret
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
