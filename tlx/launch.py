@@ -62,7 +62,7 @@ class KernelLaunch:
         pop_stream = self.pop_stream
 
         def launch(*args: Any, **kwargs: Any) -> CompiledKernel:
-            stream = None
+            stream = key = None
             try:
                 if kwargs or len(args) > n_lead:
                     if kwargs:
@@ -76,12 +76,11 @@ class KernelLaunch:
                                 tuple(map(type, kwargs.values())))
                 else:
                     key = key_of(args)
-                hit = calls.get(key)
+                native, spec, tail, compiled, launcher = calls[key]
+            except KeyError:  # the first call with this key
+                return run(grid, args, kwargs, stream, key)
             except (TLXError, TypeError):  # an argument that cannot be passed (the general path says
                 return run(grid, args, kwargs, stream)  # which), an unhashable constexpr (no call key)
-            if hit is None:
-                return run(grid, args, kwargs, stream, key)
-            native, spec, tail, compiled, launcher = hit
             values = args if tail is None else args[:n_lead] + tail
             g = grid if fixed_grid else self.grid_of(grid, args, kwargs)
             s = default_stream() if stream is None else stream_handle(stream)

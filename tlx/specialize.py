@@ -190,14 +190,16 @@ def key_of(args: Sequence[Any]) -> Tuple[ArgSpec, ...]:
     tensor_type, specs = _torch_tensor, _torch_specs
     for a in args:
         tp = type(a)
-        if tp is tensor_type and a.is_cuda:
-            pair = specs.get(a.dtype)
-            if pair is not None:
-                add(pair[a.data_ptr() & 15 == 0])
-                continue
+        if tp is tensor_type:
+            if a.is_cuda:
+                try:  # (a dtype not seen yet: arg_spec)
+                    add(specs[a.dtype][not a.data_ptr() & 15])
+                    continue
+                except KeyError:
+                    pass
         elif tp is int:
             if I32_MIN <= a <= I32_MAX:
-                add(_ONE if a == 1 else _I32[a & 15 == 0])
+                add(_ONE if a == 1 else _I32[not a & 15])
                 continue
         elif tp is float:
             add(FP32)
