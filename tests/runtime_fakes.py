@@ -129,16 +129,17 @@ class DriverRecorder:
     def register(self, handle, abi):
         self.sizes[handle] = [p.size for p in abi.params]
 
-    def _record(self, grid, block, shared, stream, attr, handle, params):
+    def _record(self, grid, block, shared, stream, attr, handle, params, config_bytes=None):
         sizes = self.sizes[handle]
         self.calls.append({"grid": grid, "block": block, "shared": shared, "stream": stream, "cluster_attr": attr,
-                           "handle": handle, "params": [ctypes.string_at(params[i], n) for i, n in enumerate(sizes)]})
+                           "handle": handle, "params": [ctypes.string_at(params[i], n) for i, n in enumerate(sizes)],
+                           "config_bytes": config_bytes})
 
     def _native(self, config, function, params, extra):
         c = config.contents
         attr = ctypes.string_at(c.attrs, 72) if c.numAttrs else None
         self._record((c.gridDimX, c.gridDimY, c.gridDimZ), c.blockDimX, c.sharedMemBytes, c.hStream or 0, attr,
-                     function or 0, params)
+                     function or 0, params, ctypes.string_at(ctypes.addressof(c), ctypes.sizeof(LaunchConfig)))
         return self.result
 
     def bindings(self, cfg, handle, params, extra):

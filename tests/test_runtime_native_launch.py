@@ -72,6 +72,26 @@ def test_the_driver_receives_config_handle_and_params(module):
     assert rec.calls[-1]["params"][:2] == [struct.pack("<Q", 0x7000_1000), struct.pack("<Q", 0x7000_0000)]
 
 
+def test_the_config_is_cuda_bindings_own_layout(module):
+    """The CUlaunchConfig the C call fills, byte for byte what cuda.bindings lays out (cuda.h's)."""
+    from cuda.bindings import driver as drv
+
+    abi = KernelABI(entry="k", params=(P("x", "pointer", "fp32", 8),), threads_per_cta=256, num_warps=8,
+                    shared_bytes=70_000)
+    launcher, rec = installed(module, abi)
+    launcher.launch((5, 6, 7), [Tensor(0x7100_0000, (16,))], stream=0xABCD0)
+    want = drv.CUlaunchConfig()
+    want.gridDimX, want.gridDimY, want.gridDimZ = 5, 6, 7
+    want.blockDimX, want.blockDimY, want.blockDimZ = 256, 1, 1
+    want.sharedMemBytes = 70_000
+    want.hStream = drv.CUstream(0xABCD0)
+    want.numAttrs = 0
+    got = rec.calls[-1]["config_bytes"]
+    assert len(got) == 56 and got[:28] == ctypes.string_at(want.getPtr(), 28)  # grid, block, shared memory
+    assert got[32:40] == ctypes.string_at(want.getPtr() + 32, 8)  # the stream
+    assert got[40:48] == bytes(8) and got[48:52] == ctypes.string_at(want.getPtr() + 48, 4)  # no attributes
+
+
 def test_the_cluster_attribute_is_cuda_bindings_own_layout(module):
     from cuda.bindings import driver as drv
 
