@@ -338,7 +338,7 @@ class Cache:
         entry = self.get(key)
         if entry is not None:
             return entry
-        with _KeyLock(self.directory / (check_key(key) + ".lock") if self.disk else None,
+        with FileLock(self.directory / (check_key(key) + ".lock") if self.disk else None,
                       self.lock_timeout):
             entry = self._read(key)  # another process may have compiled it while we waited
             if entry is not None:
@@ -395,7 +395,7 @@ class Cache:
         return removed
 
 
-class _KeyLock:
+class FileLock:
     """An exclusive ``flock`` on a lock file, waited for at most `timeout` seconds; without
     ``fcntl`` or a writable folder it does nothing (both writers then produce whole files)."""
 
@@ -404,7 +404,7 @@ class _KeyLock:
         self.timeout = timeout
         self.fd: Optional[int] = None
 
-    def __enter__(self) -> "_KeyLock":
+    def __enter__(self) -> "FileLock":
         if self.path is None:
             return self
         try:

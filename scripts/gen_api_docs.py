@@ -134,7 +134,7 @@ def _owner(prefix: str, name: str) -> Any:
     return getattr(tlx, name.split(".")[0])
 
 
-METHODS_OF = ("CompiledKernel", "TensorDescriptor")
+METHODS_OF = ("CompiledKernel", "JITFunction", "TensorDescriptor")
 
 
 def public_names() -> List[Tuple[str, str, Any]]:

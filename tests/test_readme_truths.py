@@ -66,21 +66,19 @@ def test_the_environment_table_names_the_four_knobs():
 
 def test_tlx_native_launch_0_selects_cuda_bindings(tmp_path):
     code = """
-import tlx
-from tlx.launch import make_dispatcher
+from tlx.compiler.abi import KernelABI, ParamABI
 from tlx.runtime import native_launch
+from tlx.runtime.launcher import Launcher
+from tlx.runtime.loader import LoadedKernel
 print("entry", native_launch.entry(), "|", native_launch.status())
-
-@tlx.jit
-def k(x_ptr):
-    pass
-
-print("dispatcher", make_dispatcher(k).native, type(k[(1,)]).__name__)
+launcher = Launcher(KernelABI("k", (ParamABI("n", "scalar", "i32", 4, 4),), 32, 1, 0), ptx="")
+launcher.install(LoadedKernel("k", None, None, 0x10, 0, 0, 0), native_launch.entry(), lambda *a: (0,))
+print("fast path", launcher.fast)
 """
     r = run_py(code, {"TLX_NATIVE_LAUNCH": "0", "TLX_CACHE_DIR": str(tmp_path)}, tmp_path)
     assert r.returncode == 0, r.stderr
     assert "entry None | cuda.bindings (TLX_NATIVE_LAUNCH=0)" in r.stdout
-    assert "dispatcher None partial" in r.stdout  # the Python dispatcher, no native one
+    assert "fast path None" in r.stdout  # the Python packer and cuda.bindings launch it
     assert not (tmp_path / "native").exists()  # nothing was built
 
 

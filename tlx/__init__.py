@@ -12,7 +12,7 @@ from .barrier import (alloc_barriers, alloc_warp_barrier, barrier_arrive, barrie
                       cluster_barrier, fence_mbarrier_init_cluster, named_barrier_arrive, named_barrier_wait)
 from .compile import CompiledKernel, compile
 from .display import show
-from .interpret import interpret
+from .interpreter import interpret
 from .jit import JITFunction, jit
 from .language.core import (async_token, buffered_tensor, constexpr, dtype, mbarrier, tensor,
                             tensor_descriptor)

@@ -17,6 +17,13 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from tlx.compiler.errors import TLXError
+from tlx.runtime.cache import default_cache
+from tlx.runtime.native_launch import remove_builds
+
+from . import language as tl
+from .compile import compile as compile_kernel
+from .demo import main as demo_main
+from .jit import JITFunction
 
 
 def split_top_level(text: str) -> List[str]:
@@ -55,8 +62,6 @@ def parse_pairs(items: Optional[Sequence[str]], what: str, literal: bool) -> Dic
 
 def _literal(v: str) -> Any:
     if v.startswith("tl.") or v.startswith("tlx.language."):
-        import tlx.language as tl
-
         return getattr(tl, v.split(".")[-1])
     try:
         return ast.literal_eval(v)
@@ -66,8 +71,6 @@ def _literal(v: str) -> Any:
 
 def load_kernel(spec: str):
     """`path/to/file.py::kernel_name` -> the @tlx.jit function."""
-    import tlx
-
     if "::" not in spec:
         raise TLXError(f"name the kernel as FILE::KERNEL, got {spec!r}")
     path, name = spec.rsplit("::", 1)
@@ -83,19 +86,17 @@ def load_kernel(spec: str):
     finally:
         sys.path.pop(0)
     fn = getattr(mod, name, None)
-    if not isinstance(fn, tlx.JITFunction):
-        found = [k for k, v in vars(mod).items() if isinstance(v, tlx.JITFunction)]
+    if not isinstance(fn, JITFunction):
+        found = [k for k, v in vars(mod).items() if isinstance(v, JITFunction)]
         raise TLXError(f"{path} has no @tlx.jit kernel named {name!r}" + (f" (it has: {', '.join(found)})" if found else ""))
     return fn
 
 
 def _compile(args: argparse.Namespace):
-    import tlx
-
     fn = load_kernel(args.kernel)
     sig = parse_pairs(args.signature, "--signature", literal=False)
     consts = parse_pairs(args.constexpr, "--constexpr", literal=True)
-    return tlx.compile(fn, signature=sig, constexprs=consts, num_warps=args.num_warps, target=args.target,
+    return compile_kernel(fn, signature=sig, constexprs=consts, num_warps=args.num_warps, target=args.target,
                        fence_passes=not args.no_fence_passes, print_ir_after_all=args.print_after_all)
 
 
@@ -127,8 +128,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from tlx.runtime.cache import default_cache
-
     cache = default_cache()
     if args.action == "list":
         rows = cache.list()
@@ -141,13 +140,12 @@ def cmd_cache(args: argparse.Namespace) -> int:
             print(f"{r.name:32s} {r.compile_time_s * 1e3:7.1f}ms {r.size:9d} {created} {r.key[:16]}{state}")
     else:
         n = cache.clear()
-        print(f"removed {n} entries from {cache.directory}")
+        built = remove_builds()
+        print(f"removed {n} entries from {cache.directory}" + (f" and the native launch module ({built} files)" if built else ""))
     return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import main as demo_main
-
     return demo_main()
 
 
