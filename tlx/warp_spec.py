@@ -1,5 +1,6 @@
 """Warp specialization: `with tlx.async_tasks():` holding `with tlx.async_task(...):` blocks.
-The tracer turns them into one `tlx.warp_specialize` op (see tlx/tracer.py)."""
+The tracer turns them into one `tlx.warp_specialize` op (see tlx/tracer.py). Also the ring-buffer
+helper `get_bufidx_phase`, which TLX kernels import from here (`from tlx.warp_spec import ...`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any, Optional
 
 from tlx.compiler.errors import TLXCompileError, TLXValueError
 
+from . import language as tl
+from .jit import jit
 from .language.core import builtin, unwrap
 
 
@@ -76,3 +79,13 @@ def async_tasks(exclusive: Any = False, no_ending_cluster_sync: Any = False,
 def async_task(*args: Any, **kwargs: Any) -> AsyncTask:
     """One task of a warp-specialized region (use as `with tlx.async_task(...):`)."""
     return AsyncTask(*args, **kwargs)
+
+
+@jit
+def get_bufidx_phase(accum_cnt, NUM_BUFFERS: tl.constexpr):
+    """The slot and mbarrier phase of the `accum_cnt`-th use of a ring of `NUM_BUFFERS` buffers:
+    `(accum_cnt % NUM_BUFFERS, (accum_cnt // NUM_BUFFERS) & 1)`; the phase flips on every pass
+    around the ring. A @tlx.jit helper: call it from kernels."""
+    buf_idx = accum_cnt % NUM_BUFFERS
+    phase = (accum_cnt // NUM_BUFFERS) & 1
+    return buf_idx, phase
