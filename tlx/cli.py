@@ -83,6 +83,8 @@ def load_kernel(spec: str):
     finally:
         sys.path.pop(0)
     fn = getattr(mod, name, None)
+    while not isinstance(fn, tlx.JITFunction) and hasattr(fn, "params") and hasattr(fn, "fn"):
+        fn = fn.fn  # @tlx.autotune / @tlx.heuristics: the kernel they wrap
     if not isinstance(fn, tlx.JITFunction):
         found = [k for k, v in vars(mod).items() if isinstance(v, tlx.JITFunction)]
         raise TLXError(f"{path} has no @tlx.jit kernel named {name!r}" + (f" (it has: {', '.join(found)})" if found else ""))
@@ -140,8 +142,12 @@ def cmd_cache(args: argparse.Namespace) -> int:
             state = "" if r.valid else "  (corrupt: rebuilt on next use)"
             print(f"{r.name:32s} {r.compile_time_s * 1e3:7.1f}ms {r.size:9d} {created} {r.key[:16]}{state}")
     else:
+        from .autotune import TuningStore
+
         n = cache.clear()
         print(f"removed {n} entries from {cache.directory}")
+        store = TuningStore(cache.root)
+        print(f"removed {store.clear()} autotuning choices from {store.directory}")
     return 0
 
 
