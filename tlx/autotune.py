@@ -195,6 +195,21 @@ def _check_int(name: str, value: Any, where: Optional[Location], minimum: int, m
         raise AutotuneError(f"tlx.Config({name}={value!r}): {name} must be {want}", where)
 
 
+_DTYPE_NAMES: Dict[Any, str] = {}
+
+
+def _dtype_name(dtype: Any) -> str:
+    """str(dtype), as Triton keys on it, remembered per dtype object (numpy's str() of a dtype
+    costs about 10 µs, more than the rest of a launch's key)."""
+    try:
+        name = _DTYPE_NAMES.get(dtype)
+    except TypeError:  # an unhashable dtype-like attribute
+        return str(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype)
+    return name
+
+
 def _frozen(v: Any) -> Any:
     """A hashable stand-in for a config or key value (lists as tuples, dicts as sorted items)."""
     if isinstance(v, (list, tuple)):
@@ -448,9 +463,9 @@ class Autotuner(_KernelWrapper):
         return [compiled[c] for c in configs]
 
     def _tuning_key(self, nargs: Dict[str, Any], kwargs: Dict[str, Any]) -> Tuple[Any, ...]:
-        named = {**nargs, **{k: v for k, v in kwargs.items() if k in self.arg_names}}
+        named = {**nargs, **{k: v for k, v in kwargs.items() if k in self.arg_names}} if kwargs else nargs
         key = [_frozen(named[k]) for k in self.keys if k in named]
-        key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype")]
+        key += [_dtype_name(v.dtype) for v in named.values() if hasattr(v, "dtype")]
         try:
             hash(tuple(key))
         except TypeError:
