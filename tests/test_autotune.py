@@ -544,3 +544,20 @@ def test_the_command_line_compiles_the_kernel_under_autotune(tmp_path):
                         "-c", "BLOCK=32", "--emit", "ir"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "tt.func" in p.stdout and "@tuned" in p.stdout
+
+
+def test_the_gpu_tests_autotuned_launches_are_checked_against_their_specs():
+    """tests/gpu/test_autotune_gpu.py tunes through kernels.autotune.SpecLaunch: a config with a
+    Spec (compiled by CI) passes, one without is refused before it could launch."""
+    from kernels import autotune as K
+    from runtime_fakes import Tensor
+
+    launch = K.SpecLaunch(K.add_one_after_spinning, K.SPIN)
+    x = Tensor(0x10000, (K.SPIN_N,), "float32")
+    fast = {**K.SPIN[1].constexprs, **tlx.Config({}, num_warps=8).all_kwargs()}
+    launch._check((x, x, K.SPIN_N), fast)
+    for bad in ({**fast, "num_warps": 4}, {**fast, "SPIN": 7}):
+        with pytest.raises(AssertionError, match="no Spec for"):
+            launch._check((x, x, K.SPIN_N), bad)
+    with pytest.raises(AssertionError, match="specializes as"):
+        launch._check((x, x, K.SPIN_N + 1), fast)  # n no longer a multiple of 16

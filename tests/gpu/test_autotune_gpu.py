@@ -1,7 +1,8 @@
 """tlx.testing's timers and tlx.autotune on the GPU: the timers measure what they time, the
 autotuner picks the faster config by the real clock (CUDA events, and a CUDA graph), compiles
 the configs in its pool through the launch path, and runs the tutorials' descriptor pre_hook
-pattern. Outputs are poisoned first and checked against numpy in float64."""
+pattern. Kernels and their Specs: tests/kernels/autotune.py. Outputs are poisoned first and
+checked against numpy in float64."""
 
 from __future__ import annotations
 
@@ -9,31 +10,9 @@ import numpy as np
 import pytest
 
 import tlx
-import tlx.language as tl
+from kernels import autotune as K
 
 pytestmark = pytest.mark.gpu
-
-SLOW_CYCLES = 4_000_000  # about 2 ms at Hopper's clock: far above any launch's own time
-
-
-@tlx.jit
-def add_one_after_spinning(x_ptr, out_ptr, n, BLOCK: tl.constexpr, SPIN: tl.constexpr):
-    start = tlx.clock64()
-    while tlx.clock64() - start < SPIN:
-        pass
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + 1.0, mask=m)
-
-
-@tlx.jit
-def copy_rows_tma(in_desc, out_desc, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    out_desc.store([pid * BLOCK, 0], in_desc.load([pid * BLOCK, 0]))
-
-
-def _grid(META):
-    return (tlx.cdiv(META["n"], META["BLOCK"]),)
 
 
 def test_do_bench_measures_twice_the_work_as_about_twice_the_time():
@@ -55,16 +34,18 @@ def test_autotune_launches_the_config_the_clock_finds_faster(use_cuda_graph, tmp
     import torch
 
     monkeypatch.setenv("TLX_CACHE_DIR", str(tmp_path))
-    configs = [tlx.Config({"BLOCK": 256, "SPIN": SLOW_CYCLES}), tlx.Config({"BLOCK": 256, "SPIN": 0}, num_warps=8)]
-    tuned = tlx.autotune(configs, key=["n"], use_cuda_graph=use_cuda_graph, rep=20, warmup=5)(add_one_after_spinning)
-    n = 100_000
+    slow, fast = ({**s.constexprs} for s in K.SPIN)
+    configs = [tlx.Config(slow, num_warps=K.SPIN[0].num_warps), tlx.Config(fast, num_warps=K.SPIN[1].num_warps)]
+    kernel = K.SpecLaunch(K.add_one_after_spinning, K.SPIN)
+    tuned = tlx.autotune(configs, key=["n"], use_cuda_graph=use_cuda_graph, rep=20, warmup=5)(kernel)
+    n = K.SPIN_N
     x = torch.randn(n, device="cuda", dtype=torch.float32)
     out = torch.full_like(x, float("nan"))
-    tuned[_grid](x, out, n)
+    tuned[lambda META: (tlx.cdiv(META["n"], META["BLOCK"]),)](x, out, n)
     torch.cuda.synchronize()
     assert tuned.best_config is configs[1]
-    slow, fast = (tuned.configs_timings[c][0] for c in configs)
-    assert slow > 10 * fast, (slow, fast)
+    slow_ms, fast_ms = (tuned.configs_timings[c][0] for c in configs)
+    assert slow_ms > 10 * fast_ms, (slow_ms, fast_ms)
     np.testing.assert_allclose(out.cpu().numpy().astype(np.float64), x.cpu().numpy().astype(np.float64) + 1.0,
                                rtol=2.0 ** -24, atol=0)  # one float32 rounding of the sum
 
@@ -80,15 +61,16 @@ def test_autotune_with_the_tutorials_descriptor_pre_hook(tmp_path, monkeypatch):
         nargs["in_desc"].block_shape = [nargs["BLOCK"], 64]
         nargs["out_desc"].block_shape = [nargs["BLOCK"], 64]
 
-    configs = [tlx.Config({"BLOCK": b}, num_warps=4, num_stages=1, pre_hook=set_block_shapes) for b in (64, 128)]
-    tuned = tlx.autotune(configs, key=[], rep=10, warmup=2)(copy_rows_tma)  # keyed on the dtypes alone
-    rows = 4096
-    x = torch.randn(rows, 64, device="cuda", dtype=torch.float16)
+    configs = [tlx.Config(dict(s.constexprs), num_warps=s.num_warps, num_stages=1, pre_hook=set_block_shapes)
+               for s in K.COPY]
+    kernel = K.SpecLaunch(K.copy_rows_tma, K.COPY)
+    tuned = tlx.autotune(configs, key=[], rep=10, warmup=2)(kernel)  # keyed on the dtypes alone
+    x = torch.randn(K.COPY_ROWS, 64, device="cuda", dtype=torch.float16)
     out = torch.full_like(x, float("nan"))
     dummy = [1, 1]  # as the tutorials make them: the pre_hook sets the real block shape
     in_desc = tlx.TensorDescriptor(x, x.shape, x.stride(), dummy)
     out_desc = tlx.TensorDescriptor(out, out.shape, out.stride(), dummy)
-    tuned[lambda META: (rows // META["BLOCK"],)](in_desc, out_desc)
+    tuned[lambda META: (K.COPY_ROWS // META["BLOCK"],)](in_desc, out_desc)
     torch.cuda.synchronize()
     assert set(hooks) == {64, 128} and tuned.best_config in configs
     np.testing.assert_array_equal(out.cpu().numpy(), x.cpu().numpy())
