@@ -31,7 +31,7 @@ from tlx.compiler.ir import Block, BlockArgument, Builder, Location, Module, Ope
 from tlx.compiler.ir import types as T
 
 from . import language as tl
-from . import warp_spec
+from .tasks import AsyncTask, AsyncTasks
 from .function import KernelFunction
 from .language import core, semantic
 from .language.core import Handle, TraceContext, tensor, unwrap, wrap_value
@@ -721,9 +721,9 @@ class Tracer:
         if len(node.items) != 1:
             raise self.error(node, "a `with` statement in a kernel takes one context manager")
         ctxobj = self.visit(node.items[0].context_expr)
-        if isinstance(ctxobj, warp_spec.AsyncTask):
+        if isinstance(ctxobj, AsyncTask):
             raise self.error(node, "tlx.async_task(...) must be directly inside `with tlx.async_tasks():`")
-        if not isinstance(ctxobj, warp_spec.AsyncTasks):
+        if not isinstance(ctxobj, AsyncTasks):
             raise self.error(node, f"unsupported context manager in a kernel: {ctxobj!r}",
                              hint="only `with tlx.async_tasks():` / `with tlx.async_task(...):` are supported")
         if node.items[0].optional_vars is not None:
@@ -814,7 +814,7 @@ class Tracer:
         for s in stmts:
             if isinstance(s, ast.With) and len(s.items) == 1:
                 obj = self.visit(s.items[0].context_expr)
-                if not isinstance(obj, warp_spec.AsyncTask):
+                if not isinstance(obj, AsyncTask):
                     raise self.error(s, "only `with tlx.async_task(...):` blocks may appear inside async_tasks")
                 out.append((obj, s))
             elif isinstance(s, ast.If):
