@@ -560,3 +560,12 @@ def test_the_gpu_tests_autotuned_launches_are_checked_against_their_specs():
             launch._check((x, x, K.SPIN_N), bad)
     with pytest.raises(AssertionError, match="specializes as"):
         launch._check((x, x, K.SPIN_N + 1), fast)  # n no longer a multiple of 16
+
+
+@pytest.mark.parametrize("option", ["minRegAutoWS", "maxRegAutoWS"])
+def test_a_register_count_option_not_divisible_by_8_is_a_value_error(option):
+    with pytest.raises(ValueError, match="divisible by 8") as e:
+        tlx.Config({}, **{option: 153})
+    assert isinstance(e.value, tlx.TLXError) and "test_autotune.py" in str(e.value)
+    with pytest.raises(AutotuneError, match="Triton's own compiler"):  # a multiple of 8 still has no meaning here
+        tlx.Config({}, **{option: 152})

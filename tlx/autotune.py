@@ -53,7 +53,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from tlx.compiler.errors import TLXCompileError, TLXError
+from tlx.compiler.errors import TLXCompileError, TLXError, TLXValueError
 from tlx.compiler.ir import Location
 from tlx.compiler.ptxas import PTXASError
 
@@ -70,6 +70,7 @@ _TRITON_COMPILER_OPTIONS = {
     "num_buffers_warp_spec": 0, "num_consumer_groups": 0, "reg_dec_producer": 0, "reg_inc_consumer": 0,
     "early_tma_store_lowering": True, "generate_subtiled_region": None, "preferred_ctas_per_cga": None,
 }
+_REGISTER_OPTIONS = ("minRegAutoWS", "maxRegAutoWS", "reg_dec_producer", "reg_inc_consumer")
 _CONFIG_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "pre_hook", "ctas_per_cga")
 _PRUNE_FIELDS = ("perf_model", "top_k", "early_config_prune")
 
@@ -138,6 +139,10 @@ class Config:
                                     hint=(f"did you mean {close[0]}? " if close else "")
                                     + f"Config options: {', '.join(_CONFIG_OPTIONS)}; "
                                     "the kernel's own parameters go in the dict")
+            if name in _REGISTER_OPTIONS and isinstance(value, int) and value % 8:
+                # a register count is a setmaxnreg operand: checked as the real TLX checks it
+                raise TLXValueError(f"tlx.Config({name}={value}): {name} must be divisible by 8", where,
+                                    hint="registers per thread come in multiples of 8 (24 to 256)")
             if value != _TRITON_COMPILER_OPTIONS[name]:
                 raise AutotuneError(f"tlx.Config({name}={value!r}) sets an option of Triton's own compiler "
                                     "(automatic warp specialization, IR overrides), which tlx does not have", where,
