@@ -27,9 +27,10 @@ it cannot pack. Nothing per launch is shared between threads: the native launch 
 stack, the Python packer uses a buffer and config per thread.
 
 Hidden parameters: a hidden pointer is the kernel's global scratch; with
-``abi.scratch_bytes_per_program > 0`` the launch allocates ``scratch * num_programs`` bytes
-stream-ordered (``cuMemAllocAsync``) and frees them after the kernel (``cuMemFreeAsync``), so
-concurrent launches never share scratch; otherwise it passes a null pointer.
+``abi.scratch_bytes_per_program > 0`` the launch takes ``scratch * num_programs`` bytes from
+the allocator `tlx.set_allocator` set, or allocates them stream-ordered itself, and gives them
+back once the kernel is queued (runtime/scratch.py), so concurrent launches never share
+scratch; otherwise it passes a null pointer.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from tlx.compiler.abi import KernelABI
 
-from . import driver, native_launch
+from . import driver, native_launch, scratch
 from .arrays import HostCopy, StagingNeeded, pointer_and_dtype
 from .dtypes import canonical_dtype
 from .errors import TLXRuntimeError, driver_error
@@ -123,25 +124,25 @@ class Launcher:
             raise TLXRuntimeError(f"takes {len(names)} arguments ({', '.join(names)}), got {len(args)}",
                                   kernel=self.name)
         staged: List[Tuple[HostCopy, int]] = []
-        scratch = 0
+        held: Any = 0  # the scratch's handle (runtime/scratch.py), given back once the launch is queued
         try:
             values = self._values(args, s, staged)
             if len(values) != len(self.abi.params):  # the hidden scratch pointer, last in the ABI
-                scratch = self._scratch_alloc(grid, s)
-                values += [scratch] * (len(self.abi.params) - len(values))
+                ptr, held = self._scratch_alloc(grid, s)
+                values += [ptr] * (len(self.abi.params) - len(values))
             err = self._call(grid, values, s)
             if err and self._recover(err):
                 err = self._call(grid, values, s)
             if err:
                 raise self._launch_error(err, grid, s)
-            self._scratch_free(scratch, s)
-            scratch = 0
+            self._scratch_free(held, s)
+            held = 0
             if staged:
                 self._finish_staging(staged, s)
         finally:
             for _, ptr in staged:
                 driver.call("cuMemFree", ptr, kernel=self.name)
-            self._scratch_free(scratch, s)
+            self._scratch_free(held, s)
 
     def relaunch_after(self, err: int, grid: Any, args: Sequence[Any], stream: int) -> None:
         """The frontend's fast call returned driver error `err`: recover (a thread without a
@@ -302,14 +303,13 @@ class Launcher:
                 driver.call("cuMemcpyDtoHAsync", host.array.ctypes.data, ptr, host.nbytes, hs, kernel=self.name)
         driver.call("cuStreamSynchronize", hs, kernel=self.name)
 
-    def _scratch_alloc(self, grid: Any, stream: int) -> int:
+    def _scratch_alloc(self, grid: Any, stream: int) -> Tuple[int, Any]:
+        """The hidden global scratch of one launch (runtime/scratch.py): (address, handle)."""
         per_program = int(self.abi.scratch_bytes_per_program)
         gx, gy, gz = self.grid_dims(grid)
         if per_program <= 0 or gx * gy * gz == 0:
-            return 0
-        return int(driver.call("cuMemAllocAsync", per_program * gx * gy * gz, driver.bindings().CUstream(stream),
-                               kernel=self.name))
+            return 0, 0
+        return scratch.allocate(per_program * gx * gy * gz, stream, self.name)
 
-    def _scratch_free(self, ptr: int, stream: int) -> None:
-        if ptr:
-            driver.call("cuMemFreeAsync", ptr, driver.bindings().CUstream(stream), kernel=self.name)
+    def _scratch_free(self, handle: Any, stream: int) -> None:
+        scratch.release(handle, stream, self.name)

@@ -201,6 +201,44 @@ def test_hidden_scratch_pointer_is_null_without_scratch():
     assert rec.calls[-1]["params"] == [struct.pack("<Q", 0x2000), struct.pack("<Q", 0)]
 
 
+def test_global_scratch_comes_from_the_allocator_set_with_set_allocator():
+    """Triton's set_allocator: the launch asks fn(size, alignment, stream) for its scratch (128 bytes
+    of descriptor per program here), passes that address as the hidden pointer, and drops the
+    buffer once the kernel is queued; a misaligned buffer is refused; None restores the default."""
+    import tlx
+
+    abi = KernelABI(entry="h", params=(P("x", "pointer", "fp32", 8),
+                                       P("scratch", "pointer", "i8", 8, hidden=True)),
+                    threads_per_cta=32, num_warps=1, shared_bytes=0, scratch_bytes_per_program=128)
+    launcher, rec = installed(abi)
+    asked = []
+
+    class Buffer:
+        def __init__(self, addr):
+            self.addr = addr
+
+        def data_ptr(self):
+            return self.addr
+
+    def alloc(size, alignment, stream):
+        asked.append((size, alignment, stream))
+        return Buffer(0x7000_0000)
+
+    tlx.set_allocator(alloc)
+    try:
+        launcher.launch((3, 2), [Tensor(0x2000, (1,))], stream=0x55)
+        assert asked == [(128 * 6, 128, 0x55)]  # 6 programs
+        assert rec.calls[-1]["params"] == [struct.pack("<Q", 0x2000), struct.pack("<Q", 0x7000_0000)]
+        tlx.set_allocator(lambda size, alignment, stream: Buffer(0x7000_0040))
+        with pytest.raises(TLXRuntimeError, match="not 128-byte aligned"):
+            launcher.launch((1,), [Tensor(0x2000, (1,))], stream=0x55)
+        with pytest.raises(TLXRuntimeError, match="needs a function"):
+            tlx.set_allocator(42)
+    finally:
+        tlx.set_allocator(None)
+    assert tlx.runtime.get_allocator() is None
+
+
 def test_ptx_target_and_device_check():
     assert ptx_target(".version 8.0\n.target sm_90a\n.address_size 64") == "sm_90a"
     assert ptx_target("no target") is None

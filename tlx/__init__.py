@@ -28,7 +28,7 @@ from .utility import (async_task_replica_id, clock64, cluster_cta_rank, dtype_of
                       thread_id)
 from .tasks import async_task, async_tasks
 from . import warp_spec
-from tlx.runtime import TensorDescriptor, TLXRuntimeError, host_copy
+from tlx.runtime import TensorDescriptor, TLXRuntimeError, host_copy, set_allocator
 
 __version__ = "0.1.0"
 
@@ -51,5 +51,5 @@ __all__ = [
     "async_dot_wait", "async_task_replica_id", "clock64", "cluster_cta_rank", "dtype_of", "get_fp8_format_name",
     "size_of", "thread_id", "async_task", "async_tasks", "buffered_tensor", "mbarrier", "tensor",
     "tensor_descriptor", "async_token", "constexpr", "dtype", "interpret", "show", "TensorDescriptor",
-    "TLXRuntimeError", "host_copy", "autotune", "Config", "heuristics", "testing",
+    "TLXRuntimeError", "host_copy", "set_allocator", "autotune", "Config", "heuristics", "testing",
 ]
