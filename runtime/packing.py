@@ -17,16 +17,14 @@ bfloat16 bits (round to nearest even); ``fp32``/``fp64`` as themselves; pointers
 from __future__ import annotations
 
 import ctypes
-import math
 import struct
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from tlx.compiler.abi import ParamABI
+from tlx.compiler.abi import TENSOR_MAP_BYTES, ParamABI, bf16_bits
 
 from .dtypes import canonical_dtype
 from .errors import TLXRuntimeError
 
-TENSOR_MAP_BYTES = 128
 _DESC_ALIGN = 64
 
 # The values each integer parameter type takes (the native dispatcher range-checks with them too).
@@ -57,16 +55,6 @@ def _checked_int(dtype: str) -> Callable[[Any], int]:
     return convert
 
 
-def to_bf16_bits(value: Any) -> int:
-    """The bfloat16 bit pattern of a float, rounded to nearest even (NaN stays a quiet NaN)."""
-    f = float(value)
-    bits = struct.unpack("<I", struct.pack("<f", f))[0]  # OverflowError beyond fp32 range
-    if math.isnan(f):
-        return 0x7FC0 | ((bits >> 16) & 0x8000)
-    rounded = bits + 0x7FFF + ((bits >> 16) & 1)
-    return (rounded >> 16) & 0xFFFF
-
-
 class ScalarCode(NamedTuple):
     """How one parameter is written: a struct code and an optional converter run first."""
 
@@ -85,7 +73,7 @@ def scalar_code(dtype: str, size: int, name: str = "?") -> ScalarCode:
         ("u16", 4): ScalarCode("I", _checked_int("u16")), ("u16", 2): ScalarCode("H", None),
         ("i32", 4): ScalarCode("i", None), ("u32", 4): ScalarCode("I", None),
         ("i64", 8): ScalarCode("q", None), ("u64", 8): ScalarCode("Q", None),
-        ("fp16", 2): ScalarCode("e", None), ("bf16", 2): ScalarCode("H", to_bf16_bits),
+        ("fp16", 2): ScalarCode("e", None), ("bf16", 2): ScalarCode("H", bf16_bits),
         ("fp32", 4): ScalarCode("f", None), ("fp64", 8): ScalarCode("d", None),
     }
     try:

@@ -13,17 +13,8 @@ from __future__ import annotations
 import re
 import time
 
-from ..ptxas import PTXASError, assemble, find_ptxas
-from .lower import KernelLowering, lower_module
-
-
-def hopper_only_op(module):
-    """The first op of `module` that exists only on sm_90a (None if there is none)."""
-    for op in module.ops():
-        if op.name in KernelLowering._HOPPER_ONLY or (op.name == "tlx.warp_specialize"
-                                                      and op.attrs.get("partition_registers")):
-            return op
-    return None
+from ..ptxas import assemble, find_ptxas
+from .lower import hopper_only_op, lower_module
 
 
 def run(module, ctx) -> None:
@@ -69,10 +60,3 @@ def run(module, ctx) -> None:
     ctx.asm["ptxas_log"] = log
     ctx.resources.update(res.as_dict())
 
-
-def assemble_or_raise(ptx: str, arch: str = "sm_90a"):
-    """Assemble PTX that must be assembled (raises PTXASError, with how to get ptxas)."""
-    return assemble(ptx, arch)
-
-
-__all__ = ["run", "assemble_or_raise", "PTXASError"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from ..abi import KernelABI, ParamABI, TMAEncoding
+from ..abi import ABI_DTYPE, TENSOR_MAP_BYTES, KernelABI, ParamABI, TMAEncoding
 from ..errors import TLXCompileError
 from ..ir import types as T
 from ..ir.core import Module, Operation, Value
@@ -60,6 +60,19 @@ def _smem_vec_estimate(t, m: LM.LinearMap, eb: int) -> int:
     return max(1, v)
 
 
+_HOPPER_ONLY = frozenset({"tlx.async_dot", "tlx.async_dot_wait", "tlx.tma_load", "tlx.tma_store", "tlx.tma_store_wait",
+                          "tlx.tma_prefetch", "tlx.async_bulk_load", "tlx.async_store", "tlx.barrier_expect_bytes",
+                          "tlx.fence_async_shared", "tt.make_tensor_descriptor", "tt.dot", "tlx.cluster_cta_rank"})
+
+
+def hopper_only_op(module: Module) -> Optional[Operation]:
+    """The first op of `module` that exists only on sm_90a (None if there is none)."""
+    for op in module.ops():
+        if op.name in _HOPPER_ONLY or (op.name == "tlx.warp_specialize" and op.attrs.get("partition_registers")):
+            return op
+    return None
+
+
 def lowers(*names: str):
     """Register the decorated function as the lowering of the named ops."""
 
@@ -69,11 +82,6 @@ def lowers(*names: str):
         return fn
 
     return deco
-
-
-TRITON_DTYPE = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u8": "u8", "u16": "u16",
-                "u32": "u32", "u64": "u64", "f16": "fp16", "bf16": "bf16", "f32": "fp32", "f64": "fp64",
-                "f8e4m3": "fp8e4nv", "f8e5m2": "fp8e5"}
 
 
 class KernelLowering:
@@ -108,7 +116,7 @@ class KernelLowering:
         self.need: Dict[int, Optional[frozenset]] = {}
         self._needed_registers()
         n_desc = sum(1 for o in self.func.iter_nested() if o.name == "tt.make_tensor_descriptor")
-        self.gscratch_stride = 128 * n_desc
+        self.gscratch_stride = TENSOR_MAP_BYTES * n_desc
 
     # -- liveness ---------------------------------------------------------------------------------
     def _positions(self) -> None:
@@ -630,19 +638,12 @@ class KernelLowering:
         raise TLXCompileError(f"internal: no home registers for {t}")
 
     # -- driver -----------------------------------------------------------------------------------
-    _HOPPER_ONLY = ("tlx.async_dot", "tlx.async_dot_wait", "tlx.tma_load", "tlx.tma_store", "tlx.tma_store_wait",
-                    "tlx.tma_prefetch", "tlx.async_bulk_load", "tlx.async_store", "tlx.barrier_expect_bytes",
-                    "tlx.fence_async_shared", "tt.make_tensor_descriptor", "tt.dot", "tlx.cluster_cta_rank")
-
     def _check_target(self) -> None:
         """PTX is generated for sm_90a; an older target gets it only for ops that exist there."""
-        cap = int(self.target[3:].rstrip("a"))
-        if cap >= 90:
-            return
-        for op in self.func.iter_nested():  # type: ignore[union-attr]
-            if op.name in self._HOPPER_ONLY or (op.name == "tlx.warp_specialize" and op.attrs.get("partition_registers")):
-                raise TLXCompileError(f"{op.name} needs sm_90a (Hopper); the target is {self.target}", op.loc,
-                                      hint="compile for target='sm_90a'")
+        bad = hopper_only_op(self.m) if int(self.target[3:].rstrip("a")) < 90 else None
+        if bad is not None:
+            raise TLXCompileError(f"{bad.name} needs sm_90a (Hopper); the target is {self.target}", bad.loc,
+                                  hint="compile for target='sm_90a'")
 
     def run(self) -> Tuple[str, KernelABI]:
         self._check_target()
@@ -681,7 +682,7 @@ class KernelLowering:
                 r = e.named("b64", hint)
                 e("ld.param.u64", r, f"[{pid}]")
                 self.set(a, Scalar(r, t))
-                self.params.append(ParamABI(pname, "pointer", TRITON_DTYPE[t.pointee.name], 8, 8))
+                self.params.append(ParamABI(pname, "pointer", ABI_DTYPE[t.pointee.name], 8, 8))
             elif isinstance(t, T.ScalarType):
                 if t.bits == 1:
                     r32 = e.tmp("b32")
@@ -694,7 +695,7 @@ class KernelLowering:
                     r = e.named("b16", hint)
                     e("ld.param.b16", r, f"[{pid}]")
                     self.set(a, Scalar(r, t))
-                    self.params.append(ParamABI(pname, "scalar", TRITON_DTYPE[t.name], 2, 2))
+                    self.params.append(ParamABI(pname, "scalar", ABI_DTYPE[t.name], 2, 2))
                 elif t.bits <= 32:
                     r32 = e.named("b32", hint)
                     e("ld.param.b32", r32, f"[{pid}]")
@@ -704,12 +705,12 @@ class KernelLowering:
                         self.set(a, Scalar(r, t))
                     else:
                         self.set(a, Scalar(r32, t))
-                    self.params.append(ParamABI(pname, "scalar", TRITON_DTYPE[t.name], 4, 4))
+                    self.params.append(ParamABI(pname, "scalar", ABI_DTYPE[t.name], 4, 4))
                 else:
                     r = e.named("b64", hint)
                     e("ld.param.b64", r, f"[{pid}]")
                     self.set(a, Scalar(r, t))
-                    self.params.append(ParamABI(pname, "scalar", TRITON_DTYPE[t.name], 8, 8))
+                    self.params.append(ParamABI(pname, "scalar", ABI_DTYPE[t.name], 8, 8))
             elif isinstance(t, T.TensorDescType):
                 r0 = e.tmp("b64")
                 e("mov.b64", r0, pid)
@@ -718,7 +719,7 @@ class KernelLowering:
                 d = Desc(r, t, param_index=i)
                 self.descs.append(d)
                 self.set(a, d)
-                self.params.append(ParamABI(pname, "tensordesc", TRITON_DTYPE[t.element.name], 128, 64))
+                self.params.append(ParamABI(pname, "tensordesc", ABI_DTYPE[t.element.name], TENSOR_MAP_BYTES, 64))
             else:
                 raise TLXCompileError(f"kernel parameter '{pname}' has a type ({t}) that cannot be passed to a kernel",
                                       self.func.loc)
@@ -726,7 +727,7 @@ class KernelLowering:
     def _param_decl(self, i: int, p: ParamABI) -> str:
         pid = f"{self.name}_param_{i}"
         if p.kind == "tensordesc":
-            return f"\t.param .align 64 .b8 {pid}[128]"
+            return f"\t.param .align 64 .b8 {pid}[{TENSOR_MAP_BYTES}]"
         if p.kind == "pointer":
             return f"\t.param .u64 .ptr .global .align 1 {pid}"
         if p.size == 2:
@@ -805,7 +806,7 @@ class KernelLowering:
             box = tma_box(t.block_shape, eb, sw)
         else:
             sw, box = d.swizzle, d.box
-        return TMAEncoding(TRITON_DTYPE[t.element.name], eb, tuple(t.block_shape), tuple(box), int(sw))
+        return TMAEncoding(ABI_DTYPE[t.element.name], eb, tuple(t.block_shape), tuple(box), int(sw))
 
 
 def lower_module(module: Module, target: str = "sm_90a", maxnreg: Optional[int] = None) -> Tuple[str, KernelABI]:

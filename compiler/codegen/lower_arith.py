@@ -10,10 +10,10 @@ right shifts, widening) normalize it first.
 
 from __future__ import annotations
 
-import math
 import struct
 from typing import Callable, List, Optional
 
+from ..abi import bf16_bits
 from ..errors import TLXCompileError
 from ..ir import types as T
 from ..ir.core import Operation
@@ -35,15 +35,6 @@ def f64_hex(x: float) -> str:
 
 def f16_bits(x: float) -> int:
     return struct.unpack("<H", struct.pack("<e", x))[0]
-
-
-def bf16_bits(x: float) -> int:
-    """Round-to-nearest-even f32 → bf16 bits (NaN kept a NaN)."""
-    b = struct.unpack("<I", struct.pack("<f", x))[0]
-    if math.isnan(x):
-        return 0x7FC0
-    b += 0x7FFF + ((b >> 16) & 1)
-    return (b >> 16) & 0xFFFF
 
 
 def immediate(e: T.ScalarType, value) -> str:

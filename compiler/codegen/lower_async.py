@@ -21,13 +21,15 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
+from ..abi import ABI_DTYPE, TENSOR_MAP_BYTES, TMA_DATA_TYPE, TMA_SWIZZLE
 from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from . import layout_math as LM
 from .lower import KernelLowering, lowers
-from .values import Barriers, Desc, Scalar, SmemView, Tensor, Token, reg_kind
+from .lower_memory import pack_words
+from .values import Barriers, Desc, SmemView, Tensor
 
 
 # ---------------------------------------------------------------------------------------------
@@ -285,11 +287,6 @@ def _bulk_store(lw: KernelLowering, op: Operation) -> None:
 # device-side tensor descriptors
 # ---------------------------------------------------------------------------------------------
 
-_TMA_DTYPE = {"u8": 0, "i8": 0, "f8e4m3": 0, "f8e5m2": 0, "u16": 1, "i16": 1, "u32": 2, "i32": 3, "u64": 4,
-              "i64": 5, "f16": 6, "f32": 7, "f64": 8, "bf16": 9}
-_SWIZZLE_CODE = {0: 0, 32: 1, 64: 2, 128: 3}
-
-
 def _desc_users_encoding(lw: KernelLowering, v: Value) -> Tuple[int, Tuple[int, ...]]:
     """The (swizzle, box) a device-made descriptor needs: that of the buffers its TMA ops move."""
     found = None
@@ -339,7 +336,7 @@ def _make_desc(lw: KernelLowering, op: Operation) -> None:
     em("and.b32", s, s1, "-128")  # tensormaps in shared memory are 128-byte aligned
     # the program's slot in global scratch
     slot = lw.global_scratch_per_program
-    lw.global_scratch_per_program += 128
+    lw.global_scratch_per_program += TENSOR_MAP_BYTES
     lw.needs_global_scratch = True
     gs = lw.part.cache.get(("gscratch",))
     if gs is None:
@@ -400,9 +397,9 @@ def _make_desc(lw: KernelLowering, op: Operation) -> None:
         em(f"{rep}.global_stride.shared::cta.b1024.b64", f"[{s}]", str(i), r64, pred=lead)
     for i in range(rank):
         em(f"{rep}.element_stride.shared::cta.b1024.b32", f"[{s}]", str(i), "1", pred=lead)
-    em(f"{rep}.elemtype.shared::cta.b1024.b32", f"[{s}]", str(_TMA_DTYPE[t.element.name]), pred=lead)
+    em(f"{rep}.elemtype.shared::cta.b1024.b32", f"[{s}]", str(TMA_DATA_TYPE[ABI_DTYPE[t.element.name]]), pred=lead)
     em(f"{rep}.interleave_layout.shared::cta.b1024.b32", f"[{s}]", "0", pred=lead)
-    em(f"{rep}.swizzle_mode.shared::cta.b1024.b32", f"[{s}]", str(_SWIZZLE_CODE[sw]), pred=lead)
+    em(f"{rep}.swizzle_mode.shared::cta.b1024.b32", f"[{s}]", str(TMA_SWIZZLE[sw]), pred=lead)
     fill = 1 if op.attrs.get("padding", "zero") == "nan" else 0
     em(f"{rep}.fill_mode.shared::cta.b1024.b32", f"[{s}]", str(fill), pred=lead)
     em("bar.warp.sync", "-1")
@@ -571,41 +568,12 @@ def _async_dot(lw: KernelLowering, op: Operation) -> None:
     b_desc, b_mn, binfo = _operand(lw, bview, 1, n, kstep, op.loc, wg_cols)
     a_reg = isinstance(a_v.type, T.TensorType)
     if a_reg:
+        # four 32-bit registers of consecutive K elements per instruction
         a_t = lw.tensor(a_v)
-        a_map = a_t.lmap
-        kw = 32 // ae.bits
-        per_instr = 4 * kw
-        a_words: Dict[Tuple[int, int], List[str]] = {}
-        for i in range(n_mrep):
-            for kk in range(n_k):
-                b0 = ((i * n_k) + kk) * per_instr
-                els = a_t.regs[b0:b0 + per_instr]
-                words = []
-                for q in range(4):
-                    part = els[q * kw:(q + 1) * kw]
-                    if kw == 1:
-                        words.append(part[0])
-                        continue
-                    wreg = em.tmp("b32")
-                    if kw == 2:
-                        em("mov.b32", wreg, "{" + part[0] + ", " + part[1] + "}")
-                    else:
-                        acc32 = None
-                        for bi, r in enumerate(part):
-                            x = em.tmp("b32")
-                            em("cvt.u32.u16", x, r)
-                            if acc32 is None:
-                                y = em.tmp("b32")
-                                em("and.b32", y, x, "255")
-                            else:
-                                y = em.tmp("b32")
-                                em("bfi.b32", y, x, acc32, str(8 * bi), "8")
-                            acc32 = y
-                        em("mov.b32", wreg, acc32)
-                    words.append(wreg)
-                a_words[(i, kk)] = words
+        per_instr = 4 * (32 // ae.bits)
+        a_words = {(i, kk): pack_words(lw, a_t.regs[(i * n_k + kk) * per_instr:(i * n_k + kk + 1) * per_instr], ae, 16)[0]
+                   for i in range(n_mrep) for kk in range(n_k)}
         a_mn = False
-        del a_map
     else:
         aview: SmemView = lw.val(a_v)  # type: ignore[assignment]
         a_desc, a_mn, ainfo = _operand(lw, aview, 0, 64, kstep, op.loc, wg_rows)
