@@ -1,7 +1,8 @@
 """The lowering driver: walks a laid-out, allocated module and emits one PTX kernel.
 
-Every op kind has one lowering function, registered with `@lowers("op.name", ...)` in the
-`lower_*` modules (the dispatch table is `LOWERINGS`). The driver owns what they share: the
+Every op kind has one lowering function in a `lower_*` module; each module exports its table
+(op name -> function) and `LOWERINGS` merges them (the `lower_*` modules import this one only
+for type hints). The driver owns what they share: the
 emitter, the value → registers map, the partition being lowered (thread ids, leader predicate,
 CTA-barrier id), per-thread coordinate registers of each layout (computed once per partition in
 its prologue), constants, and a liveness table (an async_dot accumulates in place into its
@@ -23,11 +24,15 @@ from ..errors import TLXCompileError
 from ..ir import types as T
 from ..ir.core import Module, Operation, Value
 from . import layout_math as LM
+from . import lower_arith, lower_async, lower_control, lower_memory, lower_tensor
 from .axis_info import AxisAnalysis
 from .ptx import Emitter
 from .values import Barriers, Desc, Lowered, Partition, Scalar, SmemView, Tensor, Token, reg_kind
 
-LOWERINGS: Dict[str, Callable[["KernelLowering", Operation], None]] = {}
+#: op name -> the function that lowers it: each lower_* module's table
+LOWERINGS: Dict[str, Callable[["KernelLowering", Operation], None]] = {
+    **lower_arith.LOWERINGS, **lower_async.LOWERINGS, **lower_control.LOWERINGS, **lower_memory.LOWERINGS,
+    **lower_tensor.LOWERINGS}
 
 # non-root instructions that touch memory (a barrier cannot be skipped across them)
 _MEMORY_PREFIXES = ("ld.", "ldmatrix", "cp.", "st.", "stmatrix", "atom.", "red.", "mbarrier.", "wgmma.", "tensormap")
@@ -71,17 +76,6 @@ def hopper_only_op(module: Module) -> Optional[Operation]:
         if op.name in _HOPPER_ONLY or (op.name == "tlx.warp_specialize" and op.attrs.get("partition_registers")):
             return op
     return None
-
-
-def lowers(*names: str):
-    """Register the decorated function as the lowering of the named ops."""
-
-    def deco(fn):
-        for n in names:
-            LOWERINGS[n] = fn
-        return fn
-
-    return deco
 
 
 class KernelLowering:
@@ -181,8 +175,6 @@ class KernelLowering:
         per vector is read), the register indices read, through elementwise ops and loop-carried
         values (fixpoint); None = all. Lowering computes only these, so the per-element address
         arithmetic of a vectorized pointer tensor is never emitted."""
-        from .lower_memory import global_vec
-
         ops: List[Operation] = list(self.func.iter_nested())  # type: ignore[union-attr]
         tensors = {}
         for op in ops:
@@ -198,7 +190,7 @@ class KernelLowering:
             m = LM.to_map(t.layout, t.shape)
             e = t.element.pointee  # type: ignore[union-attr]
             eb = max(1, e.bits // 8)
-            v = global_vec(self, ptr, m, eb, mask)
+            v = lower_memory.global_vec(self, ptr, m, eb, mask)
             if user.name == "tlx.async_load":
                 v = min(v, _smem_vec_estimate(user.arg("dst").type, m, eb))
             return frozenset(range(0, m.num_regs, v))
@@ -665,8 +657,7 @@ class KernelLowering:
         total = self.num_warps
         for op in self.func.iter_nested():  # type: ignore[union-attr]
             if op.name == "tlx.warp_specialize":
-                from .lower_control import plan_partitions
-                plan = plan_partitions(self, op)
+                plan = lower_control.plan_partitions(self, op)
                 total = max(total, plan.total_warps)
         self.total_warps = total
 
@@ -802,8 +793,7 @@ class KernelLowering:
             from ..passes.layouts import alloc_layout
             lay = alloc_layout(T.MemDescType(t.block_shape, t.element))
             sw = getattr(lay, "swizzle", 0)
-            from .lower_async import tma_box
-            box = tma_box(t.block_shape, eb, sw)
+            box = lower_async.tma_box(t.block_shape, eb, sw)
         else:
             sw, box = d.swizzle, d.box
         return TMAEncoding(ABI_DTYPE[t.element.name], eb, tuple(t.block_shape), tuple(box), int(sw))
@@ -811,5 +801,4 @@ class KernelLowering:
 
 def lower_module(module: Module, target: str = "sm_90a", maxnreg: Optional[int] = None) -> Tuple[str, KernelABI]:
     """PTX text and ABI of a laid-out, allocated module."""
-    from . import lower_arith, lower_async, lower_control, lower_memory, lower_tensor  # noqa: F401  (registrations)
     return KernelLowering(module, target, maxnreg).run()

@@ -11,14 +11,16 @@ right shifts, widening) normalize it first.
 from __future__ import annotations
 
 import struct
-from typing import Callable, List, Optional
+from typing import TYPE_CHECKING, Callable, List, Optional
 
 from ..abi import bf16_bits
 from ..errors import TLXCompileError
 from ..ir import types as T
 from ..ir.core import Operation
-from .lower import KernelLowering, lowers
 from .values import Scalar, Tensor, float_suffix, int_suffix, reg_kind
+
+if TYPE_CHECKING:
+    from .lower import KernelLowering
 
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
@@ -148,7 +150,6 @@ def _from_f32(lw: KernelLowering, d: str, r: str, e: T.ScalarType) -> None:
 # constants, ids, ranges, splats
 # ---------------------------------------------------------------------------------------------
 
-@lowers("arith.constant")
 def _constant(lw: KernelLowering, op: Operation) -> None:
     t = op.result.type
     e = T.element_of(t)
@@ -164,7 +165,6 @@ def _constant(lw: KernelLowering, op: Operation) -> None:
         lw.set(op.result, Scalar(reg, t))
 
 
-@lowers("tt.get_program_id", "tt.get_num_programs")
 def _program_id(lw: KernelLowering, op: Operation) -> None:
     axis = "xyz"[op.attrs["axis"]]
     sreg = ("%ctaid." if op.name == "tt.get_program_id" else "%nctaid.") + axis
@@ -179,7 +179,6 @@ def _program_id(lw: KernelLowering, op: Operation) -> None:
     lw.set(op.result, Scalar(r, T.i32))
 
 
-@lowers("tlx.thread_id")
 def _thread_id(lw: KernelLowering, op: Operation) -> None:
     axis = op.attrs.get("axis", 0)
     if axis == 0:
@@ -190,21 +189,18 @@ def _thread_id(lw: KernelLowering, op: Operation) -> None:
     lw.set(op.result, Scalar(r, T.i32))
 
 
-@lowers("tlx.cluster_cta_rank")
 def _cta_rank(lw: KernelLowering, op: Operation) -> None:
     r = lw.e.named("b32", "cta_rank")
     lw.e("mov.u32", r, "%cluster_ctarank")
     lw.set(op.result, Scalar(r, T.i32))
 
 
-@lowers("tlx.clock64")
 def _clock(lw: KernelLowering, op: Operation) -> None:
     r = lw.e.named("b64", lw.hint(op.result, "clock"))
     lw.e.root("mov.u64", r, "%clock64")
     lw.set(op.result, Scalar(r, op.result.type))
 
 
-@lowers("tt.make_range")
 def _make_range(lw: KernelLowering, op: Operation) -> None:
     t = op.result.type
     regs, m = lw.new_regs(t, lw.hint(op.result, "range"))
@@ -223,7 +219,6 @@ def _make_range(lw: KernelLowering, op: Operation) -> None:
     lw.set(op.result, Tensor(regs, m, T.i32))
 
 
-@lowers("tt.splat")
 def _splat(lw: KernelLowering, op: Operation) -> None:
     s = lw.val(op.arg("src"))
     t = op.result.type
@@ -245,7 +240,6 @@ _BOOL_BIN = {"arith.andi": "and", "arith.ori": "or", "arith.xori": "xor", "arith
              "arith.muli": "and", "arith.maxui": "or", "arith.minui": "and", "arith.maxsi": "and", "arith.minsi": "or"}
 
 
-@lowers(*_INT_BIN)
 def _int_binary(lw: KernelLowering, op: Operation) -> None:
     e = _elem(op.operands[0])
     n = op.name
@@ -290,7 +284,6 @@ def _int_binary(lw: KernelLowering, op: Operation) -> None:
     elementwise(lw, op, body)
 
 
-@lowers("math.absi")
 def _absi(lw: KernelLowering, op: Operation) -> None:
     e = _elem(op.operands[0])
     bits = 16 if e.bits <= 16 else e.bits
@@ -301,7 +294,6 @@ _CMPI = {"eq": "eq", "ne": "ne", "slt": "lt", "sle": "le", "sgt": "gt", "sge": "
          "ugt": "gt", "uge": "ge"}
 
 
-@lowers("arith.cmpi")
 def _cmpi(lw: KernelLowering, op: Operation) -> None:
     e = T.element_of(op.operands[0].type)
     pred = op.attrs["predicate"]
@@ -342,7 +334,6 @@ _CMPF = {"oeq": "eq", "one": "ne", "olt": "lt", "ole": "le", "ogt": "gt", "oge":
          "ult": "ltu", "ule": "leu", "ugt": "gtu", "uge": "geu", "ord": "num", "uno": "nan"}
 
 
-@lowers("arith.cmpf")
 def _cmpf(lw: KernelLowering, op: Operation) -> None:
     e = _elem(op.operands[0])
     cmp = _CMPF[op.attrs["predicate"]]
@@ -363,7 +354,6 @@ def _cmpf(lw: KernelLowering, op: Operation) -> None:
         raise TLXCompileError(f"cmpf on {e.name} is not supported", op.loc, hint="convert fp8 values to f16 first")
 
 
-@lowers("arith.select")
 def _select(lw: KernelLowering, op: Operation) -> None:
     e = _elem(op.operands[1])
     em = lw.e
@@ -391,7 +381,6 @@ _FLT_BIN = {"arith.addf": "add", "arith.subf": "sub", "arith.mulf": "mul", "arit
             "arith.maximumf": "max.NaN", "arith.minimumf": "min.NaN", "arith.maxnumf": "max", "arith.minnumf": "min"}
 
 
-@lowers(*_FLT_BIN)
 def _float_binary(lw: KernelLowering, op: Operation) -> None:
     e = _elem(op.operands[0])
     kind = _FLT_BIN[op.name]
@@ -441,14 +430,12 @@ def _float_binary(lw: KernelLowering, op: Operation) -> None:
     elementwise(lw, op, body)
 
 
-@lowers("arith.negf", "math.absf")
 def _neg_abs(lw: KernelLowering, op: Operation) -> None:
     e = _elem(op.operands[0])
     ins = "neg" if op.name == "arith.negf" else "abs"
     elementwise(lw, op, lambda d, s: lw.e(f"{ins}.{float_suffix(e)}", d, s[0]))
 
 
-@lowers("math.fma")
 def _fma(lw: KernelLowering, op: Operation) -> None:
     e = _elem(op.operands[0])
     elementwise(lw, op, lambda d, s: lw.e(f"fma.rn.{float_suffix(e)}", d, s[0], s[1], s[2]))
@@ -521,7 +508,6 @@ _MATH = ("math.exp", "math.exp2", "math.log", "math.log2", "math.sqrt", "math.rs
          "math.floor", "math.ceil", "math.erf", "math.tanh")
 
 
-@lowers(*_MATH)
 def _math(lw: KernelLowering, op: Operation) -> None:
     e = _elem(op.operands[0])
     n = op.name
@@ -581,14 +567,12 @@ def _int_cast(lw: KernelLowering, d: str, s: str, se: T.ScalarType, de: T.Scalar
         em(f"cvt.{'s' if signed else 'u'}{db}.{'s' if signed else 'u'}{sb}", d, src)
 
 
-@lowers("arith.extsi", "arith.extui", "arith.trunci")
 def _int_casts(lw: KernelLowering, op: Operation) -> None:
     se, de = _elem(op.operands[0]), _elem(op.result)
     signed = op.name == "arith.extsi"
     elementwise(lw, op, lambda d, s: _int_cast(lw, d, s[0], se, de, signed))
 
 
-@lowers("arith.sitofp", "arith.uitofp")
 def _int_to_float(lw: KernelLowering, op: Operation) -> None:
     se, de = _elem(op.operands[0]), _elem(op.result)
     signed = op.name == "arith.sitofp"
@@ -618,7 +602,6 @@ def _int_to_float(lw: KernelLowering, op: Operation) -> None:
     elementwise(lw, op, body)
 
 
-@lowers("arith.fptosi", "arith.fptoui")
 def _float_to_int(lw: KernelLowering, op: Operation) -> None:
     se, de = _elem(op.operands[0]), _elem(op.result)
     signed = op.name == "arith.fptosi"
@@ -714,7 +697,6 @@ def float_convert(lw: KernelLowering, d: str, x: str, se: T.ScalarType, de: T.Sc
         em(f"cvt.rn.{de.name}.f32", d, t)
 
 
-@lowers("arith.extf", "arith.truncf", "tt.fp_to_fp")
 def _float_casts(lw: KernelLowering, op: Operation) -> None:
     se, de = _elem(op.operands[0]), _elem(op.result)
     src = lw.val(op.arg("src"))
@@ -734,7 +716,6 @@ def _float_casts(lw: KernelLowering, op: Operation) -> None:
     elementwise(lw, op, lambda d, s: float_convert(lw, d, s[0], se, de))
 
 
-@lowers("arith.bitcast", "tt.int_to_ptr", "tt.ptr_to_int")
 def _bitcast(lw: KernelLowering, op: Operation) -> None:
     x = lw.val(op.arg("src"))
     t = op.result.type
@@ -745,7 +726,6 @@ def _bitcast(lw: KernelLowering, op: Operation) -> None:
         lw.set(op.result, Scalar(x.reg, t))  # type: ignore[union-attr]
 
 
-@lowers("tt.addptr")
 def _addptr(lw: KernelLowering, op: Operation) -> None:
     pe = T.element_of(op.result.type).pointee  # type: ignore[union-attr]
     eb = max(1, pe.bits // 8)
@@ -764,3 +744,17 @@ def _addptr(lw: KernelLowering, op: Operation) -> None:
             em(f"mad.wide.{'s' if oe.is_signed or oe.bits == 1 else 'u'}32", d, o32, str(eb), p)
 
     elementwise(lw, op, body)
+
+
+#: op name -> its lowering (lower.py merges the tables of the lower_* modules)
+LOWERINGS = {
+    "arith.constant": _constant, "tt.get_program_id": _program_id, "tt.get_num_programs": _program_id,
+    "tlx.thread_id": _thread_id, "tlx.cluster_cta_rank": _cta_rank, "tlx.clock64": _clock,
+    "tt.make_range": _make_range, "tt.splat": _splat, **dict.fromkeys(_INT_BIN, _int_binary), "math.absi": _absi,
+    "arith.cmpi": _cmpi, "arith.cmpf": _cmpf, "arith.select": _select, **dict.fromkeys(_FLT_BIN, _float_binary),
+    "arith.negf": _neg_abs, "math.absf": _neg_abs, "math.fma": _fma, **dict.fromkeys(_MATH, _math),
+    "arith.extsi": _int_casts, "arith.extui": _int_casts, "arith.trunci": _int_casts, "arith.sitofp": _int_to_float,
+    "arith.uitofp": _int_to_float, "arith.fptosi": _float_to_int, "arith.fptoui": _float_to_int,
+    "arith.extf": _float_casts, "arith.truncf": _float_casts, "tt.fp_to_fp": _float_casts, "arith.bitcast": _bitcast,
+    "tt.int_to_ptr": _bitcast, "tt.ptr_to_int": _bitcast, "tt.addptr": _addptr,
+}

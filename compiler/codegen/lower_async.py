@@ -19,7 +19,7 @@ else reads it afterwards.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from ..abi import ABI_DTYPE, TENSOR_MAP_BYTES, TMA_DATA_TYPE, TMA_SWIZZLE
 from ..errors import TLXCompileError
@@ -27,38 +27,35 @@ from ..ir import layouts as L
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from . import layout_math as LM
-from .lower import KernelLowering, lowers
 from .lower_memory import pack_words
 from .values import Barriers, Desc, SmemView, Tensor
+
+if TYPE_CHECKING:
+    from .lower import KernelLowering
 
 
 # ---------------------------------------------------------------------------------------------
 # fences and barriers
 # ---------------------------------------------------------------------------------------------
 
-@lowers("tlx.fence_async_shared")
 def _fence_async_shared(lw: KernelLowering, op: Operation) -> None:
     lw.e("fence.proxy.async.shared::cluster" if op.attrs.get("cluster") else "fence.proxy.async.shared::cta")
 
 
-@lowers("tlx.fence")
 def _fence(lw: KernelLowering, op: Operation) -> None:
     lw.e(f"fence.acq_rel.{op.attrs['scope']}")
 
 
-@lowers("tlx.cta_barrier")
 def _cta_barrier(lw: KernelLowering, op: Operation) -> None:
     lw.part_barrier()
 
 
-@lowers("tlx.named_barrier_wait", "tlx.named_barrier_arrive")
 def _named_barrier(lw: KernelLowering, op: Operation) -> None:
     i, n = int(op.attrs["id"]), int(op.attrs["count"])
     lw.user_barriers.append((i, op))
     lw.e("bar.sync" if op.name.endswith("wait") else "bar.arrive", str(i), str(n))
 
 
-@lowers("tlx.alloc_barriers")
 def _alloc_barriers(lw: KernelLowering, op: Operation) -> None:
     if "offset" not in op.attrs:
         raise TLXCompileError("internal: alloc_barriers has no offset (run shared-memory allocation first)", op.loc)
@@ -82,14 +79,12 @@ def _opt_pred(lw: KernelLowering, op: Operation) -> Optional[str]:
     return lw.scalar(p) if p is not None else None
 
 
-@lowers("tlx.barrier_expect_bytes")
 def _expect_bytes(lw: KernelLowering, op: Operation) -> None:
     a = _bar_addr(lw, op.arg("bar"))
     p = lw.and_pred(lw.part.leader, _opt_pred(lw, op))
     lw.e("mbarrier.arrive.expect_tx.shared::cta.b64", "_", f"[{a}]", str(int(op.attrs["bytes"])), pred=p)
 
 
-@lowers("tlx.barrier_arrive")
 def _arrive(lw: KernelLowering, op: Operation) -> None:
     a = _bar_addr(lw, op.arg("bar"))
     p = lw.and_pred(lw.part.leader, _opt_pred(lw, op))
@@ -100,13 +95,11 @@ def _arrive(lw: KernelLowering, op: Operation) -> None:
         lw.e("mbarrier.arrive.shared::cta.b64", "_", f"[{a}]", str(count), pred=p)
 
 
-@lowers("tlx.barrier_inval")
 def _inval(lw: KernelLowering, op: Operation) -> None:
     # one thread, as the init: the CTA-barrier pass has every thread past its waits by now
     lw.e("mbarrier.inval.shared::cta.b64", f"[{_bar_addr(lw, op.arg('bar'))}]", pred=lw.part.leader)
 
 
-@lowers("tlx.barrier_wait")
 def _wait(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
     a = _bar_addr(lw, op.arg("bar"))
@@ -222,7 +215,6 @@ def _coords(lw: KernelLowering, offs: List[Value], deltas: Tuple[int, ...]) -> s
     return "{" + ", ".join(regs) + "}"
 
 
-@lowers("tlx.tma_load")
 def _tma_load(lw: KernelLowering, op: Operation) -> None:
     if op.attrs.get("multicast"):
         raise TLXCompileError("TMA multicast (multicast_targets) has no PTX lowering yet", op.loc,
@@ -239,7 +231,6 @@ def _tma_load(lw: KernelLowering, op: Operation) -> None:
              _view_addr(lw, view, off), f"[{desc.addr}, {_coords(lw, offs, dl)}]", f"[{bar}]", pred=p)
 
 
-@lowers("tlx.tma_store")
 def _tma_store(lw: KernelLowering, op: Operation) -> None:
     desc: Desc = lw.val(op.arg("desc"))  # type: ignore[assignment]
     view: SmemView = lw.val(op.arg("src"))  # type: ignore[assignment]
@@ -253,12 +244,10 @@ def _tma_store(lw: KernelLowering, op: Operation) -> None:
     lw.e("cp.async.bulk.commit_group", pred=p)
 
 
-@lowers("tlx.tma_store_wait")
 def _tma_store_wait(lw: KernelLowering, op: Operation) -> None:
     lw.e("cp.async.bulk.wait_group.read", str(int(op.attrs["pendings"])), pred=lw.part.leader)
 
 
-@lowers("tlx.tma_prefetch")
 def _tma_prefetch(lw: KernelLowering, op: Operation) -> None:
     desc: Desc = lw.val(op.arg("desc"))  # type: ignore[assignment]
     offs = op.group("offsets")
@@ -266,7 +255,6 @@ def _tma_prefetch(lw: KernelLowering, op: Operation) -> None:
          f"[{desc.addr}, {_coords(lw, offs, (0,) * len(offs))}]", pred=lw.part.leader)
 
 
-@lowers("tlx.async_bulk_load")
 def _bulk_load(lw: KernelLowering, op: Operation) -> None:
     view: SmemView = lw.val(op.arg("dst"))  # type: ignore[assignment]
     bar = _bar_addr(lw, op.arg("bar"))
@@ -274,7 +262,6 @@ def _bulk_load(lw: KernelLowering, op: Operation) -> None:
          f"[{lw.scalar(op.arg('src'))}]", str(int(op.attrs["size"])), f"[{bar}]", pred=lw.part.leader)
 
 
-@lowers("tlx.async_store")
 def _bulk_store(lw: KernelLowering, op: Operation) -> None:
     view: SmemView = lw.val(op.arg("src"))  # type: ignore[assignment]
     p = lw.part.leader
@@ -323,7 +310,6 @@ def _desc_users_encoding(lw: KernelLowering, v: Value) -> Tuple[int, Tuple[int, 
     return found
 
 
-@lowers("tt.make_tensor_descriptor")
 def _make_desc(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
     t: T.TensorDescType = op.result.type  # type: ignore[assignment]
@@ -510,7 +496,6 @@ def _tile_delta(view: SmemView, coord: Tuple[int, int], sw: int, loc) -> int:
     return off >> 4
 
 
-@lowers("tlx.async_dot")
 def _async_dot(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
     a_v, b_v, acc_v = op.arg("a"), op.arg("b"), op.arg("acc")
@@ -611,7 +596,6 @@ def _async_dot(lw: KernelLowering, op: Operation) -> None:
     em("wgmma.commit_group.sync.aligned")
 
 
-@lowers("tlx.async_dot_wait")
 def _async_dot_wait(lw: KernelLowering, op: Operation) -> None:
     lw.e("wgmma.wait_group.sync.aligned", str(int(op.attrs["pendings"])))
     for v, r in zip(op.group("values"), op.results):
@@ -619,7 +603,19 @@ def _async_dot_wait(lw: KernelLowering, op: Operation) -> None:
         lw.alias(r, v)
 
 
-@lowers("tt.dot", "tt.descriptor_load", "tt.descriptor_store")
 def _must_be_lowered(lw: KernelLowering, op: Operation) -> None:
     raise TLXCompileError(f"internal: {op.name} reached code generation; the pipeline lowers it before the fence "
                           "passes", op.loc)
+
+
+#: op name -> its lowering (lower.py merges the tables of the lower_* modules)
+LOWERINGS = {
+    "tlx.fence_async_shared": _fence_async_shared, "tlx.fence": _fence, "tlx.cta_barrier": _cta_barrier,
+    "tlx.named_barrier_wait": _named_barrier, "tlx.named_barrier_arrive": _named_barrier,
+    "tlx.alloc_barriers": _alloc_barriers, "tlx.barrier_expect_bytes": _expect_bytes, "tlx.barrier_arrive": _arrive,
+    "tlx.barrier_inval": _inval, "tlx.barrier_wait": _wait, "tlx.tma_load": _tma_load, "tlx.tma_store": _tma_store,
+    "tlx.tma_store_wait": _tma_store_wait, "tlx.tma_prefetch": _tma_prefetch, "tlx.async_bulk_load": _bulk_load,
+    "tlx.async_store": _bulk_store, "tt.make_tensor_descriptor": _make_desc, "tlx.async_dot": _async_dot,
+    "tlx.async_dot_wait": _async_dot_wait, "tt.dot": _must_be_lowered, "tt.descriptor_load": _must_be_lowered,
+    "tt.descriptor_store": _must_be_lowered,
+}

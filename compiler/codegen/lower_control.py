@@ -18,13 +18,15 @@ named barriers must avoid the ids the kernel reserves.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 from ..errors import TLXCompileError
 from ..ir import types as T
 from ..ir.core import Operation
-from .lower import KernelLowering, lowers
 from .values import Barriers, Desc, Partition, Scalar, SmemView, Tensor, Token, reg_kind
+
+if TYPE_CHECKING:
+    from .lower import KernelLowering
 
 
 # ---------------------------------------------------------------------------------------------
@@ -88,7 +90,6 @@ def _cmp_type(t: T.ScalarType) -> str:
     return f"{'s' if t.is_signed else 'u'}{t.bits}"
 
 
-@lowers("scf.for")
 def _for(lw: KernelLowering, op: Operation) -> None:
     e = lw.e
     lb, ub, st = op.arg("lb"), op.arg("ub"), op.arg("step")
@@ -130,7 +131,6 @@ def _alias_home(lw: KernelLowering, result, home, op: Operation) -> None:
                 lw.alias(result, a)
 
 
-@lowers("scf.if")
 def _if(lw: KernelLowering, op: Operation) -> None:
     e = lw.e
     c = lw.scalar(op.arg("cond"))
@@ -151,7 +151,6 @@ def _if(lw: KernelLowering, op: Operation) -> None:
         lw.set(r, h)
 
 
-@lowers("scf.while")
 def _while(lw: KernelLowering, op: Operation) -> None:
     e = lw.e
     before, after = op.regions[0].block, op.regions[1].block
@@ -176,17 +175,14 @@ def _while(lw: KernelLowering, op: Operation) -> None:
         lw.set(r, h)
 
 
-@lowers("scf.yield", "scf.condition", "tlx.ws_yield")
 def _terminator(lw: KernelLowering, op: Operation) -> None:
     """Handled by the region op that owns the block."""
 
 
-@lowers("tt.return")
 def _return(lw: KernelLowering, op: Operation) -> None:
     lw.e("ret")
 
 
-@lowers("tlx.ws_return")
 def _ws_return(lw: KernelLowering, op: Operation) -> None:
     lw.e("ret")
 
@@ -268,7 +264,6 @@ def plan_partitions(lw: KernelLowering, op: Operation) -> PartitionPlan:
     return PartitionPlan(first, nw, total, wg_regs, per_thread)
 
 
-@lowers("tlx.warp_specialize")
 def _warp_specialize(lw: KernelLowering, op: Operation) -> None:
     e = lw.e
     plan = plan_partitions(lw, op)
@@ -367,3 +362,11 @@ def _setmaxnreg(lw: KernelLowering, plan: PartitionPlan, g: int) -> None:
         return
     kind = "inc" if r > plan.entry_regs else "dec"
     lw.e(f"setmaxnreg.{kind}.sync.aligned.u32", str(r))
+
+
+#: op name -> its lowering (lower.py merges the tables of the lower_* modules)
+LOWERINGS = {
+    "scf.for": _for, "scf.if": _if, "scf.while": _while, "scf.yield": _terminator, "scf.condition": _terminator,
+    "tlx.ws_yield": _terminator, "tt.return": _return, "tlx.ws_return": _ws_return,
+    "tlx.warp_specialize": _warp_specialize,
+}

@@ -11,15 +11,17 @@ many registers per instruction as sit at consecutive addresses (up to 16 bytes).
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from . import layout_math as LM
-from .lower import KernelLowering, lowers
 from .values import Barriers, Scalar, SmemView, Tensor, Token, reg_kind
+
+if TYPE_CHECKING:
+    from .lower import KernelLowering
 
 
 def _eb(e) -> int:
@@ -338,7 +340,6 @@ def view_of_alloc(lw: KernelLowering, base: str, t: T.MemDescType) -> SmemView:
                     t.buffers, nbytes)
 
 
-@lowers("tlx.local_alloc")
 def _local_alloc(lw: KernelLowering, op: Operation) -> None:
     t = op.result.type
     if "offset" not in op.attrs:
@@ -377,7 +378,6 @@ def _add_index(lw: KernelLowering, base: str, idx_v: Value, stride: int) -> str:
     return r
 
 
-@lowers("tlx.memdesc_index")
 def _memdesc_index(lw: KernelLowering, op: Operation) -> None:
     src = lw.val(op.arg("src"))
     idx = op.arg("index")
@@ -401,7 +401,6 @@ def _memdesc_index(lw: KernelLowering, op: Operation) -> None:
     raise TLXCompileError("memdesc_index needs a buffer array (or a 1-D buffer)", op.loc)
 
 
-@lowers("tlx.memdesc_subslice")
 def _memdesc_subslice(lw: KernelLowering, op: Operation) -> None:
     src: SmemView = lw.val(op.arg("src"))  # type: ignore[assignment]
     offs = list(op.attrs["static_offsets"])
@@ -457,7 +456,6 @@ def _memdesc_subslice(lw: KernelLowering, op: Operation) -> None:
     lw.set(op.result, SmemView(src.base, src.elem, src.layout, src.storage_shape, src.perm, rshape, 0, 0, origin, coords))
 
 
-@lowers("tlx.memdesc_trans")
 def _memdesc_trans(lw: KernelLowering, op: Operation) -> None:
     src: SmemView = lw.val(op.arg("src"))  # type: ignore[assignment]
     order = list(op.attrs["order"])
@@ -467,7 +465,6 @@ def _memdesc_trans(lw: KernelLowering, op: Operation) -> None:
                                tuple(src.shape[o] for o in order), 0, 0, src.origin, src.origin_coords))
 
 
-@lowers("tlx.memdesc_reinterpret")
 def _memdesc_reinterpret(lw: KernelLowering, op: Operation) -> None:
     src = lw.val(op.arg("src"))
     t = op.result.type
@@ -482,12 +479,10 @@ def _memdesc_reinterpret(lw: KernelLowering, op: Operation) -> None:
     lw.set(op.result, view_of_alloc(lw, src.base, t))
 
 
-@lowers("tlx.local_store")
 def _local_store(lw: KernelLowering, op: Operation) -> None:
     smem_store(lw, lw.val(op.arg("dst")), lw.tensor(op.arg("src")))  # type: ignore[arg-type]
 
 
-@lowers("tlx.local_load")
 def _local_load(lw: KernelLowering, op: Operation) -> None:
     view: SmemView = lw.val(op.arg("src"))  # type: ignore[assignment]
     t = op.result.type
@@ -527,7 +522,6 @@ def _regs_of(lw: KernelLowering, v: Optional[Value], n: int) -> Optional[List[st
     return [x.reg] * n  # type: ignore[union-attr]
 
 
-@lowers("tt.load")
 def _load(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
     ptr_v, mask_v, other_v = op.arg("ptr"), op.arg("mask"), op.arg("other")
@@ -569,7 +563,6 @@ def _load(lw: KernelLowering, op: Operation) -> None:
     lw.set(op.result, Tensor(regs, m, e))
 
 
-@lowers("tt.store")
 def _store(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
     ptr_v, val_v, mask_v = op.arg("ptr"), op.arg("value"), op.arg("mask")
@@ -688,12 +681,10 @@ def _atomic(lw: KernelLowering, op: Operation, cas: bool) -> None:
     lw.set(res, Tensor(regs, m, e))
 
 
-@lowers("tt.atomic_rmw")
 def _atomic_rmw(lw: KernelLowering, op: Operation) -> None:
     _atomic(lw, op, False)
 
 
-@lowers("tt.atomic_cas")
 def _atomic_cas(lw: KernelLowering, op: Operation) -> None:
     _atomic(lw, op, True)
 
@@ -702,7 +693,6 @@ def _atomic_cas(lw: KernelLowering, op: Operation) -> None:
 # cp.async
 # ---------------------------------------------------------------------------------------------
 
-@lowers("tlx.async_load")
 def _async_load(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
     src_v, mask_v, other_v = op.arg("src"), op.arg("mask"), op.arg("other")
@@ -743,13 +733,21 @@ def _async_load(lw: KernelLowering, op: Operation) -> None:
     lw.set(op.result, Token())
 
 
-@lowers("tlx.async_commit_group")
 def _commit(lw: KernelLowering, op: Operation) -> None:
     lw.e("cp.async.commit_group")
     lw.set(op.result, Token())
 
 
-@lowers("tlx.async_wait_group")
 def _wait(lw: KernelLowering, op: Operation) -> None:
     lw.e("cp.async.wait_group", str(int(op.attrs["pendings"])))
     lw.set(op.result, Token())
+
+
+#: op name -> its lowering (lower.py merges the tables of the lower_* modules)
+LOWERINGS = {
+    "tlx.local_alloc": _local_alloc, "tlx.memdesc_index": _memdesc_index, "tlx.memdesc_subslice": _memdesc_subslice,
+    "tlx.memdesc_trans": _memdesc_trans, "tlx.memdesc_reinterpret": _memdesc_reinterpret,
+    "tlx.local_store": _local_store, "tlx.local_load": _local_load, "tt.load": _load, "tt.store": _store,
+    "tt.atomic_rmw": _atomic_rmw, "tt.atomic_cas": _atomic_cas, "tlx.async_load": _async_load,
+    "tlx.async_commit_group": _commit, "tlx.async_wait_group": _wait,
+}

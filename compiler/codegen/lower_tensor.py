@@ -11,16 +11,19 @@ butterfly shuffles, then warps through scratch shared memory.
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Tuple
 
 from ..errors import TLXCompileError
 from ..ir import types as T
 from ..ir.core import Operation
 from . import layout_math as LM
 from . import layout_rules as R
-from .lower import KernelLowering, lowers
+from .lower_arith import norm8
 from .lower_memory import scratch_view, smem_load, smem_store
 from .values import Scalar, Tensor, float_suffix, reg_kind
+
+if TYPE_CHECKING:
+    from .lower import KernelLowering
 
 
 def remap(lw: KernelLowering, src: Tensor, dst: LM.LinearMap, f: Callable, what: str, loc,
@@ -48,7 +51,6 @@ def _set_alias(lw: KernelLowering, op: Operation, regs: List[str], m: LM.LinearM
     lw.alias(op.results[k], src_v)
 
 
-@lowers("tt.broadcast")
 def _broadcast(lw: KernelLowering, op: Operation) -> None:
     s = lw.tensor(op.arg("src"))
     t = op.result.type
@@ -58,7 +60,6 @@ def _broadcast(lw: KernelLowering, op: Operation) -> None:
     _set_alias(lw, op, remap(lw, s, m, f, "broadcast", op.loc), m, t.element, op.arg("src"))
 
 
-@lowers("tt.expand_dims")
 def _expand_dims(lw: KernelLowering, op: Operation) -> None:
     s = lw.val(op.arg("src"))
     t = op.result.type
@@ -71,7 +72,6 @@ def _expand_dims(lw: KernelLowering, op: Operation) -> None:
     _set_alias(lw, op, remap(lw, s, m, f, "expand_dims", op.loc), m, t.element, op.arg("src"))  # type: ignore[arg-type]
 
 
-@lowers("tt.reshape")
 def _reshape(lw: KernelLowering, op: Operation) -> None:
     s = lw.tensor(op.arg("src"))
     t = op.result.type
@@ -81,7 +81,6 @@ def _reshape(lw: KernelLowering, op: Operation) -> None:
     _set_alias(lw, op, remap(lw, s, m, f, "reshape", op.loc), m, t.element, op.arg("src"))
 
 
-@lowers("tt.trans")
 def _trans(lw: KernelLowering, op: Operation) -> None:
     s = lw.tensor(op.arg("src"))
     t = op.result.type
@@ -97,7 +96,6 @@ def _trans(lw: KernelLowering, op: Operation) -> None:
     _set_alias(lw, op, remap(lw, s, m, f, "trans", op.loc), m, t.element, op.arg("src"))
 
 
-@lowers("tt.join")
 def _join(lw: KernelLowering, op: Operation) -> None:
     a, b = lw.tensor(op.arg("lhs")), lw.tensor(op.arg("rhs"))
     t = op.result.type
@@ -115,7 +113,6 @@ def _join(lw: KernelLowering, op: Operation) -> None:
     lw.alias(op.result, op.arg("rhs"))
 
 
-@lowers("tt.split")
 def _split(lw: KernelLowering, op: Operation) -> None:
     s = lw.tensor(op.arg("src"))
     for k, r in enumerate(op.results):
@@ -125,14 +122,12 @@ def _split(lw: KernelLowering, op: Operation) -> None:
         _set_alias(lw, op, remap(lw, s, m, f, "split", op.loc, f_lin), m, r.type.element, op.arg("src"), k)
 
 
-@lowers("tt.hint")
 def _hint(lw: KernelLowering, op: Operation) -> None:
     x = lw.val(op.arg("src"))
     lw.set(op.result, x)
     lw.alias(op.result, op.arg("src"))
 
 
-@lowers("tt.convert_layout")
 def _convert(lw: KernelLowering, op: Operation) -> None:
     s = lw.tensor(op.arg("src"))
     t = op.result.type
@@ -180,8 +175,6 @@ def _combiner(lw: KernelLowering, kind: str, e: T.ScalarType, loc) -> Callable[[
     if kind not in table:
         raise TLXCompileError(f"reduce {kind} is not supported on {e.name}", loc)
     if e.bits == 8 and kind in ("max", "min"):
-        from .lower_arith import norm8
-
         def c8(d, a, b):
             em(table[kind], d, norm8(lw, a, e), norm8(lw, b, e))
         return c8
@@ -268,7 +261,6 @@ def _shfl(lw: KernelLowering, r: str, kind: str, mask: int) -> str:
     return d
 
 
-@lowers("tt.reduce")
 def _reduce(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
     src_v = op.arg("src")
@@ -456,3 +448,10 @@ def _ld_scalar(lw: KernelLowering, addr: str, off: int, kind: str, eb: int) -> s
     else:
         em(f"ld.shared.{kind}", d, a)
     return d
+
+
+#: op name -> its lowering (lower.py merges the tables of the lower_* modules)
+LOWERINGS = {
+    "tt.broadcast": _broadcast, "tt.expand_dims": _expand_dims, "tt.reshape": _reshape, "tt.trans": _trans,
+    "tt.join": _join, "tt.split": _split, "tt.hint": _hint, "tt.convert_layout": _convert, "tt.reduce": _reduce,
+}
