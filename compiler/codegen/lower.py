@@ -325,6 +325,15 @@ class KernelLowering:
             raise TLXCompileError(f"internal: expected a scalar for {v!r}")
         return x.reg
 
+    def regs(self, v: Value, n: int) -> List[str]:
+        """The registers of `v` for a result of `n` registers: a tensor's own, a scalar's n times."""
+        x = self.val(v)
+        if isinstance(x, Tensor):
+            return x.regs
+        if isinstance(x, Scalar):
+            return [x.reg] * n
+        raise TLXCompileError(f"internal: {v!r} is not a register value")
+
     def tensor(self, v: Value) -> Tensor:
         x = self.val(v)
         if not isinstance(x, Tensor):
