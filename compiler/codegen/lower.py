@@ -437,6 +437,16 @@ class KernelLowering:
         self.pinned.add(acc)
         return acc, mask
 
+    def thread_plus(self, t: Optional[str], mask: int, k: int) -> str:
+        """A new register holding thread part `t` (from `thread_linear`, bits `mask`) and constant
+        k: XORed where k's bits meet the thread's, else added (k alone without a thread part)."""
+        d = self.e.tmp("b32")
+        if t is None:
+            self.e("mov.b32", d, str(k))
+        else:
+            self.e("xor.b32" if k & mask else "add.s32", d, t, str(k))
+        return d
+
     def thread_coord(self, m: LM.LinearMap, d: int) -> Tuple[Optional[str], int]:
         """The calling thread's part of the coordinate along dim d under layout m."""
         return self.thread_linear([b[d] for b in m.lane], [b[d] for b in m.warp])

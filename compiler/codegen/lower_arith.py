@@ -87,7 +87,7 @@ def norm8(lw: KernelLowering, r: str, e: T.ScalarType, signed: Optional[bool] = 
     return t
 
 
-def _to_f32(lw: KernelLowering, r: str, e: T.ScalarType) -> str:
+def to_f32(lw: KernelLowering, r: str, e: T.ScalarType) -> str:
     """A register holding f16 / bf16 / f32 / f64 value r as f32."""
     if e.name == "f32":
         return r
@@ -280,7 +280,7 @@ def _cmpf(lw: KernelLowering, op: Operation) -> None:
 
     def body(d: str, s: List[str]) -> None:
         if e.name == "bf16":  # type: ignore[union-attr]
-            lw.e(f"setp.{cmp}.f32", d, _to_f32(lw, s[0], e), _to_f32(lw, s[1], e))  # type: ignore[arg-type]
+            lw.e(f"setp.{cmp}.f32", d, to_f32(lw, s[0], e), to_f32(lw, s[1], e))  # type: ignore[arg-type]
         else:
             lw.e(f"setp.{cmp}.{e.name}", d, s[0], s[1])  # type: ignore[union-attr]
 
@@ -325,7 +325,7 @@ def _float_binary(lw: KernelLowering, op: Operation) -> None:
         if kind == "div" and wide:
             em(f"div.rn.{ty}", d, a, b)
         elif kind == "div":
-            fa, fb = _to_f32(lw, a, e), _to_f32(lw, b, e)  # type: ignore[arg-type]
+            fa, fb = to_f32(lw, a, e), to_f32(lw, b, e)  # type: ignore[arg-type]
             q = em.tmp("b32")
             em("div.rn.f32", q, fa, fb)
             float_convert(lw, d, q, T.f32, e)  # type: ignore[arg-type]
@@ -333,7 +333,7 @@ def _float_binary(lw: KernelLowering, op: Operation) -> None:
             # fmod: a - trunc(a / b) * b, in f32 (f64 for f64)
             w = T.f64 if ty == "f64" else T.f32
             rk = reg_kind(w)
-            fa, fb = (a, b) if wide else (_to_f32(lw, a, e), _to_f32(lw, b, e))  # type: ignore[arg-type]
+            fa, fb = (a, b) if wide else (to_f32(lw, a, e), to_f32(lw, b, e))  # type: ignore[arg-type]
             q, t, r = em.tmp(rk), em.tmp(rk), em.tmp(rk)
             em(f"div.rn.{w}", q, fa, fb)
             em(f"cvt.rzi.{w}.{w}", t, q)
@@ -449,7 +449,7 @@ def _math(lw: KernelLowering, op: Operation) -> None:
             em(_math_ins(n, e.name), d, x)
         else:  # f16, bf16: in f32
             t = em.tmp("b32")
-            _f32_math(lw, n, t, _to_f32(lw, x, e))
+            _f32_math(lw, n, t, to_f32(lw, x, e))
             float_convert(lw, d, t, T.f32, e)
 
     elementwise(lw, op, body)
@@ -517,7 +517,7 @@ def _float_to_int(lw: KernelLowering, op: Operation) -> None:
     def body(d: str, s: List[str]) -> None:
         x, sname = s[0], se.name  # type: ignore[union-attr]
         if se.storage_only or se.name == "bf16":  # type: ignore[union-attr]
-            x, sname = (_fp8_to_f32 if se.storage_only else _to_f32)(lw, x, se), "f32"  # type: ignore
+            x, sname = (_fp8_to_f32 if se.storage_only else to_f32)(lw, x, se), "f32"  # type: ignore
         if de.bits == 1:  # type: ignore[union-attr]
             z = em.tmp("pred")
             em(f"setp.ne.{sname}", z, x, immediate(T.SCALAR_TYPES[sname], 0.0))
@@ -561,9 +561,9 @@ def float_convert(lw: KernelLowering, d: str, x: str, se: T.ScalarType, de: T.Sc
     elif se.storage_only:
         float_convert(lw, d, _fp8_to_f32(lw, x, se), T.f32, de)
     elif de.storage_only:
-        _f32_to_fp8(lw, d, _to_f32(lw, x, se), de)
+        _f32_to_fp8(lw, d, to_f32(lw, x, se), de)
     elif "bf16" in (se.name, de.name) and "f32" not in (se.name, de.name):
-        float_convert(lw, d, _to_f32(lw, x, se), T.f32, de)
+        float_convert(lw, d, to_f32(lw, x, se), T.f32, de)
     elif de.bits > se.bits:
         em(f"cvt.{de.name}.{se.name}", d, x)
     else:
