@@ -416,22 +416,19 @@ class KernelLowering:
                         self.e("bfe.u32", t, src, str(i), str(k))
                         sh = LM.log2(v)
                         if sh:
-                            t2 = self.e.tmp("b32")
-                            self.e("shl.b32", t2, t, str(sh))
+                            t2 = self.e.new("b32", "shl.b32", t, str(sh))
                             t = t2
                         terms.append(t)
                         i += k
                     else:
                         t = self.e.tmp("b32")
                         self.e("bfe.u32", t, src, str(i), "1")
-                        t2 = self.e.tmp("b32")
-                        self.e("mul.lo.u32", t2, t, str(v))
+                        t2 = self.e.new("b32", "mul.lo.u32", t, str(v))
                         terms.append(t2)
                         i += 1
             acc = terms[0]
             for t in terms[1:]:
-                n = self.e.tmp("b32")
-                self.e("xor.b32", n, acc, t)
+                n = self.e.new("b32", "xor.b32", acc, t)
                 acc = n
         self.part.cache[key] = acc
         self.pinned.add(acc)
@@ -467,13 +464,11 @@ class KernelLowering:
                 if mask:
                     t = self.e.tmp("b32")
                     self.e("and.b32", t, src, str(mask))
-                    p = self.e.tmp("pred")
-                    self.e("setp.eq.u32", p, t, "0")
+                    p = self.e.new("pred", "setp.eq.u32", t, "0")
                     conds.append(p)
             p = conds[0]
             if len(conds) == 2:
-                q = self.e.tmp("pred")
-                self.e("and.pred", q, conds[0], conds[1])
+                q = self.e.new("pred", "and.pred", conds[0], conds[1])
                 p = q
         self.part.cache[key] = p
         return p
@@ -483,8 +478,7 @@ class KernelLowering:
             return b
         if b is None:
             return a
-        p = self.e.tmp("pred")
-        self.e("and.pred", p, a, b)
+        p = self.e.new("pred", "and.pred", a, b)
         return p
 
     def part_barrier(self) -> None:
@@ -508,8 +502,7 @@ class KernelLowering:
         hit = self.part.cache.get(key)
         if hit is None:
             with self.in_prologue():
-                hit = self.e.tmp("b32")
-                self.e("mov.u32", hit, SMEM_SYMBOL)
+                hit = self.e.new("b32", "mov.u32", SMEM_SYMBOL)
             self.part.cache[key] = hit
             self.pinned.add(hit)
         return hit
@@ -523,8 +516,7 @@ class KernelLowering:
         hit = self.part.cache.get(key)
         if hit is None:
             with self.in_prologue():
-                hit = self.e.tmp("b32")
-                self.e("add.s32", hit, base, str(offset))
+                hit = self.e.new("b32", "add.s32", base, str(offset))
             self.part.cache[key] = hit
             self.pinned.add(hit)
         return hit
@@ -554,8 +546,7 @@ class KernelLowering:
             if first_warp:
                 e("sub.s32", tid, tid, str(first_warp * 32))
             e("and.b32", lane, tid, "31")
-            raw = e.tmp("b32")
-            e("shr.u32", raw, tid, "5")
+            raw = e.new("b32", "shr.u32", tid, "5")
             # the warp index is the same in every lane: say so, so ptxas keeps it uniform
             e("shfl.sync.idx.b32", warp, raw, "0", "31", "-1")
             e("setp.eq.u32", leader, tid, "0")
@@ -695,8 +686,7 @@ class KernelLowering:
                 self.params.append(ParamABI(pname, "pointer", ABI_DTYPE[t.pointee.name], 8, 8))
             elif isinstance(t, T.ScalarType):
                 if t.bits == 1:
-                    r32 = e.tmp("b32")
-                    e("ld.param.u32", r32, f"[{pid}]")
+                    r32 = e.new("b32", "ld.param.u32", f"[{pid}]")
                     p = e.named("pred", hint)
                     e("setp.ne.u32", p, r32, "0")
                     self.set(a, Scalar(p, t))
@@ -722,8 +712,7 @@ class KernelLowering:
                     self.set(a, Scalar(r, t))
                     self.params.append(ParamABI(pname, "scalar", ABI_DTYPE[t.name], 8, 8))
             elif isinstance(t, T.TensorDescType):
-                r0 = e.tmp("b64")
-                e("mov.b64", r0, pid)
+                r0 = e.new("b64", "mov.b64", pid)
                 r = e.named("b64", hint)
                 e("cvta.param.u64", r, r0)
                 d = Desc(r, t, param_index=i)
@@ -806,16 +795,8 @@ class KernelLowering:
 
     def _tma_encoding(self, d: Desc) -> TMAEncoding:
         t = d.dtype
-        eb = max(1, t.element.bits // 8)
-        if d.swizzle is None:
-            # not used by a TMA op: encode it as the default layout of its block would be
-            from ..passes.layouts import alloc_layout
-            lay = alloc_layout(T.MemDescType(t.block_shape, t.element))
-            sw = getattr(lay, "swizzle", 0)
-            box = lower_async.tma_box(t.block_shape, eb, sw)
-        else:
-            sw, box = d.swizzle, d.box
-        return TMAEncoding(ABI_DTYPE[t.element.name], eb, tuple(t.block_shape), tuple(box), int(sw))
+        sw, box = (d.swizzle, d.box) if d.swizzle is not None else lower_async.default_tma_encoding(t)
+        return TMAEncoding(ABI_DTYPE[t.element.name], t.element.bytes, tuple(t.block_shape), tuple(box), int(sw))
 
 
 def lower_module(module: Module, target: str = "sm_90a", maxnreg: Optional[int] = None) -> Tuple[str, KernelABI]:

@@ -161,8 +161,7 @@ def _make_range(lw: KernelLowering, op: Operation) -> None:
         if tc is None:
             lw.e("mov.b32", regs[i], str(start + k))
         elif k & tmask:
-            x = lw.e.tmp("b32")
-            lw.e("xor.b32", x, tc, str(k))
+            x = lw.e.new("b32", "xor.b32", tc, str(k))
             lw.e("add.s32", regs[i], x, str(start))
         else:
             lw.e("add.s32", regs[i], tc, str(start + k))
@@ -247,8 +246,7 @@ def _cmpi(lw: KernelLowering, op: Operation) -> None:
             if pred == "ne":
                 em("xor.pred", d, s[0], s[1])
             else:
-                t = em.tmp("pred")
-                em("xor.pred", t, s[0], s[1])
+                t = em.new("pred", "xor.pred", s[0], s[1])
                 em("not.pred", d, t)
 
         elementwise(lw, op, bbody)
@@ -326,8 +324,7 @@ def _float_binary(lw: KernelLowering, op: Operation) -> None:
             em(f"div.rn.{ty}", d, a, b)
         elif kind == "div":
             fa, fb = to_f32(lw, a, e), to_f32(lw, b, e)  # type: ignore[arg-type]
-            q = em.tmp("b32")
-            em("div.rn.f32", q, fa, fb)
+            q = em.new("b32", "div.rn.f32", fa, fb)
             float_convert(lw, d, q, T.f32, e)  # type: ignore[arg-type]
         elif kind == "rem":
             # fmod: a - trunc(a / b) * b, in f32 (f64 for f64)
@@ -345,10 +342,8 @@ def _float_binary(lw: KernelLowering, op: Operation) -> None:
             t, isn = em.tmp("b64"), em.tmp("pred")
             em(f"{kind[:3]}.f64", t, a, b)
             em("testp.notanumber.f64", isn, a)
-            t2 = em.tmp("b64")
-            em("selp.b64", t2, a, t, isn)
-            isn2 = em.tmp("pred")
-            em("testp.notanumber.f64", isn2, b)
+            t2 = em.new("b64", "selp.b64", a, t, isn)
+            isn2 = em.new("pred", "testp.notanumber.f64", b)
             em("selp.b64", d, b, t2, isn2)
         else:
             em(f"{kind}.{ty}", d, a, b)
@@ -388,8 +383,7 @@ def _f32_math(lw: KernelLowering, name: str, d: str, x: str) -> None:
         em("mul.f32", t, x, f32_hex(LOG2E))
         em("ex2.approx.f32", d, t)
     elif name == "math.log":
-        t = em.tmp("b32")
-        em("lg2.approx.f32", t, x)
+        t = em.new("b32", "lg2.approx.f32", x)
         em("mul.f32", d, t, f32_hex(LN2))
     elif name == "math.tanh":
         # tanh(x) = sign(x) * (1 - 2 / (exp(2|x|) + 1)), saturating for large |x|
@@ -413,8 +407,7 @@ def _f32_math(lw: KernelLowering, name: str, d: str, x: str) -> None:
             p2 = em.tmp("b32")
             em("fma.rn.f32", p2, poly, t, f32_hex(c))
             poly = p2
-        p3 = em.tmp("b32")
-        em("mul.f32", p3, poly, t)
+        p3 = em.new("b32", "mul.f32", poly, t)
         em("mul.f32", x2, ax, ax)
         nx = em.tmp("b32")
         em("mul.f32", nx, x2, f32_hex(-LOG2E))
@@ -466,8 +459,7 @@ def _int_cast(lw: KernelLowering, d: str, s: str, se: T.ScalarType, de: T.Scalar
         return
     if de.bits == 1:
         b = int_bits(se)
-        t = em.tmp(f"b{b}")
-        em(f"and.b{b}", t, s, "1")
+        t = em.new(f"b{b}", f"and.b{b}", s, "1")
         em(f"setp.ne.b{b}", d, t, "0")
         return
     sb, db = int_bits(se), int_bits(de)
@@ -502,8 +494,7 @@ def _int_to_float(lw: KernelLowering, op: Operation) -> None:
         if de.name in ("f16", "f32", "f64"):  # type: ignore[union-attr]
             em(f"cvt.rn.{de.name}.{st}", d, x)  # type: ignore[union-attr]
         else:  # bf16, fp8: through f32
-            t = em.tmp("b32")
-            em(f"cvt.rn.f32.{st}", t, x)
+            t = em.new("b32", f"cvt.rn.f32.{st}", x)
             float_convert(lw, d, t, T.f32, de)  # type: ignore[arg-type]
 
     elementwise(lw, op, body)
@@ -532,8 +523,7 @@ def _f32_to_fp8(lw: KernelLowering, d: str, x: str, de: T.ScalarType) -> None:
     """One f32 → fp8 (round to nearest even, saturating to the largest finite value)."""
     em = lw.e
     fmt = "e4m3" if de.name == "f8e4m3" else "e5m2"
-    t = em.tmp("b16")
-    em(f"cvt.rn.satfinite.{fmt}x2.f32", t, x, x)
+    t = em.new("b16", f"cvt.rn.satfinite.{fmt}x2.f32", x, x)
     em("and.b16", d, t, "255")
 
 
@@ -541,14 +531,11 @@ def _fp8_to_f32(lw: KernelLowering, x: str, se: T.ScalarType) -> str:
     """One fp8 → f32 (exact)."""
     em = lw.e
     fmt = "e4m3" if se.name == "f8e4m3" else "e5m2"
-    lo = em.tmp("b16")
-    em("and.b16", lo, x, "255")
-    h2 = em.tmp("b32")
-    em(f"cvt.rn.f16x2.{fmt}x2", h2, lo)
+    lo = em.new("b16", "and.b16", x, "255")
+    h2 = em.new("b32", f"cvt.rn.f16x2.{fmt}x2", lo)
     h, hi = em.tmp("b16"), em.tmp("b16")
     em("mov.b32", "{" + h + ", " + hi + "}", h2)
-    f = em.tmp("b32")
-    em("cvt.f32.f16", f, h)
+    f = em.new("b32", "cvt.f32.f16", h)
     return f
 
 

@@ -280,18 +280,13 @@ def _warp_specialize(lw: KernelLowering, op: Operation) -> None:
     # entering warp specialization synchronizes the CTA (the CTA-barrier pass relies on it)
     lw.part_barrier()
     # dispatch by warpgroup
-    raw = e.tmp("b32")
-    e("mov.u32", raw, "%tid.x")
-    wg = e.tmp("b32")
-    e("shr.u32", wg, raw, "7")
-    wgu = e.tmp("b32")
-    e("shfl.sync.idx.b32", wgu, wg, "0", "31", "-1")
+    raw = e.new("b32", "mov.u32", "%tid.x")
+    wg = e.new("b32", "shr.u32", raw, "7")
+    wgu = e.new("b32", "shfl.sync.idx.b32", wg, "0", "31", "-1")
     # the warp index the worker warpgroups test below: computed here, before the branches (code
     # placed after the default partition's unconditional branch would never run)
-    warp_raw = e.tmp("b32")
-    e("shr.u32", warp_raw, raw, "5")
-    warp_u = e.tmp("b32")
-    e("shfl.sync.idx.b32", warp_u, warp_raw, "0", "31", "-1")
+    warp_raw = e.new("b32", "shr.u32", raw, "5")
+    warp_u = e.new("b32", "shfl.sync.idx.b32", warp_raw, "0", "31", "-1")
     nwg = plan.total_warps // 4
     wg_of_part = {}
     labels = [e.new_label(f"wg{g}") for g in range(nwg)]
@@ -300,8 +295,7 @@ def _warp_specialize(lw: KernelLowering, op: Operation) -> None:
     for g in range(nwg):
         if g in default_wgs:
             continue
-        p = e.tmp("pred")
-        e("setp.eq.u32", p, wgu, str(g))
+        p = e.new("pred", "setp.eq.u32", wgu, str(g))
         e("bra", labels[g], pred=p)
     e("bra.uni", l_default)
     # worker warpgroups
@@ -319,8 +313,7 @@ def _warp_specialize(lw: KernelLowering, op: Operation) -> None:
                 q = e.tmp("pred")
                 e("setp.ge.u32", p, warp_u, str(lo))
                 e("setp.lt.u32", q, warp_u, str(hi))
-                pq = e.tmp("pred")
-                e("and.pred", pq, p, q)
+                pq = e.new("pred", "and.pred", p, q)
                 e("bra", part_labels[k], pred=pq)
         e("ret")  # padding warps
     # worker partitions

@@ -45,8 +45,7 @@ def _width_ops(nbytes: int, eb: int) -> Tuple[str, int, str]:
 
 def bool_byte(lw: KernelLowering, r: str) -> str:
     """A b16 register holding 1 or 0 for predicate r (a bool is stored as a byte)."""
-    t = lw.e.tmp("b16")
-    lw.e("selp.u16", t, "1", "0", r)
+    t = lw.e.new("b16", "selp.u16", "1", "0", r)
     return t
 
 
@@ -129,8 +128,7 @@ def unpack_words(lw: KernelLowering, words: List[str], wt: str, dsts: List[str],
             em("mov.b32", "{" + ", ".join(part) + "}", word)
         else:
             for k, d in enumerate(part):
-                x = em.tmp("b32")
-                em("bfe.u32", x, word, str(8 * k), "8")
+                x = em.new("b32", "bfe.u32", word, str(8 * k), "8")
                 em("cvt.u16.u32", d, x)
 
 
@@ -223,8 +221,7 @@ class SmemAccess:
                 em("add.s32", self.base_plus_t, base, self.t)
             a = self.base_plus_t
         else:
-            xr = em.tmp("b32")
-            em("xor.b32", xr, self.t, str(rx))
+            xr = em.new("b32", "xor.b32", self.t, str(rx))
             a = em.tmp("b32")
             em("add.s32", a, base, xr)
         return f"[{a}+{ra}]" if ra else f"[{a}]"
@@ -408,8 +405,7 @@ def _memdesc_subslice(lw: KernelLowering, op: Operation) -> None:
             boff = smap.offset(tuple(unit))
             b = em.tmp("b32")
             em("bfe.u32", b, r, str(bit), "1")
-            m = em.tmp("b32")
-            em("mul.lo.u32", m, b, str(boff))
+            m = em.new("b32", "mul.lo.u32", b, str(boff))
             t = em.tmp("b32")
             em("xor.b32", t, m, str(origin))
             origin = t
@@ -668,8 +664,7 @@ def _async_load(lw: KernelLowering, op: Operation) -> None:
     for r0 in range(0, len(ptr.regs), v):
         addr = acc.address(r0)
         if masks is not None:
-            sz = em.tmp("b32")
-            em("selp.b32", sz, str(nbytes), "0", masks[r0])
+            sz = em.new("b32", "selp.b32", str(nbytes), "0", masks[r0])
             em(f"cp.async{cmod}.shared.global", addr, f"[{ptr.regs[r0]}]", str(nbytes), sz, pred=owner)
         else:
             em(f"cp.async{cmod}.shared.global", addr, f"[{ptr.regs[r0]}]", str(nbytes), pred=owner)

@@ -207,8 +207,7 @@ def _shfl(lw: KernelLowering, r: str, kind: str, mask: int) -> str:
     """The value of register r in lane (lane ^ mask)."""
     em = lw.e
     if kind == "b32":
-        d = em.tmp("b32")
-        em("shfl.sync.bfly.b32", d, r, str(mask), "31", "-1")
+        d = em.new("b32", "shfl.sync.bfly.b32", r, str(mask), "31", "-1")
         return d
     if kind == "b16":
         w, d32, d = em.tmp("b32"), em.tmp("b32"), em.tmp("b16")
@@ -311,8 +310,7 @@ def _reduce(lw: KernelLowering, op: Operation) -> None:
                 off = wi * n_out * per
                 got = (_ld_scalar(lw, a, off, k, eb),)
                 if arg:
-                    ix = em.tmp("b32")
-                    em("ld.shared.b32", ix, f"[{a}+{off + eb}]")
+                    ix = em.new("b32", "ld.shared.b32", f"[{a}+{off + eb}]")
                     got += (ix,)
                 cur = got if cur is None else combine(cur, got)
             parts[r] = cur  # type: ignore[assignment]

@@ -129,6 +129,12 @@ class Emitter:
         root = op.startswith(_ROOT_PREFIXES)
         self.code.append(Ins(pred, op, args, self.loc, root))
 
+    def new(self, kind: str, op: str, *args: str, pred: Optional[str] = None) -> str:
+        """Emit `op` into a fresh temporary of `kind` (its first operand); returns the temporary."""
+        d = self.tmp(kind)
+        self(op, d, *args, pred=pred)
+        return d
+
     def root(self, op: str, *args: str, pred: Optional[str] = None) -> None:
         """Emit an instruction that must be kept even if its destinations look unused."""
         self.code.append(Ins(pred, op, args, self.loc, True))
