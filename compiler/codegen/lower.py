@@ -16,8 +16,10 @@ registers for the whole loop, as wgmma needs).
 
 from __future__ import annotations
 
+import itertools
 from contextlib import contextmanager
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from dataclasses import replace
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from ..abi import ABI_DTYPE, TENSOR_MAP_BYTES, KernelABI, ParamABI, TMAEncoding
 from ..errors import TLXCompileError
@@ -70,6 +72,10 @@ _HOPPER_ONLY = frozenset({"tlx.async_dot", "tlx.async_dot_wait", "tlx.tma_load",
                           "tlx.fence_async_shared", "tt.make_tensor_descriptor", "tt.dot", "tlx.cluster_cta_rank"})
 
 
+def _mov_op(kind: str) -> str:
+    return "mov.pred" if kind == "pred" else f"mov.b{kind[1:]}"
+
+
 def hopper_only_op(module: Module) -> Optional[Operation]:
     """The first op of `module` that exists only on sm_90a (None if there is none)."""
     for op in module.ops():
@@ -102,10 +108,7 @@ class KernelLowering:
         self.global_scratch_per_program = 0
         self.pinned: set = set()  # registers shared by many values (constants, ids): never overwritten
         self.groups: Dict[int, list] = {}
-        self.group_vals: Dict[int, list] = {}
         self.value_by_id: Dict[int, Value] = {}
-        self.reserved_barriers: Dict[int, str] = {}
-        self.user_barriers: List[Tuple[int, Operation]] = []
         self._positions()
         self.need: Dict[int, Optional[frozenset]] = {}
         self._needed_registers()
@@ -118,16 +121,14 @@ class KernelLowering:
         which each value is (or may be, through a loop) read."""
         self.pos: Dict[int, int] = {}
         self.end: Dict[int, int] = {}
-        counter = [0]
+        tick = itertools.count()
 
         def walk(ops) -> None:
             for op in ops:
-                self.pos[id(op)] = counter[0]
-                counter[0] += 1
+                self.pos[id(op)] = next(tick)
                 for r in op.regions:
                     walk(r.block.ops)
-                self.end[id(op)] = counter[0]
-                counter[0] += 1
+                self.end[id(op)] = next(tick)
 
         walk(self.func.regions[0].block.ops)  # type: ignore[union-attr]
         self.last_use: Dict[int, int] = {}
@@ -142,14 +143,10 @@ class KernelLowering:
         for op in self.func.regions[0].block.ops:  # type: ignore[union-attr]
             note(op)
 
-    def _def_block(self, v: Value):
-        op = v.defining_op
-        return op.parent if op is not None else v.owner  # type: ignore[attr-defined]
-
     def _use_extent(self, v: Value, user: Operation) -> int:
         """Position until which `v` stays live because of `user`: the user's position, or the end of
         the outermost loop around the user that does not also contain v's definition."""
-        blk = self._def_block(v)
+        blk = v.defining_op.parent if v.defining_op is not None else v.owner  # type: ignore[attr-defined]
         ext = self.pos[id(user)]
         op: Optional[Operation] = user
         while op is not None and op.parent is not blk:
@@ -252,14 +249,9 @@ class KernelLowering:
 
     def _carried_need(self, f: Operation, k: int) -> Optional[frozenset]:
         """Registers of carried value k of scf.for `f` that something reads (body or result)."""
-        blk = f.regions[0].block
-        a, r = blk.args[1 + k], f.results[k]
-        na, nr = self.need.get(id(a), None), self.need.get(id(r), None)
-        if not isinstance(a.type, T.TensorType):
-            return None
-        if na is None or nr is None:
-            return None
-        return na | nr
+        a, r = f.regions[0].block.args[1 + k], f.results[k]
+        na, nr = self.need.get(id(a)), self.need.get(id(r))
+        return None if not isinstance(a.type, T.TensorType) or na is None or nr is None else na | nr
 
     def needed(self, v: Value) -> Optional[frozenset]:
         """The register indices of tensor `v` that are read (None: all)."""
@@ -283,7 +275,6 @@ class KernelLowering:
             a.extend(b)
             for x in b:
                 self.groups[id(x)] = a
-            self.group_vals.setdefault(id(a), [])
 
     def _group(self, k: int) -> list:
         g = self.groups.get(k)
@@ -370,20 +361,25 @@ class KernelLowering:
             self.e.code = saved
             self.e.loc = saved_loc
 
+    def once(self, key: tuple, make: Callable[[], Any], pin: bool = True) -> Any:
+        """The current partition's value for `key`: made once by `make`, which emits into the
+        partition's prologue; its register is pinned (shared by many uses, never overwritten)."""
+        hit = self.part.cache.get(key)
+        if hit is None:
+            with self.in_prologue():
+                hit = self.part.cache[key] = make()
+            if pin:
+                self.pinned.add(hit if isinstance(hit, str) else hit[0])
+        return hit
+
     def const(self, kind: str, value: str) -> str:
         """A register of `kind` holding immediate `value` (one per partition)."""
-        key = ("const", kind, value)
-        c = self.part.cache.get(key)
-        if c is None:
-            with self.in_prologue():
-                c = self.e.tmp(kind)
-                if kind == "pred":
-                    self.e("setp.ne.b32", c, "1" if value in ("1", "-1", "true") else "0", "0")
-                else:
-                    self.e(f"mov.b{kind[1:]}", c, value)
-            self.part.cache[key] = c
-            self.pinned.add(c)
-        return c
+        def make() -> str:
+            if kind == "pred":
+                return self.e.new("pred", "setp.ne.b32", "1" if value in ("1", "-1", "true") else "0", "0")
+            return self.e.new(kind, f"mov.b{kind[1:]}", value)
+
+        return self.once(("const", kind, value), make)
 
     def thread_linear(self, lane_vals: Sequence[int], warp_vals: Sequence[int]) -> Tuple[Optional[str], int]:
         """A register holding XOR over set lane bits of lane_vals[i] and over set warp bits of
@@ -395,44 +391,33 @@ class KernelLowering:
             mask |= v
         if not mask:
             return None, 0
-        key = ("lin", lane_vals, warp_vals)
-        hit = self.part.cache.get(key)
-        if hit is not None:
-            return hit, mask
-        with self.in_prologue():
-            terms: List[str] = []
-            for src, vals in ((self.part.lane, lane_vals), (self.part.warp, warp_vals)):
-                i = 0
-                while i < len(vals):
-                    v = vals[i]
-                    if not v:
-                        i += 1
-                        continue
-                    if LM.is_pow2(v):
-                        k = 1
-                        while i + k < len(vals) and vals[i + k] == v << k:
-                            k += 1
-                        t = self.e.tmp("b32")
-                        self.e("bfe.u32", t, src, str(i), str(k))
-                        sh = LM.log2(v)
-                        if sh:
-                            t2 = self.e.new("b32", "shl.b32", t, str(sh))
-                            t = t2
-                        terms.append(t)
-                        i += k
-                    else:
-                        t = self.e.tmp("b32")
-                        self.e("bfe.u32", t, src, str(i), "1")
-                        t2 = self.e.new("b32", "mul.lo.u32", t, str(v))
-                        terms.append(t2)
-                        i += 1
-            acc = terms[0]
-            for t in terms[1:]:
-                n = self.e.new("b32", "xor.b32", acc, t)
-                acc = n
-        self.part.cache[key] = acc
-        self.pinned.add(acc)
-        return acc, mask
+        return self.once(("lin", lane_vals, warp_vals), lambda: self._xor_of_bits(lane_vals, warp_vals)), mask
+
+    def _xor_of_bits(self, lane_vals: Tuple[int, ...], warp_vals: Tuple[int, ...]) -> str:
+        """Emit thread_linear's XOR: runs of consecutive power-of-two values take one bit-field
+        extract (and a shift), other values an extract and a multiply."""
+        terms: List[str] = []
+        for src, vals in ((self.part.lane, lane_vals), (self.part.warp, warp_vals)):
+            i = 0
+            while i < len(vals):
+                v = vals[i]
+                if not v:
+                    i += 1
+                elif LM.is_pow2(v):
+                    k = 1
+                    while i + k < len(vals) and vals[i + k] == v << k:
+                        k += 1
+                    t = self.e.new("b32", "bfe.u32", src, str(i), str(k))
+                    terms.append(self.e.new("b32", "shl.b32", t, str(LM.log2(v))) if LM.log2(v) else t)
+                    i += k
+                else:
+                    t = self.e.new("b32", "bfe.u32", src, str(i), "1")
+                    terms.append(self.e.new("b32", "mul.lo.u32", t, str(v)))
+                    i += 1
+        acc = terms[0]
+        for t in terms[1:]:
+            acc = self.e.new("b32", "xor.b32", acc, t)
+        return acc
 
     def thread_plus(self, t: Optional[str], mask: int, k: int) -> str:
         """A new register holding thread part `t` (from `thread_linear`, bits `mask`) and constant
@@ -454,32 +439,19 @@ class KernelLowering:
         lm, wm = m.free_lane_mask(), m.free_warp_mask()
         if not lm and not wm:
             return None
-        key = ("owner", lm, wm)
-        hit = self.part.cache.get(key)
-        if hit is not None:
-            return hit
-        with self.in_prologue():
-            conds = []
-            for src, mask in ((self.part.lane, lm), (self.part.warp, wm)):
-                if mask:
-                    t = self.e.tmp("b32")
-                    self.e("and.b32", t, src, str(mask))
-                    p = self.e.new("pred", "setp.eq.u32", t, "0")
-                    conds.append(p)
-            p = conds[0]
-            if len(conds) == 2:
-                q = self.e.new("pred", "and.pred", conds[0], conds[1])
-                p = q
-        self.part.cache[key] = p
-        return p
+        return self.once(("owner", lm, wm), lambda: self._owner(lm, wm), pin=False)
+
+    def _owner(self, lm: int, wm: int) -> str:
+        conds = [self.e.new("pred", "setp.eq.u32", self.e.new("b32", "and.b32", src, str(mask)), "0")
+                 for src, mask in ((self.part.lane, lm), (self.part.warp, wm)) if mask]
+        return conds[0] if len(conds) == 1 else self.e.new("pred", "and.pred", conds[0], conds[1])
 
     def and_pred(self, a: Optional[str], b: Optional[str]) -> Optional[str]:
         if a is None:
             return b
         if b is None:
             return a
-        p = self.e.new("pred", "and.pred", a, b)
-        return p
+        return self.e.new("pred", "and.pred", a, b)
 
     def part_barrier(self) -> None:
         """bar.sync of the current partition (the whole CTA outside warp specialization); not
@@ -498,28 +470,14 @@ class KernelLowering:
     def smem_base(self) -> str:
         """The shared-window address of the dynamic shared memory (a register)."""
         self.uses_smem = True
-        key = ("smem",)
-        hit = self.part.cache.get(key)
-        if hit is None:
-            with self.in_prologue():
-                hit = self.e.new("b32", "mov.u32", SMEM_SYMBOL)
-            self.part.cache[key] = hit
-            self.pinned.add(hit)
-        return hit
+        return self.once(("smem",), lambda: self.e.new("b32", "mov.u32", SMEM_SYMBOL))
 
     def smem_addr(self, offset: int) -> str:
         """A register holding the shared address `offset` bytes into the dynamic shared memory."""
         base = self.smem_base()
         if offset == 0:
             return base
-        key = ("smem_off", offset)
-        hit = self.part.cache.get(key)
-        if hit is None:
-            with self.in_prologue():
-                hit = self.e.new("b32", "add.s32", base, str(offset))
-            self.part.cache[key] = hit
-            self.pinned.add(hit)
-        return hit
+        return self.once(("smem_off", offset), lambda: self.e.new("b32", "add.s32", base, str(offset)))
 
     def scratch(self, op: Operation) -> str:
         """The shared address of an op's scratch (`scratch_offset` from the allocation pass)."""
@@ -569,24 +527,14 @@ class KernelLowering:
     def copy_regs(self, dsts: List[str], srcs: List[str], kinds: List[str]) -> None:
         """Parallel copy srcs → dsts (registers that appear on both sides are read first)."""
         pairs = [(d, s, k) for d, s, k in zip(dsts, srcs, kinds) if d != s]
-        if not pairs:
-            return
         dset = {d for d, _, _ in pairs}
-        if any(s in dset for _, s, _ in pairs):
-            tmp = []
-            for d, s, k in pairs:
-                if s in dset:
-                    t = self.e.tmp(k)
-                    self.mov(k, t, s)
-                    tmp.append((d, t, k))
-                else:
-                    tmp.append((d, s, k))
-            pairs = tmp
+        if any(s in dset for _, s, _ in pairs):  # a source that is also a destination: read it first
+            pairs = [(d, self.e.new(k, _mov_op(k), s) if s in dset else s, k) for d, s, k in pairs]
         for d, s, k in pairs:
             self.mov(k, d, s)
 
     def mov(self, kind: str, d: str, s: str) -> None:
-        self.e(f"mov.{kind}" if kind == "pred" else f"mov.b{kind[1:]}", d, s)
+        self.e(_mov_op(kind), d, s)
 
     def flat_regs(self, x: Lowered) -> Tuple[List[str], List[str]]:
         """Registers and kinds of a lowered value (for copies)."""
@@ -596,11 +544,8 @@ class KernelLowering:
             k = reg_kind(x.elem)
             return list(x.regs), [k] * len(x.regs)
         if isinstance(x, SmemView):
-            regs, kinds = [x.base], ["b32"]
-            if isinstance(x.origin, str):
-                regs.append(x.origin)
-                kinds.append("b32")
-            return regs, kinds
+            regs = [x.base] + ([x.origin] if isinstance(x.origin, str) else [])
+            return regs, ["b32"] * len(regs)
         if isinstance(x, Barriers):
             return [x.addr], ["b32"]
         if isinstance(x, Desc):
@@ -615,15 +560,12 @@ class KernelLowering:
         if isinstance(x, Tensor):
             return Tensor(self.e.named_array(reg_kind(x.elem), len(x.regs), hint), x.lmap, x.elem)
         if isinstance(x, SmemView):
-            o = x.origin
-            if isinstance(o, str):
-                o = self.e.named("b32", hint + "_origin")
-            return SmemView(self.e.named("b32", hint), x.elem, x.layout, x.storage_shape, x.perm, x.shape, x.buffers,
-                            x.buffer_bytes, o, x.origin_coords)
+            o = self.e.named("b32", hint + "_origin") if isinstance(x.origin, str) else x.origin
+            return replace(x, base=self.e.named("b32", hint), origin=o)
         if isinstance(x, Barriers):
             return Barriers(self.e.named("b32", hint), x.count, x.array)
         if isinstance(x, Desc):
-            return Desc(self.e.named("b64", hint), x.dtype, x.param_index, x.swizzle, x.box)
+            return replace(x, addr=self.e.named("b64", hint))
         return Token()
 
     def home_for(self, v: Value) -> Lowered:
@@ -672,56 +614,44 @@ class KernelLowering:
         self.total_warps = total
 
     def _params(self, body) -> None:
+        """Load every kernel parameter into registers; record its ABI entry."""
         e = self.e
         names = self.func.attrs.get("arg_names") or []  # type: ignore[union-attr]
         for i, a in enumerate(body.args):
             pname = names[i] if i < len(names) else (a.name or f"arg{i}")
-            pid = f"{self.name}_param_{i}"
-            t = a.type
-            hint = pname
-            if isinstance(t, T.PointerType):
-                r = e.named("b64", hint)
-                e("ld.param.u64", r, f"[{pid}]")
-                self.set(a, Scalar(r, t))
-                self.params.append(ParamABI(pname, "pointer", ABI_DTYPE[t.pointee.name], 8, 8))
-            elif isinstance(t, T.ScalarType):
-                if t.bits == 1:
-                    r32 = e.new("b32", "ld.param.u32", f"[{pid}]")
-                    p = e.named("pred", hint)
-                    e("setp.ne.u32", p, r32, "0")
-                    self.set(a, Scalar(p, t))
-                    self.params.append(ParamABI(pname, "scalar", "i1", 4, 4))
-                elif t.is_float and t.bits == 16:
-                    r = e.named("b16", hint)
-                    e("ld.param.b16", r, f"[{pid}]")
-                    self.set(a, Scalar(r, t))
-                    self.params.append(ParamABI(pname, "scalar", ABI_DTYPE[t.name], 2, 2))
-                elif t.bits <= 32:
-                    r32 = e.named("b32", hint)
-                    e("ld.param.b32", r32, f"[{pid}]")
-                    if t.bits < 32:
-                        r = e.named("b16", hint + "_16")
-                        e("cvt.u16.u32", r, r32)
-                        self.set(a, Scalar(r, t))
-                    else:
-                        self.set(a, Scalar(r32, t))
-                    self.params.append(ParamABI(pname, "scalar", ABI_DTYPE[t.name], 4, 4))
-                else:
-                    r = e.named("b64", hint)
-                    e("ld.param.b64", r, f"[{pid}]")
-                    self.set(a, Scalar(r, t))
-                    self.params.append(ParamABI(pname, "scalar", ABI_DTYPE[t.name], 8, 8))
-            elif isinstance(t, T.TensorDescType):
+            pid, t = f"{self.name}_param_{i}", a.type
+            if isinstance(t, T.TensorDescType):  # passed by value: its generic address
                 r0 = e.new("b64", "mov.b64", pid)
-                r = e.named("b64", hint)
-                e("cvta.param.u64", r, r0)
-                d = Desc(r, t, param_index=i)
+                d = Desc(e.named("b64", pname), t, param_index=i)
+                e("cvta.param.u64", d.addr, r0)
                 self.descs.append(d)
                 self.set(a, d)
                 self.params.append(ParamABI(pname, "tensordesc", ABI_DTYPE[t.element.name], TENSOR_MAP_BYTES, 64))
+                continue
+            if isinstance(t, T.PointerType):
+                r = e.named("b64", pname)
+                e("ld.param.u64", r, f"[{pid}]")
+                abi = ParamABI(pname, "pointer", ABI_DTYPE[t.pointee.name], 8, 8)
+            elif isinstance(t, T.ScalarType):
+                size = 2 if t.is_float and t.bits == 16 else max(4, t.bits // 8)
+                if t.bits == 1:
+                    r32 = e.new("b32", "ld.param.u32", f"[{pid}]")
+                    r = e.named("pred", pname)
+                    e("setp.ne.u32", r, r32, "0")
+                elif size == 4 and t.bits < 32:  # 8- and 16-bit values arrive widened to 32 bits
+                    r32 = e.named("b32", pname)
+                    e("ld.param.b32", r32, f"[{pid}]")
+                    r = e.named("b16", pname + "_16")
+                    e("cvt.u16.u32", r, r32)
+                else:
+                    r = e.named(f"b{size * 8}", pname)
+                    e(f"ld.param.b{size * 8}", r, f"[{pid}]")
+                abi = ParamABI(pname, "scalar", ABI_DTYPE[t.name], size, size)
             else:
                 raise TLXCompileError(f"kernel parameter '{pname}' has a type ({t}) that cannot be passed to a kernel",
                                       self.func.loc)
+            self.set(a, Scalar(r, t))
+            self.params.append(abi)
 
     def _param_decl(self, i: int, p: ParamABI) -> str:
         pid = f"{self.name}_param_{i}"
@@ -729,13 +659,8 @@ class KernelLowering:
             return f"\t.param .align 64 .b8 {pid}[{TENSOR_MAP_BYTES}]"
         if p.kind == "pointer":
             return f"\t.param .u64 .ptr .global .align 1 {pid}"
-        if p.size == 2:
-            return f"\t.param .b16 {pid}"
-        if p.dtype in ("fp32",):
-            return f"\t.param .f32 {pid}"
-        if p.dtype in ("fp64",):
-            return f"\t.param .f64 {pid}"
-        return f"\t.param .b{p.size * 8} {pid}"
+        ty = {"fp32": "f32", "fp64": "f64"}.get(p.dtype, f"b{p.size * 8}")
+        return f"\t.param .{ty} {pid}"
 
     def _final_params(self) -> List[ParamABI]:
         params = list(self.params)
@@ -748,27 +673,18 @@ class KernelLowering:
         code = e.render_code()  # assigns file indices
         lines = ["//", "// Generated by tlx (PTX for sm_90a)", "//", "", f".version {PTX_VERSION}",
                  f".target {self.target}", ".address_size 64", ""]
-        for path, idx in sorted(e.files.items(), key=lambda kv: kv[1]):
-            lines.append(f'.file {idx} "{path}"')
+        lines += [f'.file {idx} "{path}"' for path, idx in sorted(e.files.items(), key=lambda kv: kv[1])]
         if self.uses_smem:
             lines.append(f".extern .shared .align 1024 .b8 {SMEM_SYMBOL}[];")
-        lines.append("")
-        lines.append(f".visible .entry {self.name}(")
-        params = self._final_params()
-        lines.append(",\n".join(self._param_decl(i, p) for i, p in enumerate(params)))
-        lines.append(")")
-        lines.append(f".reqntid {self.total_warps * 32}")
+        params = ",\n".join(self._param_decl(i, p) for i, p in enumerate(self._final_params()))
+        lines += ["", f".visible .entry {self.name}(", params, ")", f".reqntid {self.total_warps * 32}"]
         maxnreg = self._maxnreg()
         if maxnreg:
             lines.append(f".maxnreg {maxnreg}")
-        lines.append("{")
-        lines.extend(e.render_decls())
-        lines.append("")
-        lines.extend(code)
+        lines += ["{", *e.render_decls(), "", *code]
         if not code or code[-1].strip() != "ret;":
             lines.append("\tret;")
-        lines.append("}")
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines + ["}"]) + "\n"
 
     def _maxnreg(self) -> Optional[int]:
         if self.user_maxnreg:
@@ -780,13 +696,8 @@ class KernelLowering:
         return None
 
     def _abi(self) -> KernelABI:
-        params = []
-        for p in self._final_params():
-            if p.kind == "tensordesc":
-                d = next(x for x in self.descs if x.param_index is not None and self.params.index(p) == x.param_index)
-                params.append(ParamABI(p.name, p.kind, p.dtype, p.size, p.align, p.hidden, self._tma_encoding(d)))
-            else:
-                params.append(p)
+        params = [replace(p, tma=self._tma_encoding(next(d for d in self.descs if d.param_index == i)))
+                  if p.kind == "tensordesc" else p for i, p in enumerate(self._final_params())]
         return KernelABI(entry=self.name, params=tuple(params), threads_per_cta=self.total_warps * 32,
                          num_warps=self.num_warps, shared_bytes=int(self.m.attrs.get("shared_bytes", 0)),
                          cluster=tuple(self.m.attrs.get("cluster", (1, 1, 1))),  # type: ignore[arg-type]

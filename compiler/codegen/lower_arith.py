@@ -118,14 +118,14 @@ def _constant(lw: KernelLowering, op: Operation) -> None:
 def _program_id(lw: KernelLowering, op: Operation) -> None:
     axis = "xyz"[op.attrs["axis"]]
     sreg = ("%ctaid." if op.name == "tt.get_program_id" else "%nctaid.") + axis
-    key = ("sreg", sreg)
-    r = lw.part.cache.get(key)
-    if r is None:
-        with lw.in_prologue():
-            r = lw.e.named("b32", ("pid_" if op.name == "tt.get_program_id" else "nprog_") + axis)
-            lw.e("mov.u32", r, sreg)
-        lw.part.cache[key] = r
-        lw.pinned.add(r)
+    name = ("pid_" if op.name == "tt.get_program_id" else "nprog_") + axis
+
+    def make() -> str:
+        r = lw.e.named("b32", name)
+        lw.e("mov.u32", r, sreg)
+        return r
+
+    r = lw.once(("sreg", sreg), make)
     lw.set(op.result, Scalar(r, T.i32))
 
 

@@ -53,9 +53,7 @@ def _cta_barrier(lw: KernelLowering, op: Operation) -> None:
 
 
 def _named_barrier(lw: KernelLowering, op: Operation) -> None:
-    i, n = int(op.attrs["id"]), int(op.attrs["count"])
-    lw.user_barriers.append((i, op))
-    lw.e("bar.sync" if op.name.endswith("wait") else "bar.arrive", str(i), str(n))
+    lw.e("bar.sync" if op.name.endswith("wait") else "bar.arrive", str(int(op.attrs["id"])), str(int(op.attrs["count"])))
 
 
 def _alloc_barriers(lw: KernelLowering, op: Operation) -> None:
@@ -296,16 +294,15 @@ def _make_desc(lw: KernelLowering, op: Operation) -> None:
     slot = lw.global_scratch_per_program
     lw.global_scratch_per_program += TENSOR_MAP_BYTES
     lw.needs_global_scratch = True
-    gs = lw.part.cache.get(("gscratch",))
-    if gs is None:
-        with lw.in_prologue():
-            p = em.new("b64", "ld.param.u64", f"[{lw.name}_param_{len(lw.params)}]")
-            x, y, z, nx, ny = (em.new("b32", "mov.u32", r) for r in ("%ctaid.x", "%ctaid.y", "%ctaid.z", "%nctaid.x",
-                                                                      "%nctaid.y"))
-            zy = em.new("b32", "mad.lo.s32", z, ny, y)
-            gs = (p, em.new("b32", "mad.lo.s32", zy, nx, x))  # the global pointer, the linear program id
-        lw.part.cache[("gscratch",)] = gs
-        lw.pinned.add(gs[0])
+
+    def global_slot() -> Tuple[str, str]:  # the global scratch pointer, the linear program id
+        p = em.new("b64", "ld.param.u64", f"[{lw.name}_param_{len(lw.params)}]")
+        x, y, z, nx, ny = (em.new("b32", "mov.u32", r) for r in ("%ctaid.x", "%ctaid.y", "%ctaid.z", "%nctaid.x",
+                                                                  "%nctaid.y"))
+        zy = em.new("b32", "mad.lo.s32", z, ny, y)
+        return p, em.new("b32", "mad.lo.s32", zy, nx, x)
+
+    gs = lw.once(("gscratch",), global_slot)
     gptr, pidlin = gs
     addr = em.named("b64", lw.hint(op.result, "desc"))
     em("add.s64", addr, gptr, em.new("b64", "mul.wide.u32", pidlin, str(lw.gscratch_stride)))

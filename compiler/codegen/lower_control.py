@@ -271,10 +271,6 @@ def _warp_specialize(lw: KernelLowering, op: Operation) -> None:
     if main.index != -1:
         raise TLXCompileError("warp_specialize cannot be nested", op.loc)
     nparts = len(plan.num_warps)
-    for k in range(1, nparts):
-        lw.reserved_barriers[2 + (k - 1)] = f"partition {k - 1}"
-    lw.reserved_barriers[0] = "the default partition"
-    lw.reserved_barriers[1] = "warp specialization"
     if plan.wg_regs is not None:
         lw.setmaxnreg_used = True
     # entering warp specialization synchronizes the CTA (the CTA-barrier pass relies on it)
