@@ -15,6 +15,7 @@ import time
 
 from ..ptxas import assemble, find_ptxas
 from .lower import hopper_only_op, lower_module
+from .values import even_register_split
 
 
 def run(module, ctx) -> None:
@@ -47,8 +48,7 @@ def run(module, ctx) -> None:
     if (res.spill_stores or res.spill_loads) and ".maxnreg" not in ptx:
         # ptxas trades registers for occupancy on its own and may spill; a kernel that spills
         # gets the register file's even split as its cap instead (one more ptxas run)
-        cap = min(255, 65536 // abi.threads_per_cta)
-        cap -= cap % 8
+        cap = even_register_split(abi.threads_per_cta)
         capped = re.sub(r"^(\.reqntid \d+)$", rf"\1\n.maxnreg {cap}", ptx, count=1, flags=re.M)
         cubin2, res2, log2 = assemble(capped, opts.target)
         if res2.spill_stores + res2.spill_loads < res.spill_stores + res.spill_loads:

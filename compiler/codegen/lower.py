@@ -29,7 +29,7 @@ from . import layout_math as LM
 from . import lower_arith, lower_async, lower_control, lower_memory, lower_tensor
 from .axis_info import AxisAnalysis
 from .ptx import Emitter
-from .values import Barriers, Desc, Lowered, Partition, Scalar, SmemView, Tensor, Token, reg_kind
+from .values import Barriers, Desc, Lowered, Partition, Scalar, SmemView, Tensor, Token, even_register_split, reg_kind
 
 #: op name -> the function that lowers it: each lower_* module's table
 LOWERINGS: Dict[str, Callable[["KernelLowering", Operation], None]] = {
@@ -41,7 +41,6 @@ _MEMORY_PREFIXES = ("ld.", "ldmatrix", "cp.", "st.", "stmatrix", "atom.", "red."
 
 PTX_VERSION = "8.7"
 SMEM_SYMBOL = "tlx_smem"
-MAX_THREADS_REGS = 65536
 
 
 def _smem_vec_estimate(t, m: LM.LinearMap, eb: int) -> int:
@@ -516,6 +515,13 @@ class KernelLowering:
         for op in ops:
             self.lower_op(op)
 
+    def lower_body(self, ops: Sequence[Operation]) -> None:
+        """Lower the current partition's ops, preceded by its prologue (what `once` emitted)."""
+        start = len(self.e.code)
+        self.lower_ops(ops)
+        self.e.code[start:start] = self.part.prologue
+        self.part.prologue = []
+
     def lower_op(self, op: Operation) -> None:
         fn = LOWERINGS.get(op.name)
         if fn is None:
@@ -597,10 +603,7 @@ class KernelLowering:
         self._plan_warps()
         self.part = self.make_partition(-1, self.num_warps, 0, 0, True)
         self._params(body)
-        start = len(e.code)
-        self.lower_ops(body.ops)
-        e.code[start:start] = self.part.prologue
-        self.part.prologue = []
+        self.lower_body(body.ops)
         e.eliminate_dead_code()
         return self._module_text(), self._abi()
 
@@ -691,8 +694,7 @@ class KernelLowering:
             return self.user_maxnreg
         if self.setmaxnreg_used:
             # setmaxnreg only works under a register cap at entry: the even split of the file
-            per = min(248, MAX_THREADS_REGS // (self.total_warps * 32))
-            return per - per % 8
+            return even_register_split(self.total_warps * 32)
         return None
 
     def _abi(self) -> KernelABI:

@@ -27,6 +27,13 @@ def reg_kind(e: T.ElementType) -> str:
     return "b64"
 
 
+def even_register_split(threads: int) -> int:
+    """Registers per thread when `threads` share the 64K register file evenly (a multiple of 8,
+    at most 248: what .maxnreg and setmaxnreg accept)."""
+    per = min(248, 65536 // threads)
+    return per - per % 8
+
+
 def int_bits(e: T.ScalarType) -> int:
     """The width integer instructions on element type `e` use (8-bit values as 16-bit)."""
     return 16 if e.bits <= 16 else e.bits
