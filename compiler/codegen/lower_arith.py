@@ -379,8 +379,7 @@ def _f32_math(lw: KernelLowering, name: str, d: str, x: str) -> None:
     if name in _MATH_INS:
         em(_math_ins(name, "f32"), d, x)
     elif name == "math.exp":
-        t = em.tmp("b32")
-        em("mul.f32", t, x, f32_hex(LOG2E))
+        t = em.new("b32", "mul.f32", x, f32_hex(LOG2E))
         em("ex2.approx.f32", d, t)
     elif name == "math.log":
         t = em.new("b32", "lg2.approx.f32", x)
@@ -404,17 +403,13 @@ def _f32_math(lw: KernelLowering, name: str, d: str, x: str) -> None:
         coeffs = [1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592]
         em("mov.b32", poly, f32_hex(coeffs[0]))
         for c in coeffs[1:]:
-            p2 = em.tmp("b32")
-            em("fma.rn.f32", p2, poly, t, f32_hex(c))
-            poly = p2
+            poly = em.new("b32", "fma.rn.f32", poly, t, f32_hex(c))
         p3 = em.new("b32", "mul.f32", poly, t)
         em("mul.f32", x2, ax, ax)
-        nx = em.tmp("b32")
-        em("mul.f32", nx, x2, f32_hex(-LOG2E))
+        nx = em.new("b32", "mul.f32", x2, f32_hex(-LOG2E))
         em("ex2.approx.f32", ex, nx)
         em("mul.f32", r, p3, ex)
-        one_minus = em.tmp("b32")
-        em("sub.f32", one_minus, f32_hex(1.0), r)
+        one_minus = em.new("b32", "sub.f32", f32_hex(1.0), r)
         em("copysign.f32", d, x, one_minus)
     else:
         raise TLXCompileError(f"internal: no f32 lowering of {name}")
@@ -535,8 +530,7 @@ def _fp8_to_f32(lw: KernelLowering, x: str, se: T.ScalarType) -> str:
     h2 = em.new("b32", f"cvt.rn.f16x2.{fmt}x2", lo)
     h, hi = em.tmp("b16"), em.tmp("b16")
     em("mov.b32", "{" + h + ", " + hi + "}", h2)
-    f = em.new("b32", "cvt.f32.f16", h)
-    return f
+    return em.new("b32", "cvt.f32.f16", h)
 
 
 def float_convert(lw: KernelLowering, d: str, x: str, se: T.ScalarType, de: T.ScalarType) -> None:

@@ -108,8 +108,7 @@ def _wait(lw: KernelLowering, op: Operation) -> None:
         em("bra", done, pred="!" + pred)
     loop = em.new_label("wait")
     em.label(loop)
-    p = em.tmp("pred")
-    em("mbarrier.try_wait.parity.shared::cta.b64", p, f"[{a}]", ph)
+    p = em.new("pred", "mbarrier.try_wait.parity.shared::cta.b64", f"[{a}]", ph)
     em("bra", loop, pred="!" + p)
     if pred is not None:
         em.label(done)
@@ -168,9 +167,7 @@ def _view_addr(lw: KernelLowering, view: SmemView, off: int) -> str:
     em = lw.e
     if isinstance(view.origin, str):
         x = em.new("b32", "xor.b32", view.origin, str(off))
-        a = em.tmp("b32")
-        em("add.s32", a, view.base, x)
-        return f"[{a}]"
+        return f"[{em.new('b32', 'add.s32', view.base, x)}]"
     o = view.origin ^ off
     return f"[{view.base}+{o}]" if o else f"[{view.base}]"
 
@@ -181,11 +178,7 @@ def _coords(lw: KernelLowering, offs: List[Value], deltas: Tuple[int, ...]) -> s
     regs = []
     for v, dlt in zip(reversed(offs), deltas):
         r = lw.scalar(v)
-        if dlt:
-            t = em.tmp("b32")
-            em("add.s32", t, r, str(dlt))
-            r = t
-        regs.append(r)
+        regs.append(em.new("b32", "add.s32", r, str(dlt)) if dlt else r)
     return "{" + ", ".join(regs) + "}"
 
 
@@ -267,14 +260,10 @@ def _desc_users_encoding(lw: KernelLowering, v: Value) -> Tuple[int, Tuple[int, 
                 if found is not None and found != enc:
                     raise TLXCompileError("one tensor descriptor is used with two shared layouts", user.loc)
                 found = enc
-            elif user.name == "tlx.warp_specialize":
-                for r in user.regions[1:]:
-                    stack.append(r.block.args[idx])
-            elif user.name in ("scf.for",):
-                k = idx - 3
-                if k >= 0:
-                    stack.append(user.regions[0].block.args[1 + k])
-                    stack.append(user.results[k])
+            elif user.name == "tlx.warp_specialize":  # the partitions' captures
+                stack.extend(r.block.args[idx] for r in user.regions[1:])
+            elif user.name == "scf.for" and idx >= 3:  # a carried value: the body's argument, the result
+                stack += [user.regions[0].block.args[idx - 2], user.results[idx - 3]]
     return found or default_tma_encoding(v.type)
 
 

@@ -45,8 +45,7 @@ def _width_ops(nbytes: int, eb: int) -> Tuple[str, int, str]:
 
 def bool_byte(lw: KernelLowering, r: str) -> str:
     """A b16 register holding 1 or 0 for predicate r (a bool is stored as a byte)."""
-    t = lw.e.new("b16", "selp.u16", "1", "0", r)
-    return t
+    return lw.e.new("b16", "selp.u16", "1", "0", r)
 
 
 def pack_words(lw: KernelLowering, regs: List[str], e, nbytes: int) -> Tuple[List[str], str]:
@@ -222,8 +221,7 @@ class SmemAccess:
             a = self.base_plus_t
         else:
             xr = em.new("b32", "xor.b32", self.t, str(rx))
-            a = em.tmp("b32")
-            em("add.s32", a, base, xr)
+            a = em.new("b32", "add.s32", base, xr)
         return f"[{a}+{ra}]" if ra else f"[{a}]"
 
 
@@ -246,8 +244,7 @@ def smem_store(lw: KernelLowering, view: SmemView, x: Tensor) -> None:
         for g, mats in _matrix_groups(len(x.regs), sel):
             words = []
             for r in mats:
-                w = lw.e.tmp("b32")
-                lw.e("mov.b32", w, "{" + x.regs[r] + ", " + x.regs[r | 1] + "}")
+                w = lw.e.new("b32", "mov.b32", "{" + x.regs[r] + ", " + x.regs[r | 1] + "}")
                 words.append(w)
             lw.e(f"stmatrix.sync.aligned.m8n8.x{nm}.shared.b16", acc.address(g), _vec_text(words))
         return
@@ -329,18 +326,14 @@ def _add_index(lw: KernelLowering, base: str, idx_v: Value, stride: int) -> str:
         off = info.constant * stride
         if off == 0:
             return base
-        r = em.tmp("b32")
-        em("add.s32", r, base, str(off))
-        return r
+        return em.new("b32", "add.s32", base, str(off))
     idx = lw.scalar(idx_v)
     bits = idx_v.type.bits  # type: ignore[union-attr]
     if bits != 32:
         i32 = em.tmp("b32")
         em(f"cvt.u32.u{int_bits(idx_v.type)}", i32, idx)  # type: ignore[arg-type]
         idx = i32
-    r = em.tmp("b32")
-    em("mad.lo.s32", r, idx, str(stride), base)
-    return r
+    return em.new("b32", "mad.lo.s32", idx, str(stride), base)
 
 
 def _memdesc_index(lw: KernelLowering, op: Operation) -> None:
@@ -391,8 +384,7 @@ def _memdesc_subslice(lw: KernelLowering, op: Operation) -> None:
     if isinstance(origin, int):
         origin = origin ^ K
     elif K:
-        t = lw.e.tmp("b32")
-        lw.e("xor.b32", t, origin, str(K))
+        t = lw.e.new("b32", "xor.b32", origin, str(K))
         origin = t
     em = lw.e
     for d, v in dyn_terms:
@@ -403,11 +395,9 @@ def _memdesc_subslice(lw: KernelLowering, op: Operation) -> None:
             unit = [0] * len(src.storage_shape)
             unit[sd] = 1 << bit
             boff = smap.offset(tuple(unit))
-            b = em.tmp("b32")
-            em("bfe.u32", b, r, str(bit), "1")
+            b = em.new("b32", "bfe.u32", r, str(bit), "1")
             m = em.new("b32", "mul.lo.u32", b, str(boff))
-            t = em.tmp("b32")
-            em("xor.b32", t, m, str(origin))
+            t = em.new("b32", "xor.b32", m, str(origin))
             origin = t
     coords = None
     if not dyn_terms and src.origin_coords is not None:
@@ -648,7 +638,7 @@ def _async_load(lw: KernelLowering, op: Operation) -> None:
         raise TLXCompileError("async_load needs a tensor of pointers", op.loc)
     m = ptr.lmap
     e = view.elem
-    eb = max(1, e.bits // 8)
+    eb = e.bytes
     gv = global_vec(lw, src_v, m, eb, mask_v)
     acc = SmemAccess(lw, view, m, e)
     v = min(gv, acc.vec)
@@ -663,11 +653,9 @@ def _async_load(lw: KernelLowering, op: Operation) -> None:
     cmod = ".cg" if nbytes == 16 else ".ca"
     for r0 in range(0, len(ptr.regs), v):
         addr = acc.address(r0)
-        if masks is not None:
-            sz = em.new("b32", "selp.b32", str(nbytes), "0", masks[r0])
-            em(f"cp.async{cmod}.shared.global", addr, f"[{ptr.regs[r0]}]", str(nbytes), sz, pred=owner)
-        else:
-            em(f"cp.async{cmod}.shared.global", addr, f"[{ptr.regs[r0]}]", str(nbytes), pred=owner)
+        # a masked-off copy reads 0 bytes (and fills the rest with zeros)
+        src_size = [em.new("b32", "selp.b32", str(nbytes), "0", masks[r0])] if masks is not None else []
+        em(f"cp.async{cmod}.shared.global", addr, f"[{ptr.regs[r0]}]", str(nbytes), *src_size, pred=owner)
     lw.set(op.result, Token())
 
 

@@ -207,8 +207,7 @@ def _shfl(lw: KernelLowering, r: str, kind: str, mask: int) -> str:
     """The value of register r in lane (lane ^ mask)."""
     em = lw.e
     if kind == "b32":
-        d = em.new("b32", "shfl.sync.bfly.b32", r, str(mask), "31", "-1")
-        return d
+        return em.new("b32", "shfl.sync.bfly.b32", r, str(mask), "31", "-1")
     if kind == "b16":
         w, d32, d = em.tmp("b32"), em.tmp("b32"), em.tmp("b16")
         em("cvt.u32.u16", w, r)
@@ -305,8 +304,7 @@ def _reduce(lw: KernelLowering, op: Operation) -> None:
         for r in range(len(parts)):
             cur = None
             for wi in range(1 << len(wbits)):
-                a = em.tmp("b32")
-                em("mad.lo.s32", a, slot_addr[r], str(per), base)
+                a = em.new("b32", "mad.lo.s32", slot_addr[r], str(per), base)
                 off = wi * n_out * per
                 got = (_ld_scalar(lw, a, off, k, eb),)
                 if arg:
