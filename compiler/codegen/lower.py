@@ -184,8 +184,7 @@ class KernelLowering:
             if not isinstance(t, T.TensorType) or t.layout is None:
                 return None
             m = LM.to_map(t.layout, t.shape)
-            e = t.element.pointee  # type: ignore[union-attr]
-            eb = max(1, e.bits // 8)
+            eb = t.element.pointee.bytes  # type: ignore[union-attr]
             v = lower_memory.global_vec(self, ptr, m, eb, mask)
             if user.name == "tlx.async_load":
                 v = min(v, _smem_vec_estimate(user.arg("dst").type, m, eb))
@@ -194,17 +193,13 @@ class KernelLowering:
         def use_need(v: Value, user: Operation, idx: int) -> Optional[frozenset]:
             n = user.name
             if n in ("tt.load", "tt.store", "tlx.async_load"):
-                g = user.opdef.group_names
-                a, b = user.group_range(g[0])
-                ptr = user.operands[a]
+                ptr = user.operands[user.group_range(user.opdef.group_names[0])[0]]
                 mask = user.arg("mask")
                 if user.operands[idx] is ptr or (mask is not None and user.operands[idx] is mask
                                                  and not (n == "tt.store" and user.arg("value") is mask)):
-                    key = (id(user), idx)
-                    if key not in heads:
-                        hs = head_set(ptr, mask, user)
-                        heads[key] = hs  # type: ignore[assignment]
-                    return heads[key]
+                    if (id(user), idx) not in heads:
+                        heads[(id(user), idx)] = head_set(ptr, mask, user)  # type: ignore[assignment]
+                    return heads[(id(user), idx)]
                 return None
             if n in self.NEED_AWARE:
                 r = user.results[0]
@@ -212,8 +207,7 @@ class KernelLowering:
                     return self.need.get(id(r), frozenset())
                 return None
             if n == "scf.yield" and user.parent_op is not None and user.parent_op.name == "scf.for":
-                f = user.parent_op
-                return self._carried_need(f, idx)
+                return self._carried_need(user.parent_op, idx)
             if n == "scf.for" and idx >= 3:
                 return self._carried_need(user, idx - 3)
             return None
@@ -233,8 +227,7 @@ class KernelLowering:
                     u = use_need(v, user, idx)
                     acc = None if u is None else acc | u
                 if d is not None and d.name == "scf.for":
-                    kres = d.results.index(v)
-                    c = self._carried_need(d, kres)
+                    c = self._carried_need(d, d.results.index(v))
                     acc = None if acc is None or c is None else acc | c
                 old = self.need.get(k)
                 if acc != old and not (old is None):

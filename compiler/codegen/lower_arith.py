@@ -556,7 +556,7 @@ def _float_casts(lw: KernelLowering, op: Operation) -> None:
     src = lw.val(op.arg("src"))
     em = lw.e
     # f32 → f16/bf16 pairs: one cvt.rn.f16x2.f32 per pair of registers
-    if isinstance(src, Tensor) and se.name == "f32" and de.name in ("f16", "bf16") and len(src.regs) >= 2:  # type: ignore
+    if isinstance(src, Tensor) and se.name == "f32" and de.name in ("f16", "bf16") and len(src.regs) >= 2:
         t = op.result.type
         regs, m = lw.new_regs(t, lw.hint(op.result))
         for i in range(0, len(regs) - 1, 2):

@@ -53,7 +53,8 @@ def _cta_barrier(lw: KernelLowering, op: Operation) -> None:
 
 
 def _named_barrier(lw: KernelLowering, op: Operation) -> None:
-    lw.e("bar.sync" if op.name.endswith("wait") else "bar.arrive", str(int(op.attrs["id"])), str(int(op.attrs["count"])))
+    lw.e("bar.sync" if op.name.endswith("wait") else "bar.arrive", str(int(op.attrs["id"])),
+         str(int(op.attrs["count"])))
 
 
 def _alloc_barriers(lw: KernelLowering, op: Operation) -> None:
@@ -474,7 +475,7 @@ def _async_dot(lw: KernelLowering, op: Operation) -> None:
         # four 32-bit registers of consecutive K elements per instruction
         a_t = lw.tensor(a_v)
         per_instr = 4 * (32 // ae.bits)
-        a_words = {(i, kk): pack_words(lw, a_t.regs[(i * n_k + kk) * per_instr:(i * n_k + kk + 1) * per_instr], ae, 16)[0]
+        a_words = {(i, kk): pack_words(lw, a_t.regs[(i * n_k + kk) * per_instr:][:per_instr], ae, 16)[0]
                    for i in range(n_mrep) for kk in range(n_k)}
         a_mn = False
     else:
@@ -504,7 +505,8 @@ def _async_dot(lw: KernelLowering, op: Operation) -> None:
                 if a_reg:
                     a_opnd = "{" + ", ".join(a_words[(i, kk)]) + "}"
                 else:
-                    a_opnd = em.new("b64", "add.s64", a_desc, str(_tile_delta(aview, (i * 16 * wm, kk * kstep), op.loc)))
+                    delta = _tile_delta(aview, (i * 16 * wm, kk * kstep), op.loc)
+                    a_opnd = em.new("b64", "add.s64", a_desc, str(delta))
                 em.root(ins, dregs, a_opnd, bd, scale_d, *tail)
     em("wgmma.commit_group.sync.aligned")
 
