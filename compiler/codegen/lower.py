@@ -1,12 +1,12 @@
 """The lowering driver: walks a laid-out, allocated module and emits one PTX kernel.
 
-Every op kind has one lowering function in a `lower_*` module; each module exports its table
-(op name -> function) and `LOWERINGS` merges them (the `lower_*` modules import this one only
-for type hints). The driver owns what they share: the
-emitter, the value → registers map, the partition being lowered (thread ids, leader predicate,
-CTA-barrier id), per-thread coordinate registers of each layout (computed once per partition in
-its prologue), constants, and a liveness table (an async_dot accumulates in place into its
-accumulator's registers when nothing reads that accumulator afterwards).
+Every op kind has one lowering function in a `lower_*` module; each module exports its table (op
+name -> function) and `LOWERINGS` merges them (the `lower_*` modules import this one only for
+type hints). The driver owns what they share: the emitter, the value → registers map, the
+partition being lowered (thread ids, leader predicate, CTA-barrier id), per-thread coordinate
+registers of each layout (computed once per partition in its prologue), constants, and a
+liveness table (an async_dot accumulates in place into its accumulator's registers when nothing
+reads that accumulator afterwards).
 
 Structured control flow maps to labels and branches; loop-carried values and `if` results get
 registers of their own that the yields copy into (copies between identical registers vanish,
@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from ..abi import ABI_DTYPE, TENSOR_MAP_BYTES, KernelABI, ParamABI, TMAEncoding
 from ..errors import TLXCompileError
+from ..ir import layouts as L
 from ..ir import types as T
 from ..ir.core import Module, Operation, Value
 from . import layout_math as LM
@@ -47,8 +48,6 @@ def _smem_vec_estimate(t, m: LM.LinearMap, eb: int) -> int:
     """Registers per shared access of a tensor with layout m into a buffer of memdesc type t, from
     the type alone (a lower bound of what the access will use: consecutive registers along the
     buffer's contiguous dim, at most 16 bytes)."""
-    from ..ir import layouts as L
-
     lay = getattr(t, "layout", None)
     if isinstance(lay, L.NVMMASharedLayout):
         cd = 0 if lay.transposed else len(t.shape) - 1
