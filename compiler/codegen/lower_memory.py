@@ -242,10 +242,7 @@ def smem_store(lw: KernelLowering, view: SmemView, x: Tensor) -> None:
     if sel is not None:
         nm = 1 << len(sel)
         for g, mats in _matrix_groups(len(x.regs), sel):
-            words = []
-            for r in mats:
-                w = lw.e.new("b32", "mov.b32", "{" + x.regs[r] + ", " + x.regs[r | 1] + "}")
-                words.append(w)
+            words = [lw.e.new("b32", "mov.b32", "{" + x.regs[r] + ", " + x.regs[r | 1] + "}") for r in mats]
             lw.e(f"stmatrix.sync.aligned.m8n8.x{nm}.shared.b16", acc.address(g), _vec_text(words))
         return
     v = acc.vec
