@@ -21,16 +21,14 @@ Both writers range-check every integer against its type (``i8`` in 4 bytes still
 from __future__ import annotations
 
 import ctypes
-import math
 import struct
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from tlx.compiler.abi import ParamABI
+from tlx.compiler.abi import TENSOR_MAP_BYTES, ParamABI, bf16_bits
 
 from .dtypes import canonical_dtype
 from .errors import TLXRuntimeError
 
-TENSOR_MAP_BYTES = 128
 DESCRIPTOR_ALIGN = 64
 NATIVE_MAX_BYTES = 4096  # native_launch.c's MAX_PARAM_BYTES
 NATIVE_MAX_PARAMS = 512  # native_launch.c's MAX_PARAMS
@@ -64,16 +62,6 @@ def _checked_int(dtype: str) -> Callable[[Any], int]:
     return convert
 
 
-def to_bf16_bits(value: Any) -> int:
-    """The bfloat16 bit pattern of a float, rounded to nearest even (NaN stays a quiet NaN)."""
-    f = float(value)
-    bits = struct.unpack("<I", struct.pack("<f", f))[0]  # OverflowError beyond fp32 range
-    if math.isnan(f):
-        return 0x7FC0 | ((bits >> 16) & 0x8000)
-    rounded = bits + 0x7FFF + ((bits >> 16) & 1)
-    return (rounded >> 16) & 0xFFFF
-
-
 class ScalarCode(NamedTuple):
     """How one scalar is written: by Python (a struct code and an optional converter run
     first) and by the native launch (its kind and value bits)."""
@@ -93,7 +81,7 @@ def scalar_code(dtype: str, size: int, name: str = "?") -> ScalarCode:
             exact = size * 8 == bits and d != "i1"
             native = ("i" if d[0] == "i" and d != "i1" else "u", bits)  # i1 takes 0 and 1
             return ScalarCode(codes[size], None if exact else _checked_int(d), native)
-    floats = {("fp16", 2): ScalarCode("e", None, ("f", 16)), ("bf16", 2): ScalarCode("H", to_bf16_bits, ("b", 16)),
+    floats = {("fp16", 2): ScalarCode("e", None, ("f", 16)), ("bf16", 2): ScalarCode("H", bf16_bits, ("b", 16)),
               ("fp32", 4): ScalarCode("f", None, ("f", 32)), ("fp64", 8): ScalarCode("d", None, ("f", 64))}
     if (d, size) in floats:
         return floats[(d, size)]

@@ -6,8 +6,8 @@ import struct
 
 import pytest
 
-from tlx.compiler.abi import ParamABI, TMAEncoding
-from tlx.runtime.packing import ArgLayout, ArgPack, explain_bad_value, scalar_code, to_bf16_bits
+from tlx.compiler.abi import ParamABI, TMAEncoding, bf16_bits
+from tlx.runtime.packing import ArgLayout, ArgPack, explain_bad_value, scalar_code
 from tlx.runtime.errors import TLXRuntimeError
 
 ENC = TMAEncoding("fp16", 2, (64, 64), (64, 64), 128)
@@ -115,11 +115,11 @@ def test_fp32_overflow_is_refused():
     (1.0078125 + 2 ** -12, 0x3F81), (float("inf"), 0x7F80),
 ])
 def test_bf16_rounding(value, bits):
-    assert to_bf16_bits(value) == bits
+    assert bf16_bits(value) == bits
 
 
 def test_bf16_nan_stays_nan():
-    assert to_bf16_bits(float("nan")) & 0x7F80 == 0x7F80 and to_bf16_bits(float("nan")) & 0x7F
+    assert bf16_bits(float("nan")) & 0x7F80 == 0x7F80 and bf16_bits(float("nan")) & 0x7F
 
 
 def test_unknown_scalar_size_is_an_error():
