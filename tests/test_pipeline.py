@@ -74,12 +74,12 @@ def test_fast_accesses_agree_with_the_catalogue_effects():
     sys.path.insert(0, os.path.dirname(__file__))
     from catalog import CASES
     from tlx.compiler.ir.ops import effects_of
-    from tlx.compiler.passes.memory import accesses_of, all_ops
+    from tlx.compiler.analysis.memory import accesses_of
 
     seen = 0
     for case in CASES:
         m = case.trace()
-        for op in all_ops(m):
+        for op in m.ops():
             want = [(id(v), e.access, e.proxy) for v, e in effects_of(op)]
             got = [(id(a.value), a.kind, a.proxy) for a in accesses_of(op) if a.value is not None]
             assert got == want, op.name

@@ -22,8 +22,8 @@ from ..abi import KernelABI, ParamABI, TMAEncoding
 from ..errors import TLXCompileError
 from ..ir import types as T
 from ..ir.core import Module, Operation, Value
-from . import layout_math as LM
-from .axis_info import AxisAnalysis
+from ..analysis import layout_math as LM
+from ..analysis.axis_info import AxisAnalysis
 from .ptx import Emitter
 from .values import Barriers, Desc, Lowered, Partition, Scalar, SmemView, Tensor, Token, reg_kind
 

@@ -17,7 +17,7 @@ from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
 from ..ir.core import Operation, Value
-from . import layout_math as LM
+from ..analysis import layout_math as LM
 from .lower import KernelLowering, lowers
 from .values import Barriers, Scalar, SmemView, Tensor, Token, reg_kind
 

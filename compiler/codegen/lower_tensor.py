@@ -16,7 +16,7 @@ from typing import Callable, List, Optional, Tuple
 from ..errors import TLXCompileError
 from ..ir import types as T
 from ..ir.core import Operation
-from . import layout_math as LM
+from ..analysis import layout_math as LM
 from . import layout_rules as R
 from .lower import KernelLowering, lowers
 from .lower_memory import scratch_view, smem_load, smem_store

@@ -37,15 +37,13 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from ..analysis.memory import VIEW_NAMES, RegionAnalysis, alloc_bytes, arg, describe_alloc, may_use_smem
 from ..errors import TLXCompileError
 from ..fences import loc_text
 from ..ir import types as T
 from ..ir.core import Block, Module, Operation, Value
 from ..ir.layouts import NVMMASharedLayout, default_shared_layout
-from .access_index import forget_access_index, keep_block_ops_for_index
-from .skeleton import Skeleton, skeleton_of
 from .manager import PassContext
-from .memory import VIEW_NAMES, arg, RegionAnalysis, alloc_bytes, describe_alloc, may_use_smem, shared_regions
 
 SMEM_LIMITS = {90: 232448, 80: 166912, 86: 101376, 87: 166912, 89: 101376}
 
@@ -92,24 +90,17 @@ class _Liveness:
     """Program positions (pre-order numbers) of the ops that matter to lifetimes — those that may
     use shared memory (and scratch owners) and region ops —, the span of every region op and the
     last position of every block. Other ops are only counted: on a large kernel most ops are
-    arithmetic, and one dict entry per op would cost more than the whole numbering. Given the
-    module's `skeleton` (which holds every op that matters here), only its ops are read and
-    numbered: lifetimes are only ever compared with each other, and the order of the ops that
-    matter is the same either way."""
+    arithmetic, and one dict entry per op would cost more than the whole numbering."""
 
-    def __init__(self, module: Module, skeleton: Optional[Skeleton] = None):
+    def __init__(self, module: Module):
         # (keyed by the ops and blocks themselves: hashed in C)
         self.pos: Dict[Operation, int] = {}
         self.span_end: Dict[Operation, int] = {}
         self.block_end: Dict[Block, int] = {}  # block -> last position inside the block
         self.users: List[Operation] = []  # ops that may use shared memory, in program order
-        # block -> its users and region ops, in order (the access index reads these instead of
-        # every op of the block: `keep_block_ops_for_index`)
-        self.block_ops: Dict[Block, List[Operation]] = {}
         self._user_kind: Dict[str, bool] = {}
         self._loops: Dict[Block, Tuple[Operation, ...]] = {}  # block -> `loops_around` its ops
         self.count = 0  # ops numbered so far; after __init__, every op numbered
-        self._skeleton = skeleton
         self._number(module.func)
 
     def _number(self, root: Operation) -> None:
@@ -122,9 +113,8 @@ class _Liveness:
         # pre-order positions; span_end[op] = last position inside a region op; on the way, the
         # ops that may take shared memory as an operand (and the scratch owners)
         pos, users, kinds, span_end = self.pos, self.users, self._user_kind, self.span_end
-        mine = self.block_ops[blk] = []
         count = self.count
-        for op in blk.ops if self._skeleton is None else self._skeleton.ops(blk):
+        for op in blk.ops:
             n = op.name
             u = kinds.get(n)
             if u is None:
@@ -134,7 +124,6 @@ class _Liveness:
             elif not op.regions:
                 count += 1
                 continue
-            mine.append(op)
             pos[op] = count
             count += 1
             if op.regions:
@@ -388,12 +377,8 @@ def _peak_report(bufs: List[Buffer]) -> Tuple[int, List[Buffer]]:
 
 def run(module: Module, ctx: PassContext) -> None:
     """Assign offsets (see the module docstring)."""
-    ra = shared_regions(ctx)  # FenceInsertion's, when it ran; the later passes reuse it
-    forget_access_index(ctx)  # one built on an earlier allocation names other bytes
-    live = _Liveness(module, skeleton_of(module, ctx))
-    bufs = collect_buffers(module, ra, live)
-    # the ops the access index keeps are among these (it is built next, on this IR)
-    keep_block_ops_for_index(ctx, live.block_ops)
+    ra = ctx.analyses.get(RegionAnalysis, module)  # FenceInsertion's, when it ran
+    bufs = collect_buffers(module, ra, _Liveness(module))
     # mbarriers live to the end and share bytes with nothing: they go after the data buffers, one
     # after the other, without entering the interference computation
     data = [b for b in bufs if b.scratch or b.op.name != "tlx.alloc_barriers"]

@@ -24,18 +24,12 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ..ir import types as T
 from ..ir.core import BlockArgument, Module, OpResult, Operation, Value
-from ..ir.ops import OPS, effects_of
-from .skeleton import take_skeleton
+from ..ir.ops import OPS
 
 GENERIC, ASYNC, BARRIER = "generic", "async", "barrier"
 READ, WRITE = "read", "write"
 
-# ops that issue an async-proxy access to shared memory
-ASYNC_WRITERS = frozenset({"tlx.tma_load", "tlx.async_bulk_load"})
-ASYNC_READERS = frozenset({"tlx.tma_store", "tlx.async_store", "tlx.async_dot"})
-ASYNC_OPS = ASYNC_WRITERS | ASYNC_READERS
 GENERIC_WRITERS = frozenset({"tlx.local_alloc", "tlx.local_store", "tlx.async_load"})
-REGION_OPS = frozenset({"scf.for", "scf.if", "scf.while", "tlx.warp_specialize"})
 FENCE = "tlx.fence_async_shared"
 # ops after which another partition may observe this partition's earlier accesses
 HANDOFF_RELEASE = frozenset({"tlx.barrier_arrive", "tlx.barrier_expect_bytes", "tlx.named_barrier_arrive",
@@ -97,9 +91,9 @@ class Region(NamedTuple):
         return overlap_detail(self.lo, self.hi, self.box, other.lo, other.hi, other.box)
 
 
-# builds a named tuple (`Region`, `Access`) without its Python-level __new__, which runs in the
-# interpreter even when the caller is compiled: the passes make one per view of every shared-memory
-# value and one per shared-memory operand of every op
+# builds a named tuple (`Region`, `Access`, the passes' pending items) without its Python-level
+# __new__ (several times slower): the passes make one per view of every shared-memory value and one
+# per shared-memory operand of every op
 _new_tuple = tuple.__new__
 
 
@@ -127,10 +121,6 @@ def alloc_bytes(op: Operation) -> int:
         return t.nbytes
     assert isinstance(t, T.MemDescType)
     return t.nbytes
-
-
-def is_allocation(op: Operation) -> bool:
-    return op.name in ("tlx.local_alloc", "tlx.alloc_barriers")
 
 
 def const_int(v: Value) -> Optional[int]:
@@ -176,7 +166,10 @@ def _index_regions(op: Operation, src_regions) -> List[Region]:
 
 
 class RegionAnalysis:
-    """Memoized `regions_of` for one module.
+    """Memoized `regions_of` for one module (an analysis: `AnalysisManager.get(RegionAnalysis, m)`).
+    It stays valid while no pass changes what an existing memdesc value names: allocation sizes
+    do not depend on layouts (all the layout pass changes of a memdesc), and the other passes add
+    values, fences, barriers, register ops and attributes, which name no existing allocation anew.
 
     Loop-carried values make the value graph cyclic: a block argument names what its init and
     its yield name, and the yield may be a view of the argument. The answer is the least fixpoint,
@@ -188,7 +181,8 @@ class RegionAnalysis:
     lost a cycle's buffers — a view yielded back into the loop named nothing, and its wgmma read
     got no fence."""
 
-    def __init__(self) -> None:
+    def __init__(self, module: Optional[Module] = None, analyses=None) -> None:
+        # (the module is not read up front: values are answered as they are asked)
         # value -> its final regions (keyed by the value itself: hashed in C, and kept alive);
         # hot loops read it before calling `regions_of` (a value absent from it must be asked
         # through `regions_of`)
@@ -343,11 +337,6 @@ _SMEM_TYPES = (T.MemDescType, T.BarrierType)
 EFFECT_NAMES = frozenset(_EFFECTS) | {"tlx.local_alloc"}
 
 
-def may_access(op: Operation) -> bool:
-    """Cheap pre-check: False means `accesses_of(op)` is empty."""
-    return op.name in EFFECT_NAMES or bool(op.attrs and op.attrs.get("scratch_bytes"))
-
-
 def accesses_of(op: Operation) -> List[Access]:
     """Every shared-memory access `op` makes (scratch included; regions' contents excluded): the
     effects `ops.effects_of` declares, read straight from the catalogue (this runs on every op of
@@ -395,92 +384,6 @@ def describe_alloc(root) -> str:
     return f"{root.name} at {loc_text(root.loc)} ({shape})"
 
 
-def enclosing_partition(op: Operation) -> Optional[Tuple[Operation, int]]:
-    """(warp_specialize op, region index) of the innermost partition region holding `op`."""
-    blk = op.parent
-    while blk is not None:
-        owner = blk.parent_op
-        if owner is None:
-            return None
-        if owner.name == "tlx.warp_specialize":
-            for i, r in enumerate(owner.regions):
-                if r.block is blk:
-                    return owner, i
-        blk = owner.parent
-    return None
-
-
-def all_ops(module: Module) -> List[Operation]:
-    """Every op of the function body in pre-order (a list; faster than `Module.ops()`)."""
-    out: List[Operation] = []
-    stack = list(reversed(module.func.regions[0].block.ops))
-    pop, push, app = stack.pop, stack.extend, out.append
-    while stack:
-        op = pop()
-        app(op)
-        if op.regions:
-            for r in reversed(op.regions):
-                push(reversed(r.block.ops))
-    return out
-
-
-# the ops only the frontend makes (no pass creates them), and the user's fences: `take_census`
-CENSUS_NAMES = frozenset({"tt.dot", "tt.descriptor_load", "tt.descriptor_store", FENCE})
-
-
-def take_census(module: Module, ctx) -> Dict[str, List[Operation]]:
-    """The ops of the module named in CENSUS_NAMES, by name, each list in program order, read off
-    the module's skeleton (compiler/passes/skeleton.py), which this reads for the passes: the one
-    walk over the whole module. The pipeline takes it of its input, before any pass
-    (`census_ops` reads it)."""
-    out: Dict[str, List[Operation]] = {n: [] for n in CENSUS_NAMES}
-    for op in take_skeleton(module, ctx).preorder():
-        lst = out.get(op.name)
-        if lst is not None:
-            lst.append(op)
-    ctx.cache["census"] = out
-    return out
-
-
-def census_ops(module: Module, ctx, name: str) -> List[Operation]:
-    """The ops named `name` (a name only the frontend makes: tt.dot, the descriptor ops), in
-    program order, for the pass that rewrites them. The pipeline's census of its input answers
-    without a walk — no pass creates these ops, and the pass asking is the one that removes them,
-    so it takes its name out of the census (a second run walks); without a census, one walk."""
-    census = ctx.cache.get("census")
-    if census is None or name not in census:
-        return [op for op in all_ops(module) if op.name == name]
-    return [op for op in census.pop(name) if op.parent is not None]
-
-
-def shared_regions(ctx) -> RegionAnalysis:
-    """The compilation's region analysis, shared by the passes from FenceInsertion on (the first
-    that asks creates it). Valid because no later pass changes what a memdesc value names: the
-    regions are bytes of allocations, whose sizes do not depend on layouts (all the layout pass
-    changes of a memdesc), and the other passes add fences, barriers, register ops and scratch
-    attributes, which name no allocation. A pass that rewires memdesc values must drop it
-    (``ctx.cache.pop("regions")``)."""
-    ra = ctx.cache.get("regions")
-    if ra is None:
-        ra = ctx.cache["regions"] = RegionAnalysis()
-    return ra
-
-
 # ops that may take a shared-memory value as an operand
 def may_use_smem(name: str) -> bool:
     return name.startswith("tlx.") or name in ("scf.yield", "scf.for", "scf.while", "scf.condition", "arith.select")
-
-
-def number_ops(module: Module) -> Dict[int, int]:
-    """Pre-order position of every op (id(op) -> index), for program-order comparisons."""
-    pos: Dict[int, int] = {}
-    k = 0
-    stack = [module.func]
-    # iterative pre-order walk
-    while stack:
-        op = stack.pop()
-        pos[id(op)] = k
-        k += 1
-        for r in reversed(op.regions):
-            stack.extend(reversed(r.block.ops))
-    return pos
