@@ -159,11 +159,6 @@ def preceding_fence(anchor: Operation, cluster: bool = False) -> Optional[Operat
     return None
 
 
-def redundant_user_fences(records: Iterable[FenceRecord]) -> List[FenceRecord]:
-    """The user fences that guard nothing (kept, because the user asked for them)."""
-    return [r for r in records if r.origin == "user" and r.redundant and not r.removed]
-
-
 def explain_fences(records: Iterable[FenceRecord], include_removed: bool = True) -> str:
     """A readable report: one paragraph per fence, in id order."""
     recs = sorted(records, key=lambda r: r.id)

@@ -83,7 +83,7 @@ def test_edits_keep_order_length_and_indexing():
     assert [o.attrs["value"] for o in reversed(blk.ops)] == [11, 5, 3, 12, 1, 4, 0, 10]
     assert blk.ops[0].attrs["value"] == 10 and blk.ops[-1].attrs["value"] == 11 and blk.ops[5].attrs["value"] == 3
     assert [o.attrs["value"] for o in blk.ops[1:-1]] == [0, 4, 1, 12, 3, 5]
-    assert blk.index(ops[3]) == 5 and ops[3] in blk.ops and ops[2] not in blk.ops
+    assert blk.index(ops[3]) == 5 and ops[3].parent is blk and ops[2].parent is None
     _links_are_consistent(blk)
     with pytest.raises(IndexError):
         blk.ops[8]

@@ -15,7 +15,7 @@ from typing import Dict, Optional, Tuple
 from ..ir.core import Module, Operation
 from ..ir.layouts import default_shared_layout
 from .memory import (EFFECT_NAMES, FENCE, FUNC_ARG, HANDOFF_ACQUIRE, HANDOFF_RELEASE, WRITE, RegionAnalysis,
-                     accesses_of, arg, const_int)
+                     accesses_of, const_int)
 
 # ops that order shared-memory accesses without touching shared memory themselves
 ORDERING_OPS = frozenset({FENCE, "tlx.cta_barrier", "tlx.async_commit_group", "tlx.async_wait_group",
@@ -29,7 +29,7 @@ AbsAccess = Tuple[bool, str, Tuple[Bytes, ...]]
 
 def trip_count(op: Operation) -> Optional[int]:
     """The constant trip count of an `scf.for`, or None when a bound is not a constant."""
-    lb, ub, st = (const_int(arg(op, n)) for n in ("lb", "ub", "step"))
+    lb, ub, st = (const_int(op.arg(n)) for n in ("lb", "ub", "step"))
     if lb is None or ub is None or st is None or st <= 0:
         return None
     return max(0, -(-(ub - lb) // st))

@@ -24,7 +24,7 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ..ir import types as T
 from ..ir.core import BlockArgument, Module, OpResult, Operation, Value
-from ..ir.ops import OPS
+from ..ir.ops import OPS, effects_of
 
 GENERIC, ASYNC, BARRIER = "generic", "async", "barrier"
 READ, WRITE = "read", "write"
@@ -35,26 +35,6 @@ FENCE = "tlx.fence_async_shared"
 HANDOFF_RELEASE = frozenset({"tlx.barrier_arrive", "tlx.barrier_expect_bytes", "tlx.named_barrier_arrive",
                              "tlx.named_barrier_wait"})
 HANDOFF_ACQUIRE = frozenset({"tlx.barrier_wait", "tlx.named_barrier_wait"})
-
-
-_GROUP_INDEX = {name: {g: i for i, g in enumerate(d.group_names)} for name, d in OPS.items()}
-
-
-def arg(op: Operation, group: str) -> Optional[Value]:
-    """`op.arg(group)` read straight from the catalogue (hot paths call it for every op)."""
-    gi = _GROUP_INDEX[op.name][group]
-    segs = op.segments
-    if not segs[gi]:
-        return None
-    return op._operands[sum(segs[:gi]) if gi else 0]
-
-
-def group(op: Operation, name: str) -> List[Value]:
-    """`op.group(name)`, as `arg`."""
-    gi = _GROUP_INDEX[op.name][name]
-    segs = op.segments
-    start = sum(segs[:gi])
-    return op._operands[start:start + segs[gi]]
 
 
 class _FuncArg:
@@ -74,9 +54,7 @@ class Region(NamedTuple):
     """Bytes [lo, hi) of allocation `root` (relative to its start). `plain` says the value is the
     slab itself (an allocation or a `memdesc_index` of one, no reinterpreting view in between);
     `box` = (space, offsets, shape) narrows it to a logical sub-rectangle of a plain slab whose
-    shape is `space` (from `memdesc_subslice` with static offsets). A named tuple (immutable,
-    hashed and compared by value like the frozen dataclass it was, but built several times faster:
-    the passes make one per view of every shared-memory value)."""
+    shape is `space` (from `memdesc_subslice` with static offsets)."""
 
     root: object  # an allocating Operation (local_alloc / alloc_barriers) or FUNC_ARG
     lo: int
@@ -115,12 +93,8 @@ def overlap_detail(alo: int, ahi: int, abox, blo: int, bhi: int, bbox) -> bool:
 
 
 def alloc_bytes(op: Operation) -> int:
-    """The size in bytes of what an allocating op allocates."""
-    t = op.result.type
-    if isinstance(t, T.BarrierType):
-        return t.nbytes
-    assert isinstance(t, T.MemDescType)
-    return t.nbytes
+    """The size in bytes of what an allocating op (local_alloc, alloc_barriers) allocates."""
+    return op.result.type.nbytes
 
 
 def const_int(v: Value) -> Optional[int]:
@@ -191,14 +165,6 @@ class RegionAnalysis:
         self._approx: Dict[Value, Tuple[Region, ...]] = {}  # a value on a cycle -> its regions so far
         self._low = _NO_CYCLE  # the shallowest open value the current round reached again
         self._grew = False  # an approximation grew in the current round
-        self._desc: Dict[object, str] = {}
-
-    def describe(self, root) -> str:
-        """`describe_alloc(root)`, memoized."""
-        d = self._desc.get(root)
-        if d is None:
-            d = self._desc[root] = describe_alloc(root)
-        return d
 
     def regions_of(self, v: Value) -> Tuple[Region, ...]:
         """Every region `v` may name, deduplicated."""
@@ -263,7 +229,7 @@ class RegionAnalysis:
             if n in ("tlx.local_alloc", "tlx.alloc_barriers"):
                 return [region(op, 0, alloc_bytes(op))]
             if n == "tlx.memdesc_subslice":
-                src = arg(op, "src")
+                src = op.arg("src")
                 offs = tuple(op.attrs.get("static_offsets", []))
                 static = all(o >= 0 for o in offs)
                 shape = tuple(op.result.type.shape)
@@ -279,11 +245,11 @@ class RegionAnalysis:
             if n in _REVIEWS:  # trans / reinterpret: same bytes, logical coordinates unknown
                 return [region(r.root, r.lo, r.hi, False) for r in self.regions_of(op._operands[0])]
             if n == "arith.select":
-                return self._union([arg(op, "true"), arg(op, "false")])
+                return self._union([op.arg("true"), op.arg("false")])
             if n == "scf.for":
                 i = v.index
                 body = op.regions[0].block
-                return self._union([group(op, "inits")[i], body.terminator.operands[i]])
+                return self._union([op.group("inits")[i], body.terminator.operands[i]])
             if n == "scf.if":
                 i = v.index
                 return self._union([r.block.terminator.operands[i] for r in op.regions])
@@ -299,20 +265,20 @@ class RegionAnalysis:
         if owner.name == "scf.for":
             if i == 0:
                 return []
-            return self._union([group(owner, "inits")[i - 1], v.owner.terminator.operands[i - 1]])
+            return self._union([owner.group("inits")[i - 1], v.owner.terminator.operands[i - 1]])
         if owner.name == "scf.while":
             if v.owner is owner.regions[0].block:
-                return self._union([group(owner, "inits")[i], owner.regions[1].block.terminator.operands[i]])
+                return self._union([owner.group("inits")[i], owner.regions[1].block.terminator.operands[i]])
             cond = owner.regions[0].block.terminator
             return self._union([cond.operands[1 + i]])
         if owner.name == "tlx.warp_specialize":
-            return self._union([group(owner, "captures")[i]])
+            return self._union([owner.group("captures")[i]])
         return []
 
 
 class Access(NamedTuple):
     """One shared-memory access of an op: `value` (None for scratch) read or written through a
-    proxy (a named tuple: `accesses_of` builds these for every shared-memory op, in every pass)."""
+    proxy."""
 
     op: Operation
     value: Optional[Value]
@@ -320,48 +286,14 @@ class Access(NamedTuple):
     proxy: str  # GENERIC | ASYNC | BARRIER
 
 
-def _effect_table() -> Dict[str, Tuple[Tuple[int, str, str], ...]]:
-    """For each op with shared-memory effects: (operand group index or -1 for the results, access,
-    proxy), from the op catalogue (the same facts `effects_of` reads, looked up once)."""
-    table = {}
-    for name, d in OPS.items():
-        if d.effects:
-            table[name] = tuple((-1 if e.target == "result" else d.group_names.index(e.target), e.access, e.proxy)
-                                for e in d.effects)
-    return table
-
-
-_EFFECTS = _effect_table()
-_SMEM_TYPES = (T.MemDescType, T.BarrierType)
 # names of the ops that may touch shared memory (others can only through a scratch_bytes attribute)
-EFFECT_NAMES = frozenset(_EFFECTS) | {"tlx.local_alloc"}
+EFFECT_NAMES = frozenset(n for n, d in OPS.items() if d.effects) | {"tlx.local_alloc"}
 
 
 def accesses_of(op: Operation) -> List[Access]:
-    """Every shared-memory access `op` makes (scratch included; regions' contents excluded): the
-    effects `ops.effects_of` declares, read straight from the catalogue (this runs on every op of
-    every kernel, several times)."""
-    n = op.name
-    out: List[Access] = []
-    if n == "tlx.local_alloc":
-        if op.segments and op.segments[0]:  # with a source: a generic write of the new buffer
-            out.append(_new_tuple(Access, (op, op.results[0], WRITE, GENERIC)))
-        return out
-    eff = _EFFECTS.get(n)
-    if eff is not None:
-        segs = op.segments
-        operands = op._operands
-        for gi, access, proxy in eff:
-            if gi < 0:
-                vals = op.results
-            elif gi == 0:
-                vals = operands[:segs[0]]
-            else:
-                start = sum(segs[:gi])
-                vals = operands[start:start + segs[gi]]
-            for v in vals:
-                if isinstance(v.type, _SMEM_TYPES):
-                    out.append(_new_tuple(Access, (op, v, access, proxy)))
+    """Every shared-memory access `op` makes: the effects the op catalogue declares
+    (`ops.effects_of`), and the write and read of its scratch area (regions' contents excluded)."""
+    out = [_new_tuple(Access, (op, v, e.access, e.proxy)) for v, e in effects_of(op)]
     if op.attrs and op.attrs.get("scratch_bytes"):
         out.append(_new_tuple(Access, (op, None, WRITE, GENERIC)))
         out.append(_new_tuple(Access, (op, None, READ, GENERIC)))

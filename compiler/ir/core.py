@@ -175,12 +175,13 @@ class Operation:
             self._append_operand(v)
 
     def group_range(self, group: str) -> Tuple[int, int]:
-        names = self.opdef.group_names
-        if group not in names:
+        """[start, end) of one named operand group in the flat operand list."""
+        k = self.opdef.group_index.get(group)
+        if k is None:
             raise KeyError(f"{self.name} has no operand group '{group}'")
-        k = names.index(group)
-        start = sum(self.segments[:k])
-        return start, start + self.segments[k]
+        segs = self.segments
+        start = sum(segs[:k]) if k else 0
+        return start, start + segs[k]
 
     def group(self, group: str) -> List[Value]:
         """The operands of one named group, as a list."""
@@ -189,8 +190,8 @@ class Operation:
 
     def arg(self, group: str) -> Optional[Value]:
         """The operand of a one/optional group (None when an optional group is empty)."""
-        vals = self.group(group)
-        return vals[0] if vals else None
+        a, b = self.group_range(group)
+        return self._operands[a] if b > a else None
 
     # ---- results, structure ---------------------------------------------------------------
     @property
@@ -425,9 +426,6 @@ class BlockOps:
 
     def __bool__(self) -> bool:
         return self._block.first_op is not None
-
-    def __contains__(self, op: object) -> bool:
-        return isinstance(op, Operation) and op.parent is self._block
 
     def __getitem__(self, i):
         if isinstance(i, slice):

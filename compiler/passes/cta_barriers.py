@@ -51,7 +51,7 @@ from typing import Dict, FrozenSet, List, NamedTuple, Optional, Tuple
 
 from ..analysis.access_index import AccessIndex, trip_count
 from ..analysis.flights import FLIGHT_CAP
-from ..analysis.memory import ASYNC, BARRIER, EFFECT_NAMES, FENCE, GENERIC, arg, const_int
+from ..analysis.memory import ASYNC, BARRIER, EFFECT_NAMES, FENCE, GENERIC, const_int
 from ..ir.core import Block, Module, Operation
 from .manager import PassContext
 
@@ -298,7 +298,7 @@ class _Walker:
         if k == K_FOR:
             return self.loop(op, data, st)
         if k == K_IF:
-            c = const_int(arg(op, "cond"))
+            c = const_int(op.arg("cond"))
             if c is not None:
                 return self.block(op.regions[0 if c else 1].block, st)
             return _union(self.block(op.regions[0].block, st), self.block(op.regions[1].block, st))

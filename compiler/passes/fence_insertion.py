@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 from ..analysis.memory import (FUNC_ARG, GENERIC, GENERIC_WRITERS, HANDOFF_RELEASE, WRITE, Region, RegionAnalysis,
-                               accesses_of, arg)
+                               accesses_of, describe_alloc)
 from ..fences import FenceRecord, loc_text, make_fence, op_text, preceding_fence
 from ..ir import types as T
 from ..ir.core import Block, Module, Operation, Value
@@ -47,9 +47,9 @@ READERS = frozenset({"tlx.async_dot", "tlx.tma_store", "tlx.async_store"})
 def reader_operands(op: Operation) -> List[Value]:
     """The shared-memory operands an async reader reads (empty for other ops)."""
     if op.name == "tlx.async_dot":
-        return [v for v in (arg(op, "a"), arg(op, "b")) if isinstance(v.type, T.MemDescType)]
+        return [v for v in (op.arg("a"), op.arg("b")) if isinstance(v.type, T.MemDescType)]
     if op.name in ("tlx.tma_store", "tlx.async_store"):
-        return [arg(op, "src")]
+        return [op.arg("src")]
     return []
 
 
@@ -254,7 +254,7 @@ def fence_reader(r: Operation, info: _Info, ctx: PassContext) -> None:
     writers = [w for w in writers if kinds[w] is not None]
     if not writers:
         return
-    buffer = ", ".join(sorted({info.ra.describe(rg.root) for v in vals for rg in info.ra.regions_of(v)}))
+    buffer = ", ".join(sorted({describe_alloc(rg.root) for v in vals for rg in info.ra.regions_of(v)}))
     local: List[Operation] = []
     for w in writers:
         if kinds[w] != "cross":

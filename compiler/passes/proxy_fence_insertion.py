@@ -46,8 +46,8 @@ from typing import Dict, FrozenSet, List, NamedTuple, Optional, Set, Tuple
 
 from ..analysis.access_index import ORDERING_OPS, AccessIndex, trip_count
 from ..analysis.flights import NO_FLIGHTS, commit, is_empty, land, union as union_flights
-from ..analysis.memory import (ASYNC, EFFECT_NAMES, FENCE, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE, arg, const_int,
-                               is_cluster_op, overlap_detail)
+from ..analysis.memory import (ASYNC, EFFECT_NAMES, FENCE, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE, const_int,
+                               describe_alloc, is_cluster_op, overlap_detail)
 from ..fences import Guard, make_fence, op_text
 from ..ir.core import Block, Module, Operation
 from .manager import PassContext
@@ -272,7 +272,7 @@ class _Model:
         if op.name.startswith("tlx.named_barrier"):
             return (("named", op.attrs.get("id")),)
         keys = []
-        for rg in self.ra.regions_of(arg(op, "bar")):
+        for rg in self.ra.regions_of(op.arg("bar")):
             keys.append((id(rg.root), rg.lo if rg.plain and rg.hi - rg.lo == 8 else None))
         return tuple(keys)
 
@@ -488,7 +488,7 @@ class _Forward:
         if k == K_FOR:
             return loop_fixpoint(self.block, self.union, op, data, st)
         if k == K_IF:
-            c = const_int(arg(op, "cond"))
+            c = const_int(op.arg("cond"))
             if c is not None:
                 return self.block(op.regions[0 if c else 1].block, st)
             a = self.block(op.regions[0].block, st)
@@ -538,7 +538,7 @@ class _Forward:
             r = self.m.roots.get((a.lo, a.hi))
             if not isinstance(r, Operation):
                 continue
-            d = self.m.ra.describe(r) if r.name in ("tlx.local_alloc", "tlx.alloc_barriers") else f"scratch of {op_text(r)}"
+            d = describe_alloc(r) if r.name in ("tlx.local_alloc", "tlx.alloc_barriers") else f"scratch of {op_text(r)}"
             if d not in roots:
                 roots.append(d)
         return ", ".join(roots)
@@ -592,7 +592,7 @@ class _Backward:
         if k == K_FOR:
             return loop_fixpoint(self.block, self.union, op, data, st)
         if k == K_IF:
-            c = const_int(arg(op, "cond"))
+            c = const_int(op.arg("cond"))
             if c is not None:
                 return self.block(op.regions[0 if c else 1].block, st)
             return self.union(self.block(op.regions[0].block, st), self.block(op.regions[1].block, st))
@@ -776,7 +776,7 @@ def _guard_records(gs, model: _Model) -> List[Guard]:
         seen.add(key)
         root = model.roots.get((a.lo, a.hi)) or model.roots.get((it.lo, it.hi))
         if isinstance(root, Operation) and root.name in ("tlx.local_alloc", "tlx.alloc_barriers"):
-            buf = model.ra.describe(root)
+            buf = describe_alloc(root)
         elif isinstance(root, Operation):
             buf = f"scratch of {op_text(root)}"
         else:

@@ -37,7 +37,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from ..analysis.memory import VIEW_NAMES, RegionAnalysis, alloc_bytes, arg, describe_alloc, may_use_smem
+from ..analysis.memory import VIEW_NAMES, RegionAnalysis, alloc_bytes, describe_alloc, may_use_smem
 from ..errors import TLXCompileError
 from ..fences import loc_text
 from ..ir import types as T
@@ -174,7 +174,7 @@ class _Completions:
             if op.attrs.get("pendings") == 0:
                 self.dot.append(p)
         else:
-            for root in _bar_roots(ra, arg(op, "bar")):
+            for root in _bar_roots(ra, op.arg("bar")):
                 self.bar.setdefault(root, []).append(p)
 
 
@@ -301,14 +301,14 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None, live: O
     for op in asyncs:
         n = op.name
         if n in ("tlx.tma_store", "tlx.async_store"):
-            targets = [arg(op, "src")]
+            targets = [op.arg("src")]
             lists = [done.store]
         elif n == "tlx.async_dot":
-            targets = [x for x in (arg(op, "a"), arg(op, "b")) if isinstance(x.type, T.MemDescType)]
+            targets = [x for x in (op.arg("a"), op.arg("b")) if isinstance(x.type, T.MemDescType)]
             lists = [done.dot]
         else:
-            targets = [arg(op, "dst")]
-            lists = [done.bar[r] for r in _bar_roots(ra, arg(op, "bar")) if r in done.bar]
+            targets = [op.arg("dst")]
+            lists = [done.bar[r] for r in _bar_roots(ra, op.arg("bar")) if r in done.bar]
         end = _next_completion(op, live, lists)
         for v in targets:
             for r in ra.regions_of(v):
