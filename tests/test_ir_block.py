@@ -169,7 +169,7 @@ module {
 """
 
 
-def test_preorder_visits_regions_before_the_rest_and_survives_erasing_the_current_op():
+def test_preorder_visits_regions_before_the_rest_and_is_a_snapshot_the_caller_may_edit_under():
     m = parse_module(NESTED)
     assert [op.name for op in preorder(m.body)] == ["arith.constant", "arith.constant", "scf.for", "arith.addi",
                                                      "scf.yield", "arith.addi", "tt.return"]

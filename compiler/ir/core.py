@@ -231,10 +231,9 @@ class Operation:
         if post_order:
             fn(self)
 
-    def iter_nested(self) -> Iterator["Operation"]:
-        """Every op nested in this op's regions, pre-order (this op excluded)."""
-        for r in self.regions:
-            yield from preorder(r.block)
+    def iter_nested(self) -> List["Operation"]:
+        """Every op nested in this op's regions, pre-order (this op excluded), as a list."""
+        return [op for r in self.regions for op in preorder(r.block)]
 
     def is_before_in_block(self, other: "Operation") -> bool:
         """Whether this op comes before `other`, an op of the same block (amortized O(1): the
@@ -251,7 +250,7 @@ class Operation:
         for r in self.results:
             if r.uses:
                 raise ValueError(f"cannot erase {self.name}: result still used by {r.users[0].name}")
-        for op in list(self.iter_nested()):
+        for op in self.iter_nested():
             op.drop_operands()
         self.drop_operands()
         if self.parent is not None:
@@ -444,26 +443,21 @@ class BlockOps:
         return next(it)
 
 
-def preorder(blk: Block) -> Iterator[Operation]:
+def preorder(blk: Block) -> List[Operation]:
     """Every op of `blk` and of the regions nested in it, pre-order (an op, then its regions'
-    ops, then the next op). The consumer may erase the op it was given (its regions are still
-    visited)."""
-    stack: List[Optional[Operation]] = []
-    op = blk.first_op
-    while True:
-        while op is not None:
-            nxt = op.next_op
-            yield op
-            regions = op.regions
-            if regions:  # the regions first, in order, then the rest of this block
-                stack.append(nxt)
-                for r in regions[:0:-1]:
-                    stack.append(r.block.first_op)
-                nxt = regions[0].block.first_op
-            op = nxt
-        if not stack:
-            return
+    ops, then the next op), as a list: a snapshot the caller may edit the IR under."""
+    out: List[Operation] = []
+    stack: List[Optional[Operation]] = [blk.first_op]
+    while stack:
         op = stack.pop()
+        while op is not None:
+            out.append(op)
+            if op.regions:  # its regions first, in order, then the rest of this block
+                stack.append(op.next_op)
+                stack.extend(r.block.first_op for r in reversed(op.regions))
+                break
+            op = op.next_op
+    return out
 
 
 class Region:
@@ -493,9 +487,9 @@ class Module:
         if self.func is not None:
             self.func.walk(fn, post_order)
 
-    def ops(self) -> Iterator[Operation]:
-        """Every op of the function body, pre-order."""
-        return preorder(self.body) if self.func is not None else iter(())
+    def ops(self) -> List[Operation]:
+        """Every op of the function body, pre-order (a list: see `preorder`)."""
+        return preorder(self.body) if self.func is not None else []
 
     def __str__(self) -> str:
         from .printer import print_module
