@@ -165,6 +165,14 @@ class RegionAnalysis:
         self._approx: Dict[Value, Tuple[Region, ...]] = {}  # a value on a cycle -> its regions so far
         self._low = _NO_CYCLE  # the shallowest open value the current round reached again
         self._grew = False  # an approximation grew in the current round
+        self._desc: Dict[object, str] = {}
+
+    def describe(self, root) -> str:
+        """`describe_alloc(root)`, remembered (records name the same buffers again and again)."""
+        d = self._desc.get(root)
+        if d is None:
+            d = self._desc[root] = describe_alloc(root)
+        return d
 
     def regions_of(self, v: Value) -> Tuple[Region, ...]:
         """Every region `v` may name, deduplicated."""

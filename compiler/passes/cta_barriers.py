@@ -149,37 +149,41 @@ class _Walker:
         self._classify(module.func.regions[0].block, int(module.attrs.get("num_warps", ctx.options.num_warps)))
 
     def _classify(self, blk: Block, warps: int) -> None:
-        kind = self.kind
         skel: List[Tuple[Operation, int, object]] = []
         self.skel[blk] = skel
         relevant = _RELEVANT
-        for op in blk.ops:
-            n = op.name
-            if n not in relevant and not op.regions and not (op.attrs and "scratch_bytes" in op.attrs):
-                continue  # most ops: nothing to do with shared memory
-            self.warps[op] = warps  # the warps of the partition the op runs in
-            if op.regions:
-                if n == "tlx.warp_specialize":
-                    kind[op] = K_WS
-                    nw = op.attrs.get("partition_num_warps", [])
-                    for i, r in enumerate(op.regions):
-                        self._classify(r.block, warps if i == 0 else int(nw[i - 1]))
-                else:
-                    kind[op] = {"scf.for": K_FOR, "scf.if": K_IF, "scf.while": K_WHILE}.get(n, K_REGION)
-                    for r in op.regions:
-                        self._classify(r.block, warps)
-            elif n in _SIMPLE:
-                kind[op] = _SIMPLE[n]
-            elif n in EFFECT_NAMES or (op.attrs and op.attrs.get("scratch_bytes")):
-                accs = self.index.of(op)
-                publishes = n in ("tlx.barrier_arrive", "tlx.barrier_expect_bytes")
-                if accs or publishes:
-                    self._accesses(op, accs, publishes)
-            if op in kind:
-                kd = kind[op]
-                data = self.acc[op] if kd == K_ACC else warps if kd == K_DOTWAIT else \
-                    trip_count(op) if kd == K_FOR else None
-                skel.append((op, kd, data))
+        op = blk.first_op
+        while op is not None:  # (the linked list read directly: this visits every op of the module)
+            if op.name in relevant or op.regions or (op.attrs and "scratch_bytes" in op.attrs):
+                self._classify_op(op, warps, skel)  # most ops have nothing to do with shared memory
+            op = op.next_op
+
+    def _classify_op(self, op: Operation, warps: int, skel: List[Tuple[Operation, int, object]]) -> None:
+        kind = self.kind
+        n = op.name
+        self.warps[op] = warps  # the warps of the partition the op runs in
+        if op.regions:
+            if n == "tlx.warp_specialize":
+                kind[op] = K_WS
+                nw = op.attrs.get("partition_num_warps", [])
+                for i, r in enumerate(op.regions):
+                    self._classify(r.block, warps if i == 0 else int(nw[i - 1]))
+            else:
+                kind[op] = {"scf.for": K_FOR, "scf.if": K_IF, "scf.while": K_WHILE}.get(n, K_REGION)
+                for r in op.regions:
+                    self._classify(r.block, warps)
+        elif n in _SIMPLE:
+            kind[op] = _SIMPLE[n]
+        elif n in EFFECT_NAMES or (op.attrs and op.attrs.get("scratch_bytes")):
+            accs = self.index.of(op)
+            publishes = n in ("tlx.barrier_arrive", "tlx.barrier_expect_bytes")
+            if accs or publishes:
+                self._accesses(op, accs, publishes)
+        if op in kind:
+            kd = kind[op]
+            data = self.acc[op] if kd == K_ACC else warps if kd == K_DOTWAIT else \
+                trip_count(op) if kd == K_FOR else None
+            skel.append((op, kd, data))
 
     def _accesses(self, op: Operation, accs, publishes: bool) -> None:
         n = op.name

@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 from ..analysis.memory import (FUNC_ARG, GENERIC, GENERIC_WRITERS, HANDOFF_RELEASE, WRITE, Region, RegionAnalysis,
-                               accesses_of, describe_alloc)
+                               accesses_of)
 from ..fences import FenceRecord, loc_text, make_fence, op_text, preceding_fence
 from ..ir import types as T
 from ..ir.core import Block, Module, Operation, Value
@@ -254,7 +254,7 @@ def fence_reader(r: Operation, info: _Info, ctx: PassContext) -> None:
     writers = [w for w in writers if kinds[w] is not None]
     if not writers:
         return
-    buffer = ", ".join(sorted({describe_alloc(rg.root) for v in vals for rg in info.ra.regions_of(v)}))
+    buffer = ", ".join(sorted({info.ra.describe(rg.root) for v in vals for rg in info.ra.regions_of(v)}))
     local: List[Operation] = []
     for w in writers:
         if kinds[w] != "cross":

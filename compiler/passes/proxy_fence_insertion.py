@@ -47,7 +47,7 @@ from typing import Dict, FrozenSet, List, NamedTuple, Optional, Set, Tuple
 from ..analysis.access_index import ORDERING_OPS, AccessIndex, trip_count
 from ..analysis.flights import NO_FLIGHTS, commit, is_empty, land, union as union_flights
 from ..analysis.memory import (ASYNC, EFFECT_NAMES, FENCE, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE, const_int,
-                               describe_alloc, is_cluster_op, overlap_detail)
+                               is_cluster_op, overlap_detail)
 from ..fences import Guard, make_fence, op_text
 from ..ir.core import Block, Module, Operation
 from .manager import PassContext
@@ -182,50 +182,51 @@ class _Model:
         self._classify(module.func.regions[0].block, None)
 
     def _classify(self, blk: Block, part) -> None:
-        kind = self.kind
         skel: List[Tuple[Operation, int, object]] = []
         self.skel[blk] = skel
         looked_at = _LOOKED_AT
-        for op in blk.ops:
-            n = op.name
-            if n not in looked_at and not op.regions and not (op.attrs and "scratch_bytes" in op.attrs):
-                continue  # most ops: nothing to do with shared memory
-            if op.regions:
-                if n == "tlx.warp_specialize":
-                    kind[op] = K_WS
-                    for i, r in enumerate(op.regions):
-                        self._classify(r.block, (op, i))
-                else:
-                    kind[op] = _REGION_KINDS.get(n, K_OTHER_REGION)
-                    for r in op.regions:
-                        self._classify(r.block, part)
-                skel.append(self.entry(op, kind[op]))
-                self.order[op] = len(self.order)
-                continue
-            if n == FENCE:
-                kind[op] = K_FENCE
-                self.fences.append(op)
-            elif n == "tlx.async_commit_group":
-                kind[op] = K_COMMIT
-            elif n == "tlx.async_wait_group":
-                kind[op] = K_WAIT
+        op = blk.first_op
+        while op is not None:  # (the linked list read directly: this visits every op of the module)
+            if op.name in looked_at or op.regions or (op.attrs and "scratch_bytes" in op.attrs):
+                self._classify_op(op, part, skel)  # most ops have nothing to do with shared memory
+            op = op.next_op
+
+    def _classify_op(self, op: Operation, part, skel: List[Tuple[Operation, int, object]]) -> None:
+        kind = self.kind
+        n = op.name
+        if op.regions:
+            if n == "tlx.warp_specialize":
+                kind[op] = K_WS
+                for i, r in enumerate(op.regions):
+                    self._classify(r.block, (op, i))
             else:
-                accs = self.index.of(op)
-                if accs:
-                    self._accesses(op, accs)
-                if part is not None and (n in HANDOFF_RELEASE or n in HANDOFF_ACQUIRE):
-                    # a hand-off carries state between partitions: outside a warp-specialize op
-                    # there is no other partition, and the walks skip the op
-                    self.keys[op] = keys = self._handoff_keys(op)
-                    self.part[op] = part
-                    for side, names in ((self.acquires, HANDOFF_ACQUIRE), (self.releases, HANDOFF_RELEASE)):
-                        if n in names:
-                            side.setdefault(part[0], []).extend((part[1], key) for key in keys)
-                    if op not in kind:  # named_barrier_wait both releases and acquires
-                        kind[op] = K_RELEASE if n in HANDOFF_RELEASE else K_ACQUIRE
-            if op in kind:
-                skel.append(self.entry(op, kind[op]))
-                self.order[op] = len(self.order)
+                kind[op] = _REGION_KINDS.get(n, K_OTHER_REGION)
+                for r in op.regions:
+                    self._classify(r.block, part)
+        elif n == FENCE:
+            kind[op] = K_FENCE
+            self.fences.append(op)
+        elif n == "tlx.async_commit_group":
+            kind[op] = K_COMMIT
+        elif n == "tlx.async_wait_group":
+            kind[op] = K_WAIT
+        else:
+            accs = self.index.of(op)
+            if accs:
+                self._accesses(op, accs)
+            if part is not None and (n in HANDOFF_RELEASE or n in HANDOFF_ACQUIRE):
+                # a hand-off carries state between partitions: outside a warp-specialize op
+                # there is no other partition, and the walks skip the op
+                self.keys[op] = keys = self._handoff_keys(op)
+                self.part[op] = part
+                for side, names in ((self.acquires, HANDOFF_ACQUIRE), (self.releases, HANDOFF_RELEASE)):
+                    if n in names:
+                        side.setdefault(part[0], []).extend((part[1], key) for key in keys)
+                if op not in kind:  # named_barrier_wait both releases and acquires
+                    kind[op] = K_RELEASE if n in HANDOFF_RELEASE else K_ACQUIRE
+        if op in kind:
+            skel.append(self.entry(op, kind[op]))
+            self.order[op] = len(self.order)
 
     def _accesses(self, op: Operation, accs) -> None:
         gen, asy = [], []
@@ -538,7 +539,7 @@ class _Forward:
             r = self.m.roots.get((a.lo, a.hi))
             if not isinstance(r, Operation):
                 continue
-            d = describe_alloc(r) if r.name in ("tlx.local_alloc", "tlx.alloc_barriers") else f"scratch of {op_text(r)}"
+            d = self.m.ra.describe(r) if r.name in ("tlx.local_alloc", "tlx.alloc_barriers") else f"scratch of {op_text(r)}"
             if d not in roots:
                 roots.append(d)
         return ", ".join(roots)
@@ -776,7 +777,7 @@ def _guard_records(gs, model: _Model) -> List[Guard]:
         seen.add(key)
         root = model.roots.get((a.lo, a.hi)) or model.roots.get((it.lo, it.hi))
         if isinstance(root, Operation) and root.name in ("tlx.local_alloc", "tlx.alloc_barriers"):
-            buf = describe_alloc(root)
+            buf = model.ra.describe(root)
         elif isinstance(root, Operation):
             buf = f"scratch of {op_text(root)}"
         else:

@@ -114,7 +114,8 @@ class _Liveness:
         # ops that may take shared memory as an operand (and the scratch owners)
         pos, users, kinds, span_end = self.pos, self.users, self._user_kind, self.span_end
         count = self.count
-        for op in blk.ops:
+        op = blk.first_op
+        while op is not None:  # (the linked list read directly: this visits every op of the module)
             n = op.name
             u = kinds.get(n)
             if u is None:
@@ -123,6 +124,7 @@ class _Liveness:
                 users.append(op)
             elif not op.regions:
                 count += 1
+                op = op.next_op
                 continue
             pos[op] = count
             count += 1
@@ -132,6 +134,7 @@ class _Liveness:
                     self._number_block(r.block)
                 count = self.count
                 span_end[op] = count - 1
+            op = op.next_op
         self.block_end[blk] = count - 1
         self.count = count
 
