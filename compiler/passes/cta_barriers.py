@@ -140,7 +140,7 @@ class _Walker:
         self.kind: Dict[Operation, int] = {}  # (dicts keyed by the objects themselves: hashed in C)
         # block -> its ops that matter: (op, kind, what the walk needs of it: its accesses for
         # K_ACC, its partition's warps for K_DOTWAIT, its trip count for K_FOR)
-        self.skel: Dict[Block, List[Tuple[Operation, int, object]]] = {}
+        self.steps: Dict[Block, List[Tuple[Operation, int, object]]] = {}
         self.acc: Dict[Operation, Tuple] = {}  # op -> (generic, async reads, async writes, barrier init, barrier use, ...)
         self.warps: Dict[Operation, int] = {}  # op -> warps of its partition
         self.pre_states: List[Tuple[Operation, State]] = []  # enclosing loops and their entry states
@@ -149,16 +149,16 @@ class _Walker:
         self._classify(module.func.regions[0].block, int(module.attrs.get("num_warps", ctx.options.num_warps)))
 
     def _classify(self, blk: Block, warps: int) -> None:
-        skel: List[Tuple[Operation, int, object]] = []
-        self.skel[blk] = skel
+        steps: List[Tuple[Operation, int, object]] = []
+        self.steps[blk] = steps
         relevant = _RELEVANT
         op = blk.first_op
         while op is not None:  # (the linked list read directly: this visits every op of the module)
             if op.name in relevant or op.regions or (op.attrs and "scratch_bytes" in op.attrs):
-                self._classify_op(op, warps, skel)  # most ops have nothing to do with shared memory
+                self._classify_op(op, warps, steps)  # most ops have nothing to do with shared memory
             op = op.next_op
 
-    def _classify_op(self, op: Operation, warps: int, skel: List[Tuple[Operation, int, object]]) -> None:
+    def _classify_op(self, op: Operation, warps: int, steps: List[Tuple[Operation, int, object]]) -> None:
         kind = self.kind
         n = op.name
         self.warps[op] = warps  # the warps of the partition the op runs in
@@ -183,7 +183,7 @@ class _Walker:
             kd = kind[op]
             data = self.acc[op] if kd == K_ACC else warps if kd == K_DOTWAIT else \
                 trip_count(op) if kd == K_FOR else None
-            skel.append((op, kd, data))
+            steps.append((op, kd, data))
 
     def _accesses(self, op: Operation, accs, publishes: bool) -> None:
         n = op.name
@@ -247,7 +247,7 @@ class _Walker:
 
     def block(self, blk: Block, st: State) -> State:
         planned = self.planned
-        for op, k, data in self.skel[blk]:
+        for op, k, data in self.steps[blk]:
             if planned and op in planned:
                 st = self.sync(st)
             st = self.op(op, k, data, st)
@@ -269,7 +269,7 @@ class _Walker:
         return (frozenset(out), st[1])
 
     def op(self, op: Operation, k: int, data, st: State) -> State:
-        """The state after `op` of kind `k` (`data`: see `skel`) from state `st`."""
+        """The state after `op` of kind `k` (`data`: see `steps`) from state `st`."""
         if k == K_ACC:
             return self.access(op, data, st)
         if k == K_BAR:

@@ -164,7 +164,7 @@ class _Model:
         self.kind: Dict[Operation, int] = {}  # (dicts keyed by the objects themselves: hashed in C)
         # block -> its ops that matter: (op, kind, what the walks need of it: its accesses for
         # K_GENERIC / K_ASYNC, its trip count for K_FOR; `entry`)
-        self.skel: Dict[Block, List[Tuple[Operation, int, object]]] = {}
+        self.steps: Dict[Block, List[Tuple[Operation, int, object]]] = {}
         self.order: Dict[Operation, float] = {}  # op -> pre-order rank among the classified ops
         # op -> (the pending items it makes, their (lo, hi, box, write) keys, their flight)
         self.generic: Dict[Operation, Tuple] = {}
@@ -182,16 +182,16 @@ class _Model:
         self._classify(module.func.regions[0].block, None)
 
     def _classify(self, blk: Block, part) -> None:
-        skel: List[Tuple[Operation, int, object]] = []
-        self.skel[blk] = skel
+        steps: List[Tuple[Operation, int, object]] = []
+        self.steps[blk] = steps
         looked_at = _LOOKED_AT
         op = blk.first_op
         while op is not None:  # (the linked list read directly: this visits every op of the module)
             if op.name in looked_at or op.regions or (op.attrs and "scratch_bytes" in op.attrs):
-                self._classify_op(op, part, skel)  # most ops have nothing to do with shared memory
+                self._classify_op(op, part, steps)  # most ops have nothing to do with shared memory
             op = op.next_op
 
-    def _classify_op(self, op: Operation, part, skel: List[Tuple[Operation, int, object]]) -> None:
+    def _classify_op(self, op: Operation, part, steps: List[Tuple[Operation, int, object]]) -> None:
         kind = self.kind
         n = op.name
         if op.regions:
@@ -225,7 +225,7 @@ class _Model:
                 if op not in kind:  # named_barrier_wait both releases and acquires
                     kind[op] = K_RELEASE if n in HANDOFF_RELEASE else K_ACQUIRE
         if op in kind:
-            skel.append(self.entry(op, kind[op]))
+            steps.append(self.entry(op, kind[op]))
             self.order[op] = len(self.order)
 
     def _accesses(self, op: Operation, accs) -> None:
@@ -255,7 +255,7 @@ class _Model:
             self.generic[op] = (new, frozenset([it[:4] for it in new]), fl)
 
     def entry(self, op: Operation, k: int) -> Tuple[Operation, int, object]:
-        """`op`'s entry in `skel`: (op, kind, its accesses / trip count / None)."""
+        """`op`'s entry in `steps`: (op, kind, its accesses / trip count / None)."""
         if k == K_GENERIC:
             return (op, k, self.generic[op])
         if k == K_ASYNC:
@@ -265,9 +265,9 @@ class _Model:
         return (op, k, None)
 
     def reread(self, blk: Block) -> None:
-        """Rebuild one block's `skel` after fences were inserted into it."""
+        """Rebuild one block's `steps` after fences were inserted into it."""
         kind = self.kind
-        self.skel[blk] = [self.entry(op, kind[op]) for op in blk.ops if op in kind]
+        self.steps[blk] = [self.entry(op, kind[op]) for op in blk.ops if op in kind]
 
     def _handoff_keys(self, op: Operation) -> Tuple:
         if op.name.startswith("tlx.named_barrier"):
@@ -410,7 +410,7 @@ class _Forward:
 
     def block(self, blk: Block, st):
         planned = self.planned
-        for op, k, data in self.m.skel[blk]:
+        for op, k, data in self.m.steps[blk]:
             if planned:
                 for f in planned.get(op, ()):
                     st = self.op(f, K_FENCE, None, st)
@@ -432,7 +432,7 @@ class _Forward:
         self.planned = {}
 
     def op(self, op: Operation, k: int, data, st):
-        """The state after `op` of kind `k` (`data`: see `_Model.skel`) from state `st`."""
+        """The state after `op` of kind `k` (`data`: see `_Model.steps`) from state `st`."""
         m = self.m
         if k == K_FENCE:
             self.pending_at[op] = st
@@ -575,12 +575,12 @@ class _Backward:
         return merge_normalized(a, b, self.m.order, False)
 
     def block(self, blk: Block, st: FrozenSet) -> FrozenSet:
-        for op, k, data in reversed(self.m.skel[blk]):
+        for op, k, data in reversed(self.m.steps[blk]):
             st = self.op(op, k, data, st)
         return st
 
     def op(self, op: Operation, k: int, data, st: FrozenSet) -> FrozenSet:
-        """The state before `op` of kind `k` (`data`: see `_Model.skel`) from the state after it."""
+        """The state before `op` of kind `k` (`data`: see `_Model.steps`) from the state after it."""
         if k == K_FENCE:
             self.reach_at[op] = st
             if op.attrs.get("cluster"):
