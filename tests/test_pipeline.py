@@ -67,8 +67,8 @@ def test_disabled_passes_are_skipped():
     assert "offset =" not in r.asm["ir.cta_barriers"]
 
 
-def test_fast_accesses_agree_with_the_catalogue_effects():
-    # memory.accesses_of reads the op catalogue directly (speed); it must say what effects_of says
+def test_the_passes_accesses_agree_with_the_catalogue_effects():
+    # memory.accesses_of (what every pass reads) must say what the catalogue's effects_of says
     import sys
     import os
     sys.path.insert(0, os.path.dirname(__file__))

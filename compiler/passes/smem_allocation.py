@@ -226,10 +226,9 @@ def _bar_roots(ra: RegionAnalysis, v: Value) -> Tuple[object, ...]:
 _ASYNC_ACCESSES = frozenset({"tlx.tma_store", "tlx.async_store", "tlx.async_dot", "tlx.tma_load", "tlx.async_bulk_load"})
 
 
-def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None, live: Optional[_Liveness] = None) -> List[Buffer]:
+def collect_buffers(module: Module, ra: RegionAnalysis) -> List[Buffer]:
     """Every allocation and scratch area with its lifetime [start, end] in program positions."""
-    ra = ra or RegionAnalysis()
-    live = live or _Liveness(module)
+    live = _Liveness(module)
     done = _Completions()
     bufs: Dict[object, Buffer] = {}  # allocating op -> its buffer
     order: List[Buffer] = []
@@ -381,7 +380,7 @@ def _peak_report(bufs: List[Buffer]) -> Tuple[int, List[Buffer]]:
 def run(module: Module, ctx: PassContext) -> None:
     """Assign offsets (see the module docstring)."""
     ra = ctx.analyses.get(RegionAnalysis, module)  # FenceInsertion's, when it ran
-    bufs = collect_buffers(module, ra, _Liveness(module))
+    bufs = collect_buffers(module, ra)
     # mbarriers live to the end and share bytes with nothing: they go after the data buffers, one
     # after the other, without entering the interference computation
     data = [b for b in bufs if b.scratch or b.op.name != "tlx.alloc_barriers"]
