@@ -49,7 +49,7 @@ def buffer_read_in_place(v: Value, user: Operation) -> Optional[Value]:
     if bt.layout is None and not isinstance(default_shared_layout(tuple(bt.shape), bt.element.bits), NVMMASharedLayout):
         return None
     op = d.next_op  # (the load defines an operand of `user`: it comes first)
-    while op is not user:
+    while op is not None and op is not user:
         if op.regions or any(a.kind != READ for a in accesses_of(op)):
             return None
         op = op.next_op
