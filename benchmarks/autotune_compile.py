@@ -40,7 +40,7 @@ def configs():
 def main() -> int:
     import tlx
     from catalog import load_tlx_source
-    from tlx.compiler.codegen import layout_math
+    from tlx.compiler.analysis import layout_math
     from tlx.compiler.ptxas import assemble, find_ptxas
 
     if find_ptxas() is None:

@@ -23,6 +23,7 @@ on the 2-core CI machine.
     python benchmarks/fence_passes.py 100000     # one size
     python benchmarks/fence_passes.py --synthetic  # GEMM-tile units, 3 fences per 69 ops
     python benchmarks/fence_passes.py --dense    # stress: nearly every op touches shared memory
+    python benchmarks/fence_passes.py 1000 --gemm  # and the GEMM examples' passes (tlx.compile)
 """
 
 from __future__ import annotations
@@ -328,6 +329,28 @@ def main(argv) -> None:
         grows, walk_grows = per[-1] / per[0], walk[-1] / walk[0]
         print(f"time per op, largest / smallest size: {grows:.2f} (roughly linear when close to 1); "
               f"the anchor walk's own: {walk_grows:.2f}; the passes over the anchor: {grows / walk_grows:.2f}")
+    if "--gemm" in argv:
+        gemm_pass_times()
+
+
+def gemm_pass_times(repeat: int = 5) -> None:
+    """The IR passes of the GEMM examples (examples/gemm_kernels.py) as `tlx.compile` reports
+    them (`pass_times`, code generation left out), each pass the best of `repeat` compilations;
+    target: <= 15 ms per kernel."""
+    import numpy as np
+    from tlx.examples import gemm
+
+    a = np.zeros((1024, 1024), np.float16)
+    for kind, plan in gemm.ALL_PLANS.items():
+        launch = plan(a, a)
+        best: dict = {}
+        for _ in range(repeat):
+            times = launch.compile(disabled_passes=("codegen",)).pass_times
+            for p in PIPELINE:
+                best[p.name] = min(best.get(p.name, float("inf")), times[p.name])
+        total = sum(best.values())
+        print(f"GEMM {kind:10s} passes {total * 1e3:5.2f} ms (<= 15 ms: {'met' if total <= 0.015 else 'NOT met'}) "
+              f"[ms: {', '.join(f'{k} {v * 1e3:.2f}' for k, v in best.items())}]")
 
 
 if __name__ == "__main__":

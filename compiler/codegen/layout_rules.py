@@ -11,7 +11,7 @@ from typing import Optional, Sequence, Tuple
 from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
-from . import layout_math as LM
+from ..analysis import layout_math as LM
 
 
 def elem_bytes(e: T.ElementType) -> int:

@@ -26,9 +26,9 @@ from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
 from ..ir.core import Module, Operation, Value
-from . import layout_math as LM
+from ..analysis import layout_math as LM
+from ..analysis.axis_info import AxisAnalysis
 from . import lower_arith, lower_async, lower_control, lower_memory, lower_tensor
-from .axis_info import AxisAnalysis
 from .ptx import Emitter
 from .values import Barriers, Desc, Lowered, Partition, Scalar, SmemView, Tensor, Token, even_register_split, reg_kind
 

@@ -27,8 +27,8 @@ from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
 from ..ir.core import Operation, Value
+from ..analysis import layout_math as LM
 from ..passes.layouts import alloc_layout
-from . import layout_math as LM
 from .lower_memory import pack_words
 from .values import Barriers, Desc, SmemView, Tensor
 

@@ -19,7 +19,7 @@ from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
 from ..ir.core import Operation, Value
-from . import layout_math as LM
+from ..analysis import layout_math as LM
 from .layout_rules import elem_bytes
 from .values import Barriers, Scalar, SmemView, Tensor, Token, int_bits, reg_kind
 

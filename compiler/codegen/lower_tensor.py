@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, List, Optional
 from ..errors import TLXCompileError
 from ..ir import types as T
 from ..ir.core import Operation
-from . import layout_math as LM
+from ..analysis import layout_math as LM
 from . import layout_rules as R
 from .lower_arith import norm8, to_f32
 from .lower_memory import bool_byte, scratch_view, smem_load, smem_store

@@ -10,7 +10,7 @@ from typing import List, Optional, Tuple, Union
 from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
-from . import layout_math as LM
+from ..analysis import layout_math as LM
 
 
 def reg_kind(e: T.ElementType) -> str:
