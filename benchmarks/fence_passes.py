@@ -13,7 +13,7 @@ on a noisy machine the minimum is the steadiest measure; lower_dot .. cta_barrie
 code generator's layout pass, which is timed once for reference; IR snapshots off), time per op,
 the anchor (one walk over every op of the module, measured in the same run) and the ratio to it,
 the per-pass split, and the fences and barriers placed; the target line also lists every run's time
-(how often 1 s is met, not only the best); the last line, how much time per op grows from the
+(how often 1.5 s is met, not only the best); the last line, how much time per op grows from the
 smallest size to the largest, beside the anchor walk's own growth (what the caches add once the
 IR outgrows them) and the passes' growth over the anchor's. Targets: time per op
 roughly constant across sizes (within 2x from 1 000 to 100 000 ops), 100 000 ops in <= 1.5 s
@@ -36,6 +36,7 @@ from tlx.compiler.ir import parse_module, verify_module
 from tlx.compiler.options import CompileOptions
 from tlx.compiler.pipeline import PIPELINE, compile_module
 
+TARGET_S = 1.5  # 100 000 ops, from source, on the 2-core CI machine (issue 30)
 NV = "#nvmma<swizzle=128, bits=16, transposed=false>"
 RING = f"!smem<2x64x64xf16, {NV}, buffers=2, mutable>"
 VIEW = f"!smem<64x64xf16, {NV}, alloc=2x64x64, mutable>"
@@ -316,9 +317,9 @@ def main(argv) -> None:
     big = [r for r in rows if r[0] >= 90000]
     if big:
         n, dt, runs = big[0][0], big[0][1], big[0][-1]
-        within = sum(1 for t in runs if t <= 1.0)
-        print(f"target: {n} ops in {dt:.3f} s (<= 1 s): {'met' if dt <= 1.0 else 'NOT met'} "
-              f"(all runs: {' / '.join(f'{t:.3f}' for t in runs)} s; {within} of {len(runs)} within 1 s)")
+        within = sum(1 for t in runs if t <= TARGET_S)
+        print(f"target: {n} ops in {dt:.3f} s (<= {TARGET_S} s): {'met' if dt <= TARGET_S else 'NOT met'} "
+              f"(all runs: {' / '.join(f'{t:.3f}' for t in runs)} s; {within} of {len(runs)} within {TARGET_S} s)")
     if len(rows) >= 2:
         by_size = sorted(rows, key=lambda r: r[0])
         per = [r[1] / r[0] for r in by_size]
