@@ -89,6 +89,12 @@ def _index_view_type(src: T.MemDescType) -> T.MemDescType:
 def local_view(buf: Any, idx: Any) -> Any:
     """Buffer `idx` of a buffer array (or of an mbarrier array); `idx` may be a runtime integer."""
     buf = unwrap(buf)
+    k = unwrap(idx)
+    if isinstance(k, int) and not isinstance(k, bool):
+        n = buf.num if isinstance(buf, (mbarrier, buffered_tensor)) else None
+        if n is not None and n > 0 and not 0 <= k < n:  # a constant index is checked here, not on the GPU
+            what = "mbarrier" if isinstance(buf, mbarrier) else "buffer"
+            raise TLXCompileError(f"{what} index {k} is out of range 0..{n - 1} (an array of {n})")
     index = _i32(idx, "the buffer index")
     if isinstance(buf, mbarrier):
         if not buf.handle.type.array:  # type: ignore[union-attr]
@@ -270,6 +276,11 @@ def async_load(src: Any, result: Any, mask: Any = None, other: Any = None, cache
     if m is not None:
         m = semantic.broadcast_to(semantic.cast(semantic.to_tensor(m), core.int1), shape)
     o = unwrap(other)
+    if isinstance(o, (int, float)) and not isinstance(o, bool):
+        if o != 0:
+            raise TLXCompileError("cp.async fills masked-off elements with zeros only",
+                                  hint="drop other=, or use tl.load + local_store")
+        o = None  # zeros are what cp.async writes for masked-off elements
     if o is not None:
         o = semantic.broadcast_to(semantic.cast(semantic.to_tensor(o), b.dtype), shape)
     attrs = semantic._check_mod(cache_modifier, eviction_policy)
