@@ -130,3 +130,21 @@ def test_a_constant_buffer_index_past_the_array_is_a_compile_error(idx, bar, wha
     k = tlx.compile(constant_index_past_the_array, signature={"x_ptr": "*fp32"},
                     constexprs={"NUM": 2, "IDX": 1, "BAR": 1})
     assert "cubin" in k.asm
+
+
+@tlx.jit
+def carried_value_retyped_then_reassigned(x_ptr, n):
+    acc = tl.zeros((64,), dtype=tl.float32)
+    for i in range(0, n):
+        acc = acc.to(tl.float16)
+        acc = acc * 0.5
+    tl.store(x_ptr + tl.arange(0, 64), acc)
+
+
+def test_a_carried_value_that_changes_type_is_reported_where_it_changes():
+    # fuzz seed 3042 (control family, carried_type_change): the error named the body's last
+    # assignment of `acc` (acc * 0.5, which only keeps the new type), not the .to() that changed it
+    with pytest.raises(TLXCompileError, match="changes type in the loop") as e:
+        tlx.compile(carried_value_retyped_then_reassigned, signature={"x_ptr": "*fp32", "n": "i32"})
+    line = _line_of(carried_value_retyped_then_reassigned, "acc.to(tl.float16)")
+    assert e.value.lineno == line and f"at line {line}" in e.value.message
