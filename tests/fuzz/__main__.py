@@ -66,17 +66,22 @@ def main(argv=None) -> int:
     if args.seed is not None:
         return show(args.seed, args.hang_seconds, args.family, args.mutation, run=not args.no_run)
 
-    last = [time.perf_counter()]
+    state = {"bugs": 0, "printed": time.perf_counter()}
 
     def progress(t) -> None:
-        if time.perf_counter() - last[0] > 30:
-            last[0] = time.perf_counter()
+        """Each new bug as it comes, and the count every 30 s (on stderr)."""
+        for b in t.bugs[state["bugs"]:]:
+            print(f"  bug: seed {b.seed} ({b.family}, {b.mutation or 'well-formed'}): {b.status}", file=sys.stderr,
+                  flush=True)
+        state["bugs"] = len(t.bugs)
+        if time.perf_counter() - state["printed"] > 30:
+            state["printed"] = time.perf_counter()
             print(f"  ... {t.total} cases, {t.seconds:.0f} s, bugs {len(t.bugs)}", file=sys.stderr, flush=True)
 
     seeds = range(args.start, args.start + args.cases)
-    print(f"python -m tests.fuzz --cases {args.cases} --start {args.start} --jobs {args.jobs}"
-          + (f" --family {args.family}" if args.family else "")
-          + (f" --mutation {args.mutation}" if args.mutation else ""))
+    forced = ((f" --family {args.family}" if args.family else "")
+              + (f" --mutation {args.mutation}" if args.mutation else ""))
+    print(f"python -m tests.fuzz --cases {args.cases} --start {args.start} --jobs {args.jobs}{forced}")
     tally = campaign(seeds, args.jobs, args.hang_seconds, args.wall_seconds, progress=progress,
                      family=args.family, mutation=args.mutation)
     print(tally.summary())
@@ -87,6 +92,7 @@ def main(argv=None) -> int:
         print("\n".join(out.detail.splitlines()[-25:]))
     if tally.bugs:
         print("\nbug seeds: " + " ".join(str(o.seed) for o in sorted(tally.bugs, key=lambda o: o.seed)))
+        print(f"replay one: python -m tests.fuzz --seed N{forced} --show")
     return 1 if tally.bugs else 0
 
 

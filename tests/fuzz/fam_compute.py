@@ -8,6 +8,7 @@ from .case import UNIT, Gen, poison
 from .common import WARPS, generic_mistakes, user_fence
 from .exprs import Exprs, Val, rnd, wrap32
 
+
 def elementwise(g: Gen) -> None:
     """1-D blocks over `grid` programs, masked loads of 1-3 inputs, a random computation, a masked
     store; n is drawn so the last block is usually partial."""

@@ -10,6 +10,7 @@ from .case import Gen, poison
 from .common import WARPS, user_fence
 from .exprs import rnd, wrap32
 
+
 class _Flow:
     """A random structured program over carried values — `acc` (an fp32 block), `s` (an i32
     scalar) — with nested runtime `for` / `while` / `if`, written as kernel source and run by
@@ -157,8 +158,7 @@ class _Flow:
                     self.emit(other)
 
     def _loop_mistakes(self) -> None:
-        """Sites at the end of a loop body. (A carried value's type change is the body's last
-        assignment of it: the error names that assignment.)"""
+        """Sites at the end of a loop body."""
         g = self.g
         if g.mutate("carried_type_change"):
             ln = g.line("acc = acc.to(tl.float16)")

@@ -9,6 +9,7 @@ from .case import NP, TL, Gen, poison
 from .common import SIZE, WARPS, generic_mistakes, host_desc, pitch, tile_ptrs, user_fence
 from .exprs import Exprs, Val
 
+
 def smem(g: Gen) -> None:
     """NUM tiles stored into a buffer array (a static or a runtime loop over the slots), then
     read back through views: a slot (constant or runtime index), its transpose, a slice (runtime

@@ -10,6 +10,7 @@ from .case import TL, Gen, dot_tol, poison
 from .common import SIZE, host_desc, user_fence
 from .exprs import Exprs, Val
 
+
 def warp_specialized(g: Gen) -> None:
     """A producer (the default task) and a consumer (a 4-warp worker) hand tiles over a ring of
     NUM shared-memory slots with `full` / `empty` mbarriers (the producer waits `empty` with the
