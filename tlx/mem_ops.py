@@ -226,6 +226,11 @@ def async_load(src: Any, result: Any, mask: Any = None, other: Any = None, cache
     if m is not None:
         m = semantic.broadcast_to(semantic.cast(semantic.to_tensor(m), core.int1), shape)
     o = unwrap(other)
+    if isinstance(o, (int, float)) and not isinstance(o, bool):
+        if o != 0:
+            raise TLXCompileError("cp.async fills masked-off elements with zeros only",
+                                  hint="drop other=, or use tl.load + local_store")
+        o = None  # zeros are what cp.async writes for masked-off elements
     if o is not None:
         o = semantic.broadcast_to(semantic.cast(semantic.to_tensor(o), b.dtype), shape)
     attrs = semantic._check_mod(cache_modifier, eviction_policy)

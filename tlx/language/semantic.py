@@ -1030,6 +1030,12 @@ def memdesc_index(buf: Any, idx: Any) -> Any:
     """Buffer `idx` of a buffer array, or barrier `idx` of an mbarrier array (`tlx.local_view`,
     `buf[idx]`); `idx` may be a runtime integer."""
     buf = unwrap(buf)
+    k = unwrap(idx)
+    if isinstance(k, int) and not isinstance(k, bool):
+        n = buf.num if isinstance(buf, (mbarrier, buffered_tensor)) else None
+        if n is not None and n > 0 and not 0 <= k < n:  # a constant index is checked here, not on the GPU
+            what = "mbarrier" if isinstance(buf, mbarrier) else "buffer"
+            raise TLXCompileError(f"{what} index {k} is out of range 0..{n - 1} (an array of {n})")
     index = index_i32(idx, "the buffer index")
     if isinstance(buf, mbarrier):
         if not buf.handle.type.array:  # type: ignore[union-attr]
