@@ -7,6 +7,7 @@ builder. Calling a builtin outside a `@tlx.jit` kernel is a clear error.
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TYPE_CHECKING
 
@@ -243,7 +244,6 @@ class TraceContext:
         self.target = target
         self.replica_id: Optional[int] = None  # inside a replicated async_task
         self.in_partition = False
-        self.warned_fence_alias = False
         self.tracer: Any = None
         # constants are made once per (block, type, value) at the top of the function body or of
         # the worker partition being traced (partitions are isolated from outer values)
@@ -335,10 +335,7 @@ class tensor(Handle):
 
     @property
     def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
     def is_block(self) -> bool:
         return bool(self.shape)
@@ -522,7 +519,3 @@ def wrap_value(v: "Value", template: Any = None) -> Handle:
     if isinstance(t, T.TokenType):
         return async_token(v)
     raise TLXCompileError(f"cannot wrap a value of type {t}")
-
-
-def ir_type_of(h: Handle) -> T.Type:
-    return h.handle.type

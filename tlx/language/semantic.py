@@ -575,20 +575,21 @@ def compare(a: Any, b: Any, pred: str) -> tensor:
 
 
 def minimum(a: Any, b: Any, propagate_nan: Any = None) -> tensor:
-    a, b = binary_operands(a, b)
-    if a.dtype.is_floating():
-        name = "arith.minimumf" if _propagates(propagate_nan) else "arith.minnumf"
-    else:
-        name = "arith.minsi" if a.dtype.is_int_signed() else "arith.minui"
-    return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
+    """The elementwise smaller of a and b (NaN wins only with propagate_nan=ALL, as in Triton)."""
+    return _extremum("min", a, b, propagate_nan)
 
 
 def maximum(a: Any, b: Any, propagate_nan: Any = None) -> tensor:
+    """The elementwise larger of a and b (NaN wins only with propagate_nan=ALL, as in Triton)."""
+    return _extremum("max", a, b, propagate_nan)
+
+
+def _extremum(kind: str, a: Any, b: Any, propagate_nan: Any) -> tensor:
     a, b = binary_operands(a, b)
     if a.dtype.is_floating():
-        name = "arith.maximumf" if _propagates(propagate_nan) else "arith.maxnumf"
+        name = f"arith.{kind}imumf" if _propagates(propagate_nan) else f"arith.{kind}numf"
     else:
-        name = "arith.maxsi" if a.dtype.is_int_signed() else "arith.maxui"
+        name = f"arith.{kind}si" if a.dtype.is_int_signed() else f"arith.{kind}ui"
     return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
 
 
