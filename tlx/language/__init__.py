@@ -139,8 +139,6 @@ def full_like(x: Any, value: Any) -> tensor:
 def cdiv(x: Any, div: Any) -> Any:
     """Ceiling division (compile-time when both are compile-time)."""
     x, div = unwrap(x), unwrap(div)
-    if not isinstance(x, tensor) and not isinstance(div, tensor):
-        return (x + div - 1) // div
     return (x + div - 1) // div
 
 
