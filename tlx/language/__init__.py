@@ -13,7 +13,7 @@ from tlx.compiler.errors import TLXCompileError
 from . import math, semantic
 from .core import (block_type, bfloat16, builtin, constexpr, dtype, float8e4nv, float8e5, float16, float32,
                    float64, int1, int8, int16, int32, int64, pointer_type, tensor, tensor_descriptor, uint8,
-                   uint16, uint32, uint64, unwrap, _shape_arg)
+                   uint16, uint32, uint64, unwrap, shape_arg)
 
 float8e4m3fn = float8e4nv
 float8e5m2 = float8e5
@@ -243,7 +243,7 @@ sigmoid = math.sigmoid
 
 @builtin
 def reshape(input: Any, *shape: Any, can_reorder: Any = False) -> tensor:
-    shape = tuple(unwrap(_shape_arg(shape)))
+    shape = tuple(unwrap(shape_arg(shape)))
     return semantic.reshape(semantic.to_tensor(input), shape, unwrap(can_reorder))
 
 
@@ -252,13 +252,13 @@ view = reshape
 
 @builtin
 def permute(input: Any, *dims: Any) -> tensor:
-    dims = tuple(unwrap(_shape_arg(dims)))
+    dims = tuple(unwrap(shape_arg(dims)))
     return semantic.permute(semantic.to_tensor(input), dims)
 
 
 @builtin
 def trans(input: Any, *dims: Any) -> tensor:
-    dims = tuple(unwrap(_shape_arg(dims)))
+    dims = tuple(unwrap(shape_arg(dims)))
     return semantic.permute(semantic.to_tensor(input), dims or (1, 0))
 
 
@@ -275,7 +275,7 @@ def expand_dims(input: Any, axis: Any) -> tensor:
 
 @builtin
 def broadcast_to(input: Any, *shape: Any) -> tensor:
-    shape = tuple(unwrap(_shape_arg(shape)))
+    shape = tuple(unwrap(shape_arg(shape)))
     return semantic.broadcast_to(semantic.to_tensor(input), shape)
 
 

@@ -316,7 +316,7 @@ class Handle:
         raise TLXCompileError(f"cannot iterate over a runtime {type(self).__name__}")
 
 
-def _shape_arg(args: Tuple[Any, ...]) -> Any:
+def shape_arg(args: Tuple[Any, ...]) -> Any:
     """`x.reshape(2, 3)` and `x.reshape((2, 3))` alike: one tuple/list argument is the shape."""
     return args[0] if len(args) == 1 and isinstance(unwrap(args[0]), (tuple, list)) else args
 
@@ -383,13 +383,13 @@ class tensor(Handle):
         return current().semantic.cast(self, unwrap(dtype_), unwrap(fp_downcast_rounding), unwrap(bitcast))
 
     def reshape(self, *shape: Any, can_reorder: bool = False) -> "tensor":
-        return current().semantic.reshape(self, _shape_arg(shape), can_reorder)
+        return current().semantic.reshape(self, shape_arg(shape), can_reorder)
 
     def permute(self, *dims: Any) -> "tensor":
-        return current().semantic.permute(self, _shape_arg(dims))
+        return current().semantic.permute(self, shape_arg(dims))
 
     def trans(self, *dims: Any) -> "tensor":
-        return current().semantic.permute(self, _shape_arg(dims) or (1, 0))
+        return current().semantic.permute(self, shape_arg(dims) or (1, 0))
 
     @property
     def T(self) -> "tensor":
@@ -399,7 +399,7 @@ class tensor(Handle):
         return current().semantic.expand_dims(self, axis)
 
     def broadcast_to(self, *shape: Any) -> "tensor":
-        return current().semantic.broadcast_to(self, _shape_arg(shape))
+        return current().semantic.broadcast_to(self, shape_arg(shape))
 
     def sum(self, axis: Any = None, keep_dims: bool = False) -> "tensor":
         return current().semantic.reduce(self, axis, "sum", keep_dims)
