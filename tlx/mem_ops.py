@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import enum
+import math
 import warnings
 from typing import Any, List, Optional
 
@@ -116,10 +117,7 @@ def local_reinterpret(src: Any, dtype: Any, shape: Any = None, layout: Any = Non
     dt = unwrap(dtype)
     st = b.mtype
     new_shape = tuple(unwrap(s) for s in unwrap(shape)) if shape is not None else st.shape
-    nbytes = 1
-    for d in new_shape:
-        nbytes *= d
-    nbytes *= max(1, dt.primitive_bitwidth // 8)
+    nbytes = math.prod(new_shape) * max(1, dt.primitive_bitwidth // 8)
     if nbytes > st.nbytes:
         raise TLXCompileError(f"local_reinterpret to {new_shape} x {dt} needs {nbytes} bytes; the buffer has {st.nbytes}")
     lay = L.default_shared_layout(new_shape[1:] if st.buffers else new_shape, dt.primitive_bitwidth)
