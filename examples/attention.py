@@ -272,8 +272,8 @@ def plan_forward(q: Any, k: Any, v: Any, causal: bool = False, sm_scale: Optiona
     num_m = tlx.cdiv(N, cfg.BLOCK_M)
     if persistent:
         programs = min(int(sms) if sms is not None else num_sms(q), num_m * Z * H)
-        consts.update(Q_HOLDS_O=q_holds_o, NUM_SMS=programs)
-        launch = KernelLaunch(attn_fwd_persistent_kernel, (programs,), [*descs, lse, scale * LOG2E, Z, H, N],
+        consts.update(Q_HOLDS_O=q_holds_o)
+        launch = KernelLaunch(attn_fwd_persistent_kernel, (programs,), [*descs, lse, scale * LOG2E, Z * H, H, N],
                               consts, dt)
     else:
         launch = KernelLaunch(attn_fwd_kernel, (num_m, Z * H), [*descs, lse, scale * LOG2E, H, N], consts, dt)
@@ -394,6 +394,13 @@ def _tma_ready(t: Any) -> Any:
     return t.contiguous()
 
 
+def _torch_empty(shape: Sequence[int], dtype: Any, device: Any) -> Any:
+    """An uninitialized torch tensor for an output (tests replace it with a NaN-filled one)."""
+    import torch
+
+    return torch.empty(tuple(shape), dtype=dtype, device=device)
+
+
 def _check_torch(q: Any, k: Any, v: Any) -> None:
     import torch
 
@@ -413,8 +420,8 @@ def attention_forward(q: Any, k: Any, v: Any, causal: bool = False, sm_scale: Op
 
     _check_torch(q, k, v)
     q, k, v = (_tma_ready(x) for x in (q, k, v))
-    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+    o = _torch_empty(q.shape, q.dtype, q.device)
+    lse = _torch_empty(q.shape[:3], torch.float32, q.device)
     plan = plan_forward(*(_kernel_array(x) for x in (q, k, v)), causal=causal, sm_scale=sm_scale,
                         persistent=persistent, out=_kernel_array(o), lse=_kernel_array(lse))
     plan.run()
@@ -429,7 +436,7 @@ def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, causal
     _check_torch(q, k, v)
     q, k, v = (_tma_ready(x) for x in (q, k, v))
     do = do.contiguous()
-    dq, dk, dv = (torch.empty(q.shape, dtype=q.dtype, device=q.device) for _ in range(3))
+    dq, dk, dv = (_torch_empty(q.shape, q.dtype, q.device) for _ in range(3))
     plan = plan_backward(*(_kernel_array(x) for x in (q, k, v, o.contiguous(), lse.contiguous(), do)),
                          causal=causal, sm_scale=sm_scale, dq=_kernel_array(dq), dk=_kernel_array(dk),
                          dv=_kernel_array(dv))

@@ -288,18 +288,16 @@ def _persistent_tile(tile, num_m, ZH, CAUSAL: tl.constexpr):
 
 
 @tlx.jit
-def attn_fwd_persistent_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, Z, H, N_CTX,
+def attn_fwd_persistent_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, ZH, H, N_CTX,
                                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                               NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr, Q_HOLDS_O: tl.constexpr,
-                               NUM_SMS: tl.constexpr):
-    """Persistent flash-attention forward: NUM_SMS CTAs, CTA p takes tiles p, p + NUM_SMS, ...
-    The K/V ring count and the consumers' ping-pong run on across tiles, so the producer loads
-    the next tile's K/V while the consumers finish this one. Q_HOLDS_O: O goes out through the Q
-    buffer (head_dim 256, where a separate O tile does not fit); otherwise a separate O buffer
-    lets the next Q load as soon as the last S wgmma of a tile has read the current one."""
+                               NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr, Q_HOLDS_O: tl.constexpr):
+    """Persistent flash-attention forward on a 1-D grid of P CTAs (one per SM at most): CTA p
+    takes tiles p, p + P, ... of the cdiv(N, BLOCK_M) * ZH tiles (ZH = batch x heads). The K/V
+    ring count and the consumers' ping-pong run on across tiles, so the producer loads the next
+    tile's K/V while the consumers finish this one. Q_HOLDS_O: O goes out through the Q buffer
+    (head_dim 256, where a separate O tile does not fit); otherwise a separate O buffer lets the
+    next Q load as soon as the last S wgmma of a tile has read the current one."""
     SPLIT: tl.constexpr = BLOCK_M // 2
-    O_BUFS: tl.constexpr = 1 if Q_HOLDS_O else 2
-    O_ROWS: tl.constexpr = 8 if Q_HOLDS_O else SPLIT  # a placeholder when unused
     q_smem = tlx.local_alloc((1, 1, SPLIT, HEAD_DIM), tlx.dtype_of(q_desc), 2)
     k_smem = tlx.local_alloc((1, 1, BLOCK_N, HEAD_DIM), tlx.dtype_of(k_desc), NUM_STAGES)
     v_smem = tlx.local_alloc((1, 1, BLOCK_N, HEAD_DIM), tlx.dtype_of(v_desc), NUM_STAGES)
@@ -319,8 +317,8 @@ def attn_fwd_persistent_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale
             num_m = tl.cdiv(N_CTX, BLOCK_M)
             kv_count = 0
             i = 0
-            for tile in range(tl.program_id(0), num_m * Z * H, NUM_SMS):
-                off_zh, start_m = _persistent_tile(tile, num_m, Z * H, CAUSAL)
+            for tile in range(tl.program_id(0), num_m * ZH, tl.num_programs(0)):
+                off_zh, start_m = _persistent_tile(tile, num_m, ZH, CAUSAL)
                 n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
                 kv_count = _fwd_produce_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty,
                                              k_full, k_empty, v_full, v_empty, off_zh // H, off_zh % H, start_m,
@@ -334,8 +332,8 @@ def attn_fwd_persistent_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale
                 tlx.named_barrier_arrive(9, 256)  # consumer 0 takes the first turn
             kv_count = 0
             i = 0
-            for tile in range(tl.program_id(0), num_m * Z * H, NUM_SMS):
-                off_zh, start_m = _persistent_tile(tile, num_m, Z * H, CAUSAL)
+            for tile in range(tl.program_id(0), num_m * ZH, tl.num_programs(0)):
+                off_zh, start_m = _persistent_tile(tile, num_m, ZH, CAUSAL)
                 n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
                 kv_count = _fwd_consume_tile(q_smem, k_smem, v_smem, o_smem, q_full, q_empty, k_full, k_empty,
                                              v_full, v_empty, o_desc, lse_ptr, qk_scale, off_zh // H, off_zh % H,
