@@ -295,8 +295,10 @@ class BackwardConfig:
     STAGES2: int = 2
 
     def smem_bytes(self, head_dim: int, elem: int = 2) -> Tuple[int, int]:
-        """Shared memory of the dK/dV and the dQ kernel (tiles; the mbarriers add < 100 B)."""
-        dkdv = 2 * self.BLOCK_N1 * head_dim * elem + self.STAGES1 * 2 * self.BLOCK_M1 * head_dim * elem
+        """Shared memory of the dK/dV kernel (K, V, and per stage Q, dO and the fp32 LSE and Delta
+        rows) and of the dQ kernel (Q, dO, and per stage K, V); the mbarriers add < 100 B."""
+        dkdv = 2 * self.BLOCK_N1 * head_dim * elem + self.STAGES1 * (2 * self.BLOCK_M1 * head_dim * elem
+                                                                    + 2 * self.BLOCK_M1 * 4)
         dq = 2 * 128 * head_dim * elem + self.STAGES2 * 2 * self.BLOCK_N2 * head_dim * elem
         return dkdv, dq
 

@@ -376,13 +376,14 @@ def _bwd_q_blocks(start_n, N_CTX, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, 
 
 
 @tlx.jit
-def _bwd_dkdv_step(q_smem, do_smem, k_smem, v_smem, full, empty, dk, dv, lse_ptr, delta_ptr, qk_scale,
-                   off_zh, offs_n, j, count, N_CTX, cid: tl.constexpr, BLOCK_M: tl.constexpr,
+def _bwd_dkdv_step(q_smem, do_smem, k_smem, v_smem, lse_smem, delta_smem, full, empty, dk, dv, qk_scale,
+                   offs_n, j, count, N_CTX, cid: tl.constexpr, BLOCK_M: tl.constexpr,
                    HEAD_DIM: tl.constexpr, D_SPLIT: tl.constexpr, NUM_STAGES: tl.constexpr,
                    CAUSAL: tl.constexpr, MASK: tl.constexpr):
     """Q block j (ring position `count`) against this consumer's K/V rows `offs_n`:
     S^T = K Q^T and dP^T = V dO^T issued together; P^T = exp2(S^T * qk_scale - LSE * log2(e))
-    while dP^T runs; dV += P^T dO issued; dS^T = P^T (dP^T - Delta) under it; dK += dS^T Q.
+    while dP^T runs (LSE * log2(e) and Delta of the block are in the ring stage, put there by the
+    producer); dV += P^T dO issued; dS^T = P^T (dP^T - Delta) under it; dK += dS^T Q.
     With D_SPLIT == 2 the head dimension is in two chunk buffers: S^T and dP^T sum over both,
     and this consumer accumulates the chunk `cid` of dK and dV."""
     DC: tl.constexpr = HEAD_DIM // D_SPLIT
@@ -401,8 +402,8 @@ def _bwd_dkdv_step(q_smem, do_smem, k_smem, v_smem, full, empty, dk, dv, lse_ptr
         dpt = tlx.async_dot(tlx.local_reshape(v_smem[1], (ROWS, DC)),
                             tlx.local_trans(tlx.local_reshape(do_smem[slot * D_SPLIT + 1], (BLOCK_M, DC))), dpt)
     offs_m = j * BLOCK_M + tl.arange(0, BLOCK_M)
-    lse2 = tl.load(lse_ptr + off_zh * N_CTX + offs_m, mask=offs_m < N_CTX, other=0.0) * LOG2E
-    delta = tl.load(delta_ptr + off_zh * N_CTX + offs_m, mask=offs_m < N_CTX, other=0.0)
+    lse2 = tlx.local_load(lse_smem[slot])
+    delta = tlx.local_load(delta_smem[slot])
     st = tlx.async_dot_wait(D_SPLIT, st)  # S^T is done (wgmma groups retire in order), dP^T may still run
     pt = tl.math.exp2(st * qk_scale - lse2[None, :])
     if MASK:
@@ -427,7 +428,8 @@ def attn_bwd_dkdv_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_
                          H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                          D_SPLIT: tl.constexpr, NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr):
     """dK and dV of one K/V block per CTA: grid (cdiv(N, BLOCK_N), Z*H). A producer loads the
-    block's K and V once and streams (Q, dO) blocks of BLOCK_M rows through a ring; with
+    block's K and V once and streams (Q, dO) blocks of BLOCK_M rows through a ring (by TMA), with
+    their LSE and Delta rows (loaded and stored to the stage by the producer's threads); with
     D_SPLIT == 1 (head_dim <= 128, BLOCK_N 128) each consumer owns 64 K/V rows, with D_SPLIT == 2
     (head_dim 256, BLOCK_N 64) the two consumers share the 64 rows and own one half of the head
     dimension each. Every tile of head_dim columns lives as D_SPLIT chunk buffers (the descriptors
@@ -438,12 +440,14 @@ def attn_bwd_dkdv_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_
     do_smem = tlx.local_alloc((1, 1, BLOCK_M, DC), tlx.dtype_of(do_desc), NUM_STAGES * D_SPLIT)
     k_smem = tlx.local_alloc((1, 1, 64, DC), tlx.dtype_of(k_desc), 2)
     v_smem = tlx.local_alloc((1, 1, 64, DC), tlx.dtype_of(v_desc), 2)
+    lse_smem = tlx.local_alloc((BLOCK_M,), tl.float32, NUM_STAGES)
+    delta_smem = tlx.local_alloc((BLOCK_M,), tl.float32, NUM_STAGES)
     kv_full = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
-    full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
+    full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=2)  # the TMA bytes' arrive, LSE/Delta's
     empty = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=2)
 
     with tlx.async_tasks():
-        with tlx.async_task("default", registers=24):  # producer: K, V once, then (Q, dO) blocks
+        with tlx.async_task("default", registers=24):  # producer: K, V once, then (Q, dO, LSE, Delta) blocks
             start_n = tl.program_id(0)
             off_zh = tl.program_id(1)
             off_z = off_zh // H
@@ -467,6 +471,13 @@ def attn_bwd_dkdv_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_
                                               full[slot])
                     tlx.async_descriptor_load(do_desc, do_smem[slot * D_SPLIT + d], [off_z, off_h, j * BLOCK_M, d * DC],
                                               full[slot])
+                # the block's LSE (in base 2) and Delta rows, behind the TMA issue, published by the
+                # stage's second arrive (generic writes read by generic loads: no proxy fence)
+                offs_m = j * BLOCK_M + tl.arange(0, BLOCK_M)
+                rows = offs_m < N_CTX
+                tlx.local_store(lse_smem[slot], tl.load(lse_ptr + off_zh * N_CTX + offs_m, mask=rows, other=0.0) * LOG2E)
+                tlx.local_store(delta_smem[slot], tl.load(delta_ptr + off_zh * N_CTX + offs_m, mask=rows, other=0.0))
+                tlx.barrier_arrive(full[slot])
                 count += 1
 
         with tlx.async_task(num_warps=4, replicate=2, registers=240):  # consumers: dK, dV
@@ -481,18 +492,18 @@ def attn_bwd_dkdv_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_
             tlx.barrier_wait(kv_full[0], 0)
             count = 0
             for j in range(lo, full_lo):
-                dk, dv = _bwd_dkdv_step(q_smem, do_smem, k_smem, v_smem, full, empty, dk, dv, lse_ptr, delta_ptr,
-                                        qk_scale, off_zh, offs_n, j, count, N_CTX, cid, BLOCK_M, HEAD_DIM, D_SPLIT,
+                dk, dv = _bwd_dkdv_step(q_smem, do_smem, k_smem, v_smem, lse_smem, delta_smem, full, empty, dk, dv,
+                                        qk_scale, offs_n, j, count, N_CTX, cid, BLOCK_M, HEAD_DIM, D_SPLIT,
                                         NUM_STAGES, CAUSAL, True)
                 count += 1
             for j in range(full_lo, full_hi):
-                dk, dv = _bwd_dkdv_step(q_smem, do_smem, k_smem, v_smem, full, empty, dk, dv, lse_ptr, delta_ptr,
-                                        qk_scale, off_zh, offs_n, j, count, N_CTX, cid, BLOCK_M, HEAD_DIM, D_SPLIT,
+                dk, dv = _bwd_dkdv_step(q_smem, do_smem, k_smem, v_smem, lse_smem, delta_smem, full, empty, dk, dv,
+                                        qk_scale, offs_n, j, count, N_CTX, cid, BLOCK_M, HEAD_DIM, D_SPLIT,
                                         NUM_STAGES, CAUSAL, False)
                 count += 1
             for j in range(full_hi, hi):
-                dk, dv = _bwd_dkdv_step(q_smem, do_smem, k_smem, v_smem, full, empty, dk, dv, lse_ptr, delta_ptr,
-                                        qk_scale, off_zh, offs_n, j, count, N_CTX, cid, BLOCK_M, HEAD_DIM, D_SPLIT,
+                dk, dv = _bwd_dkdv_step(q_smem, do_smem, k_smem, v_smem, lse_smem, delta_smem, full, empty, dk, dv,
+                                        qk_scale, offs_n, j, count, N_CTX, cid, BLOCK_M, HEAD_DIM, D_SPLIT,
                                         NUM_STAGES, CAUSAL, True)
                 count += 1
             if D_SPLIT == 2:
