@@ -121,12 +121,14 @@ def _tensor_core_pass(cid: tl.constexpr):
 
 
 @tlx.jit
-def _online_softmax(qk, m_i, l_i, qk_scale, offs_m, n0, N_CTX,
+def _online_softmax(qk, m_i, l_i, qk_scale, offs_m, n0, N_CTX, P_DTYPE: tl.constexpr,
                     BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, MASK: tl.constexpr):
     """One block of the online softmax in base 2: the new running max m (of qk * qk_scale),
-    P = exp2(qk * qk_scale - m), the rescale factor alpha = exp2(m_old - m) and the running sum l.
-    With MASK, columns past the sequence end (and above the diagonal when CAUSAL) are -inf. A row
-    never sees only -inf: block 0, always visited first, holds column 0 (valid for every row)."""
+    P = exp2(qk * qk_scale - m) converted to P_DTYPE (the PV wgmma's register operand: converted
+    here, not in the tensor-core turn, and half the registers to carry), the rescale factor
+    alpha = exp2(m_old - m) and the running sum l (of the fp32 P). With MASK, columns past the
+    sequence end (and above the diagonal when CAUSAL) are -inf. A row never sees only -inf:
+    block 0, always visited first, holds column 0 (valid for every row)."""
     if MASK:
         offs_n = n0 + tl.arange(0, BLOCK_N)
         keep = offs_n[None, :] < N_CTX
@@ -137,7 +139,7 @@ def _online_softmax(qk, m_i, l_i, qk_scale, offs_m, n0, N_CTX,
     p = tl.math.exp2(qk * qk_scale - m_new[:, None])
     alpha = tl.math.exp2(m_i - m_new)
     l_i = l_i * alpha + tl.sum(p, 1)
-    return p, m_new, l_i, alpha
+    return p.to(P_DTYPE), m_new, l_i, alpha
 
 
 @tlx.jit
@@ -154,11 +156,12 @@ def _fwd_kv_step(q_view, k_smem, v_smem, k_full, k_empty, v_full, v_empty, p, m_
     tlx.barrier_wait(v_full[prev], ((kv_count - 1) // NUM_STAGES) & 1)
     _tensor_core_turn(cid)
     qk = tlx.async_dot(q_view, tlx.local_trans(tlx.local_reshape(k_smem[slot], (BLOCK_N, HEAD_DIM))))
-    acc = tlx.async_dot(p.to(tlx.dtype_of(v_smem)), tlx.local_reshape(v_smem[prev], (BLOCK_N, HEAD_DIM)), acc)
+    acc = tlx.async_dot(p, tlx.local_reshape(v_smem[prev], (BLOCK_N, HEAD_DIM)), acc)
     _tensor_core_pass(cid)
     qk = tlx.async_dot_wait(1, qk)  # S is done (wgmmas retire in order); the PV wgmma runs on
     tlx.barrier_arrive(k_empty[slot])
-    p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, offs_m, j * BLOCK_N, N_CTX, BLOCK_N, CAUSAL, MASK)
+    p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, offs_m, j * BLOCK_N, N_CTX,
+                                         tlx.dtype_of(v_smem), BLOCK_N, CAUSAL, MASK)
     acc = tlx.async_dot_wait(0, acc)
     tlx.barrier_arrive(v_empty[prev])
     acc = acc * alpha[:, None]
@@ -192,7 +195,8 @@ def _fwd_consume_tile(q_smem, k_smem, v_smem, o_smem, q_full, q_empty, k_full, k
     _tensor_core_pass(cid)
     qk = tlx.async_dot_wait(0, qk)
     tlx.barrier_arrive(k_empty[slot])
-    p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, offs_m, 0, N_CTX, BLOCK_N, CAUSAL, True)
+    p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, offs_m, 0, N_CTX, tlx.dtype_of(v_smem),
+                                         BLOCK_N, CAUSAL, True)
     kv_count += 1
 
     for j in range(1, n_full):
@@ -211,7 +215,7 @@ def _fwd_consume_tile(q_smem, k_smem, v_smem, o_smem, q_full, q_empty, k_full, k
     prev = (kv_count - 1) % NUM_STAGES
     tlx.barrier_wait(v_full[prev], ((kv_count - 1) // NUM_STAGES) & 1)
     _tensor_core_turn(cid)
-    acc = tlx.async_dot(p.to(tlx.dtype_of(v_smem)), tlx.local_reshape(v_smem[prev], (BLOCK_N, HEAD_DIM)), acc)
+    acc = tlx.async_dot(p, tlx.local_reshape(v_smem[prev], (BLOCK_N, HEAD_DIM)), acc)
     _tensor_core_pass(cid)
     acc = tlx.async_dot_wait(0, acc)
     tlx.barrier_arrive(v_empty[prev])
