@@ -13,7 +13,8 @@ causal; backward 2.5 times the forward's), the ratio to cuDNN measured in the sa
 the relative error ||out - ref||_F / ||ref||_F against a float32 reference (torch's math
 attention in fp32 on the first and the last head; for the backward, dq / dk / dv of those heads by
 fp32 autograd, the worst of the three), and for our kernels the proxy fences in their PTX (count,
-how many inside a K/V loop), ptxas's registers / spills and the shared memory.
+how many inside a K/V loop), ptxas's registers / spills and the shared memory (forward kernels on
+their result rows; the three backward kernels under the backward row's `kernels`).
 
 Method: each kernel is compiled by its first launch, run 3 times to warm up, then timed over
 RUNS launches (median; CUDA events around each launch), queued behind a ~20 ms device sleep so
@@ -234,9 +235,17 @@ def measure(head_dim: int, seqs: List[int], dtypes: List[str], runs: int, backwa
                     plan = ours.plan_forward(q, k, v, causal, persistent=persistent, out=o, lse=lse)
                     record(name, "forward", plan.run, lambda o=o: [o],
                            lambda plan=plan: kernel_facts(plan.launches[0].compiled))
-                    del plan, o, lse
+                    plan = o = lse = None  # free before the next
                 # backward, through autograd for everyone
                 if backward:
+                    def backward_facts() -> Dict[str, Any]:
+                        # the three backward launches once more through their plan (the same
+                        # specializations autograd launches, compiled already): their PTX facts
+                        o, lse = ours.attention_forward(q, k, v, causal)
+                        plan = ours.plan_backward(q, k, v, o, lse, do, causal)
+                        plan.run()
+                        return {"kernels": {ln.kernel.__name__: kernel_facts(ln.compiled) for ln in plan.launches}}
+
                     leaves = [x.detach().requires_grad_() for x in (q, k, v)]
                     impls = {"cudnn": sdpa("cudnn", causal), "flash": sdpa("flash", causal),
                              "tlx": lambda a, b, c: ours.attention(a, b, c, causal=causal)}
@@ -252,10 +261,11 @@ def measure(head_dim: int, seqs: List[int], dtypes: List[str], runs: int, backwa
                         def run(out=out, box=box):
                             box["g"] = torch.autograd.grad(out, leaves, do, retain_graph=True)
 
-                        record(name, "backward", run, lambda box=box: list(box["g"]))
-                        del out
-                    del leaves
-                del q, k, v, do, refs
+                        record(name, "backward", run, lambda box=box: list(box["g"]),
+                               backward_facts if name == "tlx" else None)
+                        out = None
+                    leaves = None
+                q = k = v = do = refs = None  # free this point's tensors before the next
                 torch.cuda.empty_cache()
     return 0
 
@@ -348,15 +358,16 @@ def table(records: List[Dict[str, Any]]) -> str:
             cells = [_cell(res, _find(res, key, k, direction)) for k in kernels]
             lines.append(f"{'':8} {dt:5} {d:>3} {str(c):6} {n:>5} | " + " | ".join(cells))
     lines.append(target_line(res))
-    facts = {}
+    facts = {}  # (kernel, dtype, head_dim, causal) -> its PTX facts, from the first point that has them
     for r in res:
-        if "fences" in r:
-            facts.setdefault((r["kernel"], r["dtype"], r["head_dim"], r["causal"]), r)
+        found = {r["kernel"]: r} if "fences" in r else r.get("kernels", {})
+        for k, f in found.items():
+            facts.setdefault((k, r["dtype"], r["head_dim"], r["causal"]), f)
     if facts:
-        lines.append("our forward kernels' PTX: proxy fences (total / in a K/V loop), registers / spill bytes, shared:")
-        for (k, dt, d, c), r in sorted(facts.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1], kv[0][3])):
-            lines.append(f"  {k} {dt} d{d} {'causal' if c else 'full'}: {r['fences']}/{r['fences_in_k_loop']}, "
-                         f"{r.get('registers')} regs / {r.get('spill_stores')} B, {r.get('shared_bytes')} B")
+        lines.append("our kernels' PTX: proxy fences (total / in a K/V loop), registers / spill bytes, shared:")
+        for (k, dt, d, c), f in sorted(facts.items(), key=lambda kv: (kv[0][0], kv[0][2], kv[0][1], kv[0][3])):
+            lines.append(f"  {k} {dt} d{d} {'causal' if c else 'full'}: {f.get('fences')}/{f.get('fences_in_k_loop')}, "
+                         f"{f.get('registers')} regs / {f.get('spill_stores')} B, {f.get('shared_bytes')} B")
     for r in res:
         if r.get("wrong"):
             lines.append(f"WRONG {r['kernel']} {r['direction']} {r['dtype']} d{r['head_dim']} causal={r['causal']} "

@@ -433,8 +433,6 @@ def attention_forward(q: Any, k: Any, v: Any, causal: bool = False, sm_scale: Op
 def attention_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, causal: bool = False,
                        sm_scale: Optional[float] = None) -> Tuple[Any, Any, Any]:
     """(dq, dk, dv) for the forward that gave (o, lse), with `do` the gradient of o."""
-    import torch
-
     _check_torch(q, k, v)
     q, k, v = (_tma_ready(x) for x in (q, k, v))
     do = do.contiguous()

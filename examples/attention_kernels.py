@@ -42,8 +42,8 @@ register -> shared stores of O / dQ / dK / dV before their TMA stores, fenced th
 import tlx
 import tlx.language as tl
 
-LOG2E: tl.constexpr = 1.4426950408889634  # exp(x) == exp2(x * LOG2E)
-LN2: tl.constexpr = 0.6931471805599453
+LOG2E = tl.constexpr(1.4426950408889634)  # exp(x) == exp2(x * LOG2E); a constexpr global, as Triton requires
+LN2 = tl.constexpr(0.6931471805599453)
 
 
 # ---- forward: the producer ------------------------------------------------------------------------

@@ -71,6 +71,9 @@ def test_table_ratios_target_failures_and_wrong_results():
             res("cudnn", 600.0, seq=4096), res("tlx", 540.0, seq=4096), res("tlx-persistent", 100.0, seq=4096,
                                                                                 rel_err=0.5, wrong=True, nan=7),
             res("cudnn", 300.0, direction="backward"), res("tlx", error="TLXRuntimeError: boom", direction="backward"),
+            res("tlx", 250.0, direction="backward", seq=4096, kernels={
+                "attn_bwd_dkdv_kernel": {"fences": 2, "fences_in_k_loop": 0, "registers": 168, "spill_stores": 0,
+                                         "shared_bytes": 132168}}),
             {"kind": "child", "head_dim": 128, "rc": 3}]
     t = b.table(recs)
     row = next(ln for ln in t.splitlines() if ln.strip().startswith("bf16") and " 2048 |" in ln)
@@ -79,6 +82,7 @@ def test_table_ratios_target_failures_and_wrong_results():
     assert "WRONG tlx-persistent forward bf16 d128 causal=False seq 4096" in t
     assert "FAILED tlx backward bf16 d128 causal=False seq 2048: TLXRuntimeError: boom" in t
     assert "tlx bf16 d128 full: 2/0, 168 regs / 0 B, 164192 B" in t
+    assert "attn_bwd_dkdv_kernel bf16 d128 full: 2/0, 168 regs / 0 B, 132168 B" in t
     assert "child d128 exited with 3" in t
     bwd = next(ln for ln in t.splitlines() if ln.strip().startswith("bf16") and "FAIL" in ln)
     assert "300" in bwd
