@@ -321,8 +321,8 @@ class BackwardConfig:
 #: two stages fit beside the 128 x 256 Q and dO tiles.
 BACKWARD_CONFIGS: Dict[int, BackwardConfig] = {
     64: BackwardConfig(BLOCK_M1=64, BLOCK_N1=128, D_SPLIT=1, STAGES1=3, BLOCK_N2=64, STAGES2=3),
-    128: BackwardConfig(BLOCK_M1=32, BLOCK_N1=128, D_SPLIT=1, STAGES1=4, BLOCK_N2=64, STAGES2=2),
-    256: BackwardConfig(BLOCK_M1=32, BLOCK_N1=64, D_SPLIT=2, STAGES1=3, BLOCK_N2=32, STAGES2=2),
+    128: BackwardConfig(BLOCK_M1=64, BLOCK_N1=128, D_SPLIT=1, STAGES1=3, BLOCK_N2=64, STAGES2=2),
+    256: BackwardConfig(BLOCK_M1=64, BLOCK_N1=64, D_SPLIT=2, STAGES1=2, BLOCK_N2=32, STAGES2=2),
 }
 
 
