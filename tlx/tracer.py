@@ -1128,8 +1128,9 @@ class Tracer:
                 raise self.error(node, f"{fn.__name__}(): parameter '{p.name}' is a tl.constexpr but got {_describe(v)}",
                                  hint="pass a compile-time value")
             scope[p.name] = unwrap(v) if p.is_constexpr else v
+        body = fn.body()  # reads the helper's source first: it sets the line offset the Tracer copies
         sub = Tracer(fn, self.ctx, scope, self.depth + 1, self.partition)
-        sub.run_body(fn.body())
+        sub.run_body(body)
         return sub.ret_value
 
     def visit_Lambda(self, node: ast.Lambda) -> Any:
