@@ -12,7 +12,7 @@ import pytest
 
 import dot_kernels as DK
 import tlx
-from tlx.compiler.codegen import layout_math as LM
+from tlx.compiler.analysis import layout_math as LM
 from tlx.compiler.codegen import layout_rules as R
 from tlx.compiler.ir import layouts as L
 

@@ -45,37 +45,3 @@ def test_interpret_argument_errors():
     z = np.zeros(4, np.float32)
     with pytest.raises(TLXCompileError, match="BLOK"):
         interpret(catalog.vector_add, (1,), z, z, z, 4, BLOCK=4, BLOK=4)
-
-
-class _HostTensor:
-    """What the interpreter reads of a torch tensor in host memory (torch itself is not a test
-    dependency): its dtype, that it is not on the GPU, and its numpy view."""
-
-    class _Dtype:
-        def __str__(self):
-            return "torch.float32"
-
-    def __init__(self, a: np.ndarray):
-        self.a, self.dtype, self.is_cuda = a, self._Dtype(), False
-
-    def detach(self):
-        return self
-
-    def cpu(self):
-        return self
-
-    def numpy(self):
-        return self.a
-
-    def copy_(self, other):
-        self.a[...] = other.a
-
-
-def test_interpret_takes_host_torch_tensors():
-    """A torch tensor in host memory is a kernel argument for the interpreter (the peer's tests run
-    that way); its signature comes from its dtype, and the kernel writes into it."""
-    x = _HostTensor(np.arange(256, dtype=np.float32))
-    y = _HostTensor(np.ones(256, np.float32))
-    out = _HostTensor(np.full(256, np.nan, np.float32))
-    assert interpret(catalog.vector_add, (1,), x, y, out, 256, BLOCK=256) == []
-    np.testing.assert_array_equal(out.a, np.arange(256, dtype=np.float32) + 1)

@@ -27,15 +27,17 @@ blocked parent); one ``fma.rn.f32`` (``.f64``) per element and K step, in K orde
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
 
+from ..analysis import layout_math as LM
 from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
 from ..ir.core import Operation
-from . import layout_math as LM
-from .lower import KernelLowering, lowers
 from .values import Tensor
+
+if TYPE_CHECKING:
+    from .lower import KernelLowering
 
 # operand element -> its mma.sync type name
 _MMA_IN = {"f16": "f16", "bf16": "bf16", "f32": "tf32", "i8": "s8", "f8e4m3": "e4m3", "f8e5m2": "e5m2"}
@@ -106,16 +108,12 @@ def pack_word(lw: KernelLowering, regs: List[str], e: T.ScalarType) -> str:
     em = lw.e
     if e.bits == 32:
         return regs[0]
-    w = em.tmp("b32")
     if e.bits == 16:
-        em("mov.b32", w, "{" + regs[0] + ", " + regs[1] + "}")
-        return w
+        return em.new("b32", "mov.b32", "{" + regs[0] + ", " + regs[1] + "}")
     # four bytes, each in the low byte of a 16-bit register: pair them, then pick bytes 0 and 2
-    lo, hi = em.tmp("b32"), em.tmp("b32")
-    em("mov.b32", lo, "{" + regs[0] + ", " + regs[1] + "}")
-    em("mov.b32", hi, "{" + regs[2] + ", " + regs[3] + "}")
-    em("prmt.b32", w, lo, hi, "0x6420")
-    return w
+    lo = em.new("b32", "mov.b32", "{" + regs[0] + ", " + regs[1] + "}")
+    hi = em.new("b32", "mov.b32", "{" + regs[2] + ", " + regs[3] + "}")
+    return em.new("b32", "prmt.b32", lo, hi, "0x6420")
 
 
 def _tile_origins(c: LM.LinearMap) -> List[Tuple[int, int]]:
@@ -212,7 +210,6 @@ def _lower_fma(lw: KernelLowering, op: Operation) -> None:
     lw.set(op.result, Tensor(regs, c, rt.element))
 
 
-@lowers("tt.dot")
 def _dot(lw: KernelLowering, op: Operation) -> None:
     lay = op.result.type.layout  # type: ignore[union-attr]
     if isinstance(lay, L.MmaLayout) and lay.version == 2:
@@ -222,3 +219,7 @@ def _dot(lw: KernelLowering, op: Operation) -> None:
     else:
         raise TLXCompileError(f"internal: tt.dot with result layout {lay} reached code generation (wgmma dots are "
                               "lowered to tlx.async_dot before the fence passes)", op.loc)
+
+
+#: op name -> its lowering (merged by lower.py)
+LOWERINGS: Dict[str, Callable[["KernelLowering", Operation], None]] = {"tt.dot": _dot}

@@ -3,7 +3,7 @@ shared-memory buffer's elements sit in bytes (shared layouts).
 
 These classes are data only: value objects with a canonical text form `#name<key=value, ...>`
 that the IR parser reads back. The index math (which thread holds which element, which byte an
-element lives at) belongs to the code generator (`compiler/codegen/layout_math.py`).
+element lives at) belongs to the code generator (`compiler/analysis/layout_math.py`).
 """
 
 from __future__ import annotations
@@ -148,15 +148,15 @@ def make_layout(tag: str, values: Dict[str, object]) -> Layout:
 
 
 # (shape, element bits) -> its default layout: layouts are immutable, so one object serves every
-# buffer of that shape (the passes ask for it per allocation, and building a frozen dataclass runs
-# its generated __init__ in the interpreter even when the caller is compiled)
+# buffer of that shape (the passes ask for it per allocation, and building a frozen dataclass is slow)
 _DEFAULT_SHARED: Dict[Tuple[Tuple[int, ...], int], SharedLayout] = {}
 
 
 def default_shared_layout(shape: Tuple[int, ...], bits: int) -> SharedLayout:
     """The layout `local_alloc` picks, as TLX does: a 2-D+ tile gets NVMMA with the largest of the
-    128/64/32-byte swizzles that divides its contiguous row's byte size (0 when none does); a
-    1-D buffer gets the unswizzled layout."""
+    128/64/32-byte swizzles that divides its contiguous row's byte size (0 when none does, or
+    when the tile has fewer than 8 rows: a swizzle pattern spans 8 rows); a 1-D buffer gets the
+    unswizzled layout."""
     key = (tuple(shape), bits)
     lay = _DEFAULT_SHARED.get(key)
     if lay is None:
@@ -167,6 +167,11 @@ def default_shared_layout(shape: Tuple[int, ...], bits: int) -> SharedLayout:
 def _pick_shared_layout(shape: Tuple[int, ...], bits: int) -> SharedLayout:
     if len(shape) < 2:
         return SwizzledSharedLayout(1, 1, 1, tuple(range(len(shape) - 1, -1, -1)) or (0,))
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
+    if rows < 8:
+        return NVMMASharedLayout(0, bits, False)
     row_bytes = shape[-1] * bits // 8
     swizzle = 0
     for s in (128, 64, 32):

@@ -40,14 +40,12 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
+from ..analysis.memory import READ, accesses_of
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..ir.layouts import NVMMASharedLayout, default_shared_layout
-from .edits import Edits
 from .layouts import partition_warps
 from .manager import PassContext
-from .memory import READ, REGION_OPS, accesses_of, census_ops
-from .skeleton import edits_for
 
 WGMMA, MMA_SYNC, FMA = "wgmma", "mma_sync", "fma"
 
@@ -86,7 +84,7 @@ def staging_type(t: T.TensorType, k_major_b: bool = False) -> T.MemDescType:
     return T.MemDescType(shape, t.element, lay, 0, False)  # type: ignore[arg-type]
 
 
-def buffer_read_in_place(v: Value, user: Operation, edits: Edits) -> Optional[Value]:
+def buffer_read_in_place(v: Value, user: Operation) -> Optional[Value]:
     """If tensor `v` is a `tlx.local_load` of an NVMMA (or unassigned-layout) buffer of the same
     shape in `user`'s block, and no op between the load and `user` may write shared memory,
     return that buffer (the consumer can read it in place); else None."""
@@ -101,13 +99,11 @@ def buffer_read_in_place(v: Value, user: Operation, edits: Edits) -> Optional[Va
         return None
     if bt.layout is None and not isinstance(default_shared_layout(tuple(bt.shape), bt.element.bits), NVMMASharedLayout):
         return None
-    blk = user.parent
-    i, j = edits.index_in_block(d), edits.index_in_block(user)
-    for op in blk.ops[i + 1:j]:
-        if op.name in REGION_OPS or op.regions:
+    op = d.next_op  # (the load defines an operand of `user`: it comes first)
+    while op is not None and op is not user:
+        if op.regions or any(a.kind != READ for a in accesses_of(op)):
             return None
-        if any(a.kind != READ for a in accesses_of(op)):
-            return None
+        op = op.next_op
     return buf
 
 
@@ -130,14 +126,14 @@ def staging_point(v: Value, user: Operation) -> Operation:
         at = p
 
 
-def _dominates(anchor: Operation, op: Operation, edits: Edits) -> bool:
-    """Whether code placed right before `anchor` runs before `op` on every path to it (structured
-    IR: `op` is in `anchor`'s block, or nested in an op of it, at or after `anchor`)."""
+def _dominates(anchor: Operation, op: Operation) -> bool:
+    """Whether `anchor` runs before `op` on every path to it (structured IR: `op` is in
+    `anchor`'s block, or nested in an op of it, after `anchor`)."""
     blk = anchor.parent
     x: Optional[Operation] = op
     while x is not None and x.parent is not blk:
         x = x.parent_op
-    return x is not None and edits.index_in_block(x) >= edits.index_in_block(anchor)
+    return x is not None and anchor.is_before_in_block(x)
 
 
 def _is_zero(v: Value) -> bool:
@@ -145,56 +141,54 @@ def _is_zero(v: Value) -> bool:
     return d is not None and d.name == "arith.constant" and d.attrs.get("value") in (0, 0.0) and not isinstance(d.attrs.get("value"), bool)
 
 
-Staged = Dict[Tuple[int, bool], List[Tuple[Operation, Value]]]
+Staged = Dict[Tuple[int, bool], List[Value]]
 
 
-def lower_one(op: Operation, edits: Edits, staged: Optional[Staged] = None) -> None:
-    """Rewrite one `tt.dot` into wgmma staging (see the module docstring); the edits are
-    applied by the caller. `staged`: (operand value id, K-major B) -> the (staging point,
-    staged tile) pairs of the dots rewritten so far, for reuse."""
+def lower_one(op: Operation, in_place: List[Optional[Value]], staged: Optional[Staged] = None) -> None:
+    """Rewrite one `tt.dot` into wgmma staging (see the module docstring), in place. `in_place`
+    holds, for A and B, the buffer to read in place (`buffer_read_in_place`) or None; `staged`:
+    (operand value id, K-major B) -> the tiles the dots rewritten so far staged it in, for reuse."""
     staged = {} if staged is None else staged
     a, b, acc = op.arg("a"), op.arg("b"), op.arg("acc")
     operands = []
-    for idx, x in enumerate((a, b)):
+    for idx, (x, buf) in enumerate(zip((a, b), in_place)):
         k_major_b = idx == 1 and x.type.element.bits != 16  # type: ignore[union-attr]
-        buf = buffer_read_in_place(x, op, edits)
         if buf is not None and k_major_b and not getattr(buf.type.layout, "transposed", False):  # type: ignore[union-attr]
             buf = None  # an MN-major buffer: wgmma cannot read it for this type
         key = (id(x), k_major_b)
         if buf is None:
-            for at, tile in staged.get(key, ()):
-                if _dominates(at, op, edits):
+            for tile in staged.get(key, ()):
+                if _dominates(tile.defining_op, op):  # type: ignore[arg-type]
                     buf = tile
                     break
         if buf is None:
             at = staging_point(x, op)
             alloc = Operation("tlx.local_alloc", [x], [staging_type(x.type, k_major_b)], loc=op.loc)  # type: ignore[arg-type]
-            edits.insert_before(at, alloc)
+            at.parent.insert_before(at, alloc)  # type: ignore[union-attr]
             buf = alloc.result
-            staged.setdefault(key, []).append((at, buf))
+            staged.setdefault(key, []).append(buf)
         operands.append(buf)
     acc_in = None if _is_zero(acc) else acc
     dot = Operation("tlx.async_dot", [operands[0], operands[1], acc_in], [op.result.type], loc=op.loc)
-    edits.insert_before(op, dot)
+    op.parent.insert_before(op, dot)  # type: ignore[union-attr]
     wait = Operation("tlx.async_dot_wait", [[dot.result]], [op.result.type], {"pendings": 0}, loc=op.loc)
-    edits.insert_before(op, wait)
+    op.parent.insert_before(op, wait)  # type: ignore[union-attr]
     op.result.replace_all_uses_with(wait.results[0])
-    edits.erase(op)
+    op.erase()
 
 
 def run(module, ctx: PassContext) -> None:
     """Give every `tt.dot` of the module its instruction; stage the wgmma ones (sm_90+)."""
-    dots = census_ops(module, ctx, "tt.dot")
+    dots = [op for op in module.ops() if op.name == "tt.dot"]
     if ctx.capability < 90:
         return
     nw = int(module.attrs.get("num_warps", ctx.options.num_warps))
-    edits = edits_for(ctx)
+    wgmma = [op for op in dots if dot_instruction(op, partition_warps(op, nw), ctx.capability) == WGMMA]
+    # decided on the input IR, before any dot is rewritten: what lowering inserts writes only new
+    # staging buffers, never a buffer another dot reads in place
+    in_place = [[buffer_read_in_place(op.arg(x), op) for x in ("a", "b")] for op in wgmma]
     staged: Staged = {}
-    n = 0
-    for op in dots:
-        if dot_instruction(op, partition_warps(op, nw), ctx.capability) == WGMMA:
-            lower_one(op, edits, staged)
-            n += 1
-    edits.apply()
-    ctx.stats["lower_dot.dots"] = n
-    ctx.stats["lower_dot.mma_sync"] = len(dots) - n
+    for op, bufs in zip(wgmma, in_place):
+        lower_one(op, bufs, staged)
+    ctx.stats["lower_dot.dots"] = len(wgmma)
+    ctx.stats["lower_dot.mma_sync"] = len(dots) - len(wgmma)
