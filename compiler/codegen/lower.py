@@ -197,7 +197,7 @@ class KernelLowering:
 
         def use_need(v: Value, user: Operation, idx: int) -> Optional[frozenset]:
             n = user.name
-            if n in ("tt.load", "tt.store", "tlx.async_load"):
+            if n in ("tt.load", "tt.store", "tlx.async_load", "tlx.prefetch"):
                 g = user.opdef.group_names
                 a, b = user.group_range(g[0])
                 ptr = user.operands[a]
@@ -811,4 +811,5 @@ class KernelLowering:
 def lower_module(module: Module, target: str = "sm_90a", maxnreg: Optional[int] = None) -> Tuple[str, KernelABI]:
     """PTX text and ABI of a laid-out, allocated module."""
     from . import lower_arith, lower_async, lower_control, lower_memory, lower_tensor  # noqa: F401  (registrations)
+    from . import lower_indexed, lower_warp  # noqa: F401  (registrations)
     return KernelLowering(module, target, maxnreg).run()

@@ -133,6 +133,13 @@ class Emitter:
         """Emit an instruction that must be kept even if its destinations look unused."""
         self.code.append(Ins(pred, op, args, self.loc, True))
 
+    def asm(self, text: str, dsts: Sequence[str], srcs: Sequence[str], side_effects: bool) -> None:
+        """Inline PTX (operands already substituted) that writes `dsts` and reads `srcs`; kept when
+        it has side effects or something reads a destination."""
+        ins = Ins(None, ":asm", (text,), self.loc, side_effects)
+        ins.dsts, ins.srcs = tuple(dsts), tuple(srcs)
+        self.code.append(ins)
+
     def raw(self, text: str) -> None:
         """A line of text kept as is (a comment, a directive)."""
         self.code.append(Ins(None, ":raw", (text,), self.loc, True))
@@ -201,6 +208,10 @@ class Emitter:
                 continue
             if ins.op == ":raw":
                 out.append("\t" + ins.args[0])
+                continue
+            if ins.op == ":asm":
+                writes = f": writes {', '.join(ins.dsts)}" if ins.dsts else ""
+                out += [f"\t// begin inline asm{writes}", "\t" + ins.args[0], "\t// end inline asm"]
                 continue
             loc = ins.loc
             if loc is not None:

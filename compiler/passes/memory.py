@@ -30,11 +30,20 @@ from .skeleton import take_skeleton
 GENERIC, ASYNC, BARRIER = "generic", "async", "barrier"
 READ, WRITE = "read", "write"
 
-# ops that issue an async-proxy access to shared memory
-ASYNC_WRITERS = frozenset({"tlx.tma_load", "tlx.async_bulk_load"})
-ASYNC_READERS = frozenset({"tlx.tma_store", "tlx.async_store", "tlx.async_dot"})
+
+
+def _ops_with(access: str, proxy: str) -> frozenset:
+    """The op names whose catalogue entry declares a `proxy` `access` of shared memory."""
+    return frozenset(n for n, d in OPS.items() if any(e.access == access and e.proxy == proxy for e in d.effects))
+
+
+# ops that issue an async-proxy access to shared memory, and the generic writers (read from the
+# catalogue, so a new op's declared effects are all the passes need; an allocation writes only
+# when it has a source, which `effects_of` says per op)
+ASYNC_WRITERS = _ops_with(WRITE, ASYNC)
+ASYNC_READERS = _ops_with(READ, ASYNC)
 ASYNC_OPS = ASYNC_WRITERS | ASYNC_READERS
-GENERIC_WRITERS = frozenset({"tlx.local_alloc", "tlx.local_store", "tlx.async_load"})
+GENERIC_WRITERS = _ops_with(WRITE, GENERIC) | {"tlx.local_alloc"}
 REGION_OPS = frozenset({"scf.for", "scf.if", "scf.while", "tlx.warp_specialize"})
 FENCE = "tlx.fence_async_shared"
 # ops after which another partition may observe this partition's earlier accesses

@@ -41,7 +41,7 @@ from ..errors import TLXCompileError
 from ..fences import loc_text
 from ..ir import types as T
 from ..ir.core import Block, Module, Operation, Value
-from ..ir.layouts import NVMMASharedLayout, default_shared_layout
+from ..ir.layouts import NVMMASharedLayout, SharedLinearLayout, default_shared_layout
 from .access_index import forget_access_index, keep_block_ops_for_index
 from .skeleton import Skeleton, skeleton_of
 from .manager import PassContext
@@ -66,6 +66,8 @@ def alignment_of(op: Operation) -> int:
     lay = t.layout if t.layout is not None else default_shared_layout(tuple(t.buffer_shape), t.element.bits)
     if isinstance(lay, NVMMASharedLayout):
         return {128: 1024, 64: 512, 32: 256}.get(lay.swizzle, 128)
+    if isinstance(lay, SharedLinearLayout):
+        return max(16, lay.alignment)
     return 16
 
 

@@ -167,7 +167,8 @@ def _uniform(th, op, v, what: str):
 _DIVERGENT_OK_PREFIXES = ("arith.", "math.", "scf.")
 _DIVERGENT_OK = {"tt.get_program_id", "tt.get_num_programs", "tt.addptr", "tt.load", "tt.store", "tt.atomic_rmw",
                  "tt.atomic_cas", "tt.int_to_ptr", "tt.ptr_to_int", "tt.hint", "tlx.fence", "tlx.fence_async_shared",
-                 "tlx.thread_id", "tlx.clock64", "tlx.cluster_cta_rank"}
+                 "tlx.thread_id", "tlx.clock64", "tlx.cluster_cta_rank", "tlx.vote_ballot_sync", "tlx.warp_redux",
+                 "tlx.prefetch"}
 
 
 _NONBLOCKING_OK = {"tlx.async_dot", "tlx.async_dot_wait", "scf.yield", "scf.for", "scf.if", "scf.condition",
@@ -939,6 +940,50 @@ def _local_load(it, th, op):
     _set(th, op, src.read())
 
 
+def _axis_indices(op, idx: np.ndarray, n: int, what: str) -> np.ndarray:
+    """The indices of a gather / scatter as int64, every one checked to lie in [0, n)."""
+    e = _elem(op.arg("indices"))
+    i = (N.as_signed(idx, e) if e.is_signed else N.as_unsigned(idx, e)).astype(np.int64)
+    bad = (i < 0) | (i >= n)
+    if bad.any():
+        at = tuple(int(x) for x in np.argwhere(bad)[0])
+        raise InterpreterError(f"{op.name}: index {int(i[at])} at position {list(at)} of the indices is outside the "
+                               f"axis (length {n}) it {what}", op.loc,
+                               hint="keep every index in [0, axis length); on the GPU such an index wraps around the "
+                                    "axis and reads or writes another element")
+    return i
+
+
+def _axis_window(view: SmemView, idx_shape, axis: int) -> np.ndarray:
+    """The view's storage restricted to the indices' extent in every dimension but the axis."""
+    return view.arr[tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(idx_shape))]
+
+
+@handler("tlx.local_gather")
+def _local_gather(it, th, op):
+    src = th.env[op.arg("src")]
+    ax = op.attrs["axis"]
+    idx = np.asarray(th.env[op.arg("indices")])
+    r = th.record(op, "generic read (gather)")
+    it.checker.generic_read(src, r)
+    i = _axis_indices(op, idx, src.arr.shape[ax], "gathers from")
+    raw = np.take_along_axis(_axis_window(src, idx.shape, ax), i, axis=ax)
+    _set(th, op, np.array(N.decode(raw, src.element), dtype=N.compute_dtype(src.element)))
+
+
+@handler("tlx.local_scatter")
+def _local_scatter(it, th, op):
+    dst = th.env[op.arg("dst")]
+    ax = op.attrs["axis"]
+    idx = np.asarray(th.env[op.arg("indices")])
+    vals = np.broadcast_to(np.asarray(th.env[op.arg("values")]), idx.shape)
+    r = th.record(op, "generic write (scatter)")
+    it.checker.generic_write(dst, r)
+    i = _axis_indices(op, idx, dst.arr.shape[ax], "scatters into")
+    # several elements sent to one place: one of them lands (here the last in row-major order)
+    np.put_along_axis(_axis_window(dst, idx.shape, ax), i, N.encode(vals, dst.element), axis=ax)
+
+
 @handler("tlx.fence_async_shared")
 def _fence_async(it, th, op):
     if th.active is not None and not th.active.all():
@@ -949,9 +994,9 @@ def _fence_async(it, th, op):
     th.agent.fence()
 
 
-@handler("tlx.fence", "tlx.tma_prefetch")
+@handler("tlx.fence", "tlx.tma_prefetch", "tlx.prefetch", "tlx.prefetch_tensormap")
 def _noop(it, th, op):
-    pass  # global memory is sequentially consistent in the interpreter
+    pass  # global memory is sequentially consistent in the interpreter, and a prefetch is only a hint
 
 
 # -- cp.async ------------------------------------------------------------------------------------------
@@ -1405,3 +1450,6 @@ def _warp_specialize(it, th, op):
         th.agent.join(c.thread.agent.clock)
         # what a worker left in flight stays its own; the kernel exit completes it
     th.agent.tick()
+
+
+from . import warp_ops  # noqa: E402,F401  (registers the warp-level handlers)
