@@ -51,7 +51,7 @@ KERNELS = {
 
 
 def _clear_caches() -> None:
-    from tlx.compiler.codegen import layout_math as LM
+    from tlx.compiler.analysis import layout_math as LM
     for f in (LM.to_map, LM.shared_map, LM._reg_coords, LM._reg_index):
         f.cache_clear()
 

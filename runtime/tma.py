@@ -21,15 +21,13 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
-from tlx.compiler.abi import TMAEncoding
+from tlx.compiler.abi import TMA_DATA_TYPE, TMA_SWIZZLE, TMA_TFLOAT32, TMAEncoding
 
-from .dtypes import ELEMENT_BYTES, FLOAT_DTYPES, TMA_DATA_TYPE, TMA_TFLOAT32, canonical_dtype
+from .dtypes import ELEMENT_BYTES, FLOAT_DTYPES, canonical_dtype
 from .errors import TLXRuntimeError
 
-TENSOR_MAP_BYTES = 128
 MAX_RANK = 5
 MAX_BOX = 256
-SWIZZLE_ENUM = {0: 0, 32: 1, 64: 2, 128: 3}  # CUtensorMapSwizzle NONE/32B/64B/128B
 L2_PROMOTION_128B = 2  # CUtensorMapL2promotion, what Triton uses
 OOB_FILL_NONE, OOB_FILL_NAN = 0, 1  # CUtensorMapFloatOOBfill (NaN = NAN_REQUEST_ZERO_FMA)
 INTERLEAVE_NONE = 0
@@ -265,7 +263,7 @@ def check_tma_rules(*, ptr: int, dtype: str, shape: Sequence[int], strides: Sequ
     if inner_bytes % 16:
         fail("box-inner-bytes", f"the inner box dimension is {box[-1]} elements = {inner_bytes} "
                                 "bytes, not a multiple of 16 bytes")
-    if encoding.swizzle not in SWIZZLE_ENUM:
+    if encoding.swizzle not in TMA_SWIZZLE:
         fail("swizzle", f"swizzle {encoding.swizzle}; use 0, 32, 64 or 128 bytes")
     if encoding.swizzle and inner_bytes > encoding.swizzle:
         fail("swizzle-span", f"the inner box row is {inner_bytes} bytes, wider than the "
@@ -304,7 +302,7 @@ def tiled_encoding(dtype: str, shape: Sequence[int], strides: Sequence[int],
         box=tuple(int(b) for b in reversed(encoding.box)),
         element_strides=(1,) * rank,
         interleave=INTERLEAVE_NONE,
-        swizzle=SWIZZLE_ENUM[encoding.swizzle],
+        swizzle=TMA_SWIZZLE[encoding.swizzle],
         l2_promotion=L2_PROMOTION_128B,
         oob_fill=OOB_FILL_NAN if padding == "nan" else OOB_FILL_NONE)
 

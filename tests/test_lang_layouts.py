@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import tlx  # noqa: E402
 import tlx.language as tl  # noqa: E402
 from filecheck import filecheck  # noqa: E402
-from tlx.compiler.codegen import layout_math as LM  # noqa: E402
+from tlx.compiler.analysis import layout_math as LM  # noqa: E402
 from tlx.compiler.errors import TLXCompileError  # noqa: E402
 from tlx.compiler.ir import layouts as L  # noqa: E402
 from tlx.compiler.ir import print_module  # noqa: E402

@@ -39,10 +39,11 @@ def blocked_1d_holders(layout: L.BlockedLayout, n: int):
 
 def traced_layout(kernel, args, consts, op_name, nw):
     """The layout the compiler gives the first operand of `op_name` (what the interpreter runs)."""
-    from tlx.interpret import prepare_module
-    from tlx.launch import bind_arguments
+    from tlx.interpreter.entry import prepare_module
+    from tlx.specialize import Specializer
 
-    m = prepare_module(kernel, bind_arguments(kernel, args, consts), num_warps=nw)
+    bound, _ = Specializer(kernel).bind(args, consts)
+    m = prepare_module(kernel, bound, num_warps=nw)
     op = next(o for o in m.ops() if o.name == op_name)
     return op.operands[0].type.layout
 

@@ -67,19 +67,19 @@ def test_disabled_passes_are_skipped():
     assert "offset =" not in r.asm["ir.cta_barriers"]
 
 
-def test_fast_accesses_agree_with_the_catalogue_effects():
-    # memory.accesses_of reads the op catalogue directly (speed); it must say what effects_of says
+def test_the_passes_accesses_agree_with_the_catalogue_effects():
+    # memory.accesses_of (what every pass reads) must say what the catalogue's effects_of says
     import sys
     import os
     sys.path.insert(0, os.path.dirname(__file__))
     from catalog import CASES
     from tlx.compiler.ir.ops import effects_of
-    from tlx.compiler.passes.memory import accesses_of, all_ops
+    from tlx.compiler.analysis.memory import accesses_of
 
     seen = 0
     for case in CASES:
         m = case.trace()
-        for op in all_ops(m):
+        for op in m.ops():
             want = [(id(v), e.access, e.proxy) for v, e in effects_of(op)]
             got = [(id(a.value), a.kind, a.proxy) for a in accesses_of(op) if a.value is not None]
             assert got == want, op.name

@@ -58,29 +58,48 @@ def addone(x_ptr, BLOCK: tl.constexpr):
 
 # ---- environment -------------------------------------------------------------------------------
 
-def test_the_environment_table_names_the_four_knobs():
+def test_the_environment_table_names_the_five_knobs():
     names = [row[0] for row in table_rows(section("Environment"))]
     assert names == ["`TLX_INTERPRET=1`", "`TLX_PRINT_IR_AFTER_ALL=1`", "`TLX_CACHE_DIR=path`",
-                     "`TLX_NATIVE_LAUNCH=0`"]
+                     "`TLX_PRINT_AUTOTUNING=1`", "`TLX_NATIVE_LAUNCH=0`"]
+
+
+def test_tlx_print_autotuning_prints_every_config_and_the_choice(tmp_path):
+    code = f"""
+import sys
+sys.path.insert(0, {str(ROOT / "tests")!r})
+from cpu_launch import CPULaunch
+""" + KERNEL + """
+k = CPULaunch(addone)
+ms = {32: 2.0, 64: 1.0}
+timer = lambda call, quantiles: (call(), ms[k.launches[-1]["BLOCK"]])[1]
+tuned = tlx.autotune([tlx.Config({"BLOCK": 32}), tlx.Config({"BLOCK": 64})], key=[], do_bench=timer)(k)
+tuned[(1,)](np.zeros(64, np.float32))
+"""
+    env = {"TLX_CACHE_DIR": str(tmp_path)}
+    r = run_py(code, {**env, "TLX_PRINT_AUTOTUNING": "1"}, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "2.0000 ms  BLOCK: 32," in r.stdout and "1.0000 ms  BLOCK: 64," in r.stdout
+    assert "chose BLOCK: 64," in r.stdout
+    quiet = run_py(code, {"TLX_CACHE_DIR": str(tmp_path / "other")}, tmp_path)
+    assert quiet.returncode == 0 and "autotune" not in quiet.stdout
 
 
 def test_tlx_native_launch_0_selects_cuda_bindings(tmp_path):
     code = """
-import tlx
-from tlx.launch import make_dispatcher
+from tlx.compiler.abi import KernelABI, ParamABI
 from tlx.runtime import native_launch
+from tlx.runtime.launcher import Launcher
+from tlx.runtime.loader import LoadedKernel
 print("entry", native_launch.entry(), "|", native_launch.status())
-
-@tlx.jit
-def k(x_ptr):
-    pass
-
-print("dispatcher", make_dispatcher(k).native, type(k[(1,)]).__name__)
+launcher = Launcher(KernelABI("k", (ParamABI("n", "scalar", "i32", 4, 4),), 32, 1, 0), ptx="")
+launcher.install(LoadedKernel("k", None, None, 0x10, 0, 0, 0), native_launch.entry(), lambda *a: (0,))
+print("fast path", launcher.fast)
 """
     r = run_py(code, {"TLX_NATIVE_LAUNCH": "0", "TLX_CACHE_DIR": str(tmp_path)}, tmp_path)
     assert r.returncode == 0, r.stderr
     assert "entry None | cuda.bindings (TLX_NATIVE_LAUNCH=0)" in r.stdout
-    assert "dispatcher None partial" in r.stdout  # the Python dispatcher, no native one
+    assert "fast path None" in r.stdout  # the Python packer and cuda.bindings launch it
     assert not (tmp_path / "native").exists()  # nothing was built
 
 

@@ -19,7 +19,7 @@ from fence_ir import ACC, PASS_A, PASS_C, SM, T16, check, module
 from tlx.compiler.ir import parse_module
 from tlx.compiler.ir import types as T
 from tlx.compiler.ir.core import Value
-from tlx.compiler.passes.memory import RegionAnalysis, all_ops
+from tlx.compiler.analysis.memory import RegionAnalysis
 
 FENCE_A = 'tlx.fence_async_shared {cluster = false, origin = "fence_insertion"'
 FENCE_C = 'tlx.fence_async_shared {cluster = false, origin = "proxy_fence_insertion"'
@@ -87,7 +87,7 @@ def _smem_values(text: str) -> Tuple[List[Value], Dict[int, str]]:
     """Every shared-memory value of the module (results and block arguments), and its name."""
     m = parse_module(text)
     vals: List[Value] = []
-    for op in all_ops(m):
+    for op in m.ops():
         for r in op.regions:
             vals.extend(r.block.args)
         vals.extend(op.results)

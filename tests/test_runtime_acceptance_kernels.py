@@ -11,7 +11,7 @@ import pytest
 
 from bounds import check_bound, fp32_accum_bound
 from kernels import acceptance as A
-from tlx.interpret import interpret
+from tlx.interpreter import interpret
 
 
 def cdiv(a: int, b: int) -> int:

@@ -105,10 +105,11 @@ def test_launcher_packs_what_the_gemm_entry_declares(monkeypatch):
     def record(cfg, handle, params, extra):
         ptrs = (ctypes.c_void_p * len(k.abi.params)).from_address(params)
         calls.append([ctypes.string_at(ptrs[i], p.size) for i, p in enumerate(k.abi.params)])
+        calls.append(cfg.sharedMemBytes)
         return (0,)
 
     launcher = Launcher(k.abi, ptx=k.asm["ptx"], cubin=k.asm.get("cubin"), name="gemm")
-    launcher._install(LoadedKernel("gemm", None, None, "H", 0, 0, 0), record)
+    launcher.install(LoadedKernel("gemm", None, None, "H", 0, 0, 0), None, record)
     M, N, Kd = 200, 136, 72
     a = Tensor(0x01_0000, (M, Kd), "float16")
     b = Tensor(0x02_0000, (Kd, N), "float16")
@@ -116,7 +117,7 @@ def test_launcher_packs_what_the_gemm_entry_declares(monkeypatch):
     launcher.launch((2, 2), [TensorDescriptor(a, [M, Kd], [Kd, 1], [128, 64]),
                              TensorDescriptor(b, [Kd, N], [N, 1], [64, 128]),
                              TensorDescriptor(c, [M, N], [N, 1], [128, 128]), M, N, Kd])
-    (got,) = calls
+    got, shared = calls
     assert got[:3] == [bytes([1] * 128), bytes([2] * 128), bytes([3] * 128)]
     assert got[3:] == [struct.pack("<i", M), struct.pack("<i", N), struct.pack("<i", Kd)]
-    assert launcher._config.sharedMemBytes == k.abi.shared_bytes > 48 * 1024
+    assert shared == k.abi.shared_bytes > 48 * 1024

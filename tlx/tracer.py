@@ -23,14 +23,18 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import operator as pyop
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from tlx.compiler.errors import TLXCompileError
-from tlx.compiler.ir import Block, Location, Operation, Region, Value, is_pure
+from tlx.compiler.errors import IRVerifyError, TLXCompileError
+from tlx.compiler.ir import Block, BlockArgument, Builder, Location, Module, Operation, Region, Value, is_pure, verify_module
 from tlx.compiler.ir import types as T
 
+from . import language as tl
+from .tasks import AsyncTask, AsyncTasks
+from .function import KernelFunction
 from .language import core, semantic
-from .language.core import Handle, buffered_tensor, mbarrier, tensor, unwrap, wrap_value
+from .language.core import Handle, TraceContext, tensor, unwrap, wrap_value
 
 _MAX_INLINE_DEPTH = 64
 
@@ -552,8 +556,6 @@ class Tracer:
         it_fn = self.visit(node.iter.func)
         args = [self.visit(a) for a in node.iter.args]
         kwargs = {k.arg: self.visit(k.value) for k in node.iter.keywords}
-        from . import language as tl
-
         if it_fn is tl.static_range:
             try:
                 sr = tl.static_range(*args, **kwargs)
@@ -717,14 +719,12 @@ class Tracer:
 
     # ---- with: warp specialization ------------------------------------------------------------------
     def visit_With(self, node: ast.With) -> None:
-        from . import warp_spec
-
         if len(node.items) != 1:
             raise self.error(node, "a `with` statement in a kernel takes one context manager")
         ctxobj = self.visit(node.items[0].context_expr)
-        if isinstance(ctxobj, warp_spec.AsyncTask):
+        if isinstance(ctxobj, AsyncTask):
             raise self.error(node, "tlx.async_task(...) must be directly inside `with tlx.async_tasks():`")
-        if not isinstance(ctxobj, warp_spec.AsyncTasks):
+        if not isinstance(ctxobj, AsyncTasks):
             raise self.error(node, f"unsupported context manager in a kernel: {ctxobj!r}",
                              hint="only `with tlx.async_tasks():` / `with tlx.async_task(...):` are supported")
         if node.items[0].optional_vars is not None:
@@ -811,13 +811,11 @@ class Tracer:
                 a.index = j
 
     def _collect_tasks(self, stmts: Sequence[ast.stmt]) -> List[Tuple[Any, ast.With]]:
-        from . import warp_spec
-
         out: List[Tuple[Any, ast.With]] = []
         for s in stmts:
             if isinstance(s, ast.With) and len(s.items) == 1:
                 obj = self.visit(s.items[0].context_expr)
-                if not isinstance(obj, warp_spec.AsyncTask):
+                if not isinstance(obj, AsyncTask):
                     raise self.error(s, "only `with tlx.async_task(...):` blocks may appear inside async_tasks")
                 out.append((obj, s))
             elif isinstance(s, ast.If):
@@ -892,8 +890,6 @@ class Tracer:
 
     @staticmethod
     def _defined_inside(v: Value, block: Block) -> bool:
-        from tlx.compiler.ir import BlockArgument
-
         b = v.owner if isinstance(v, BlockArgument) else (v.owner.parent if v.defining_op is not None else None)  # type: ignore[attr-defined]
         while b is not None:
             if b is block:
@@ -977,8 +973,6 @@ class Tracer:
                ast.RShift: "rshift", ast.Pow: "pow", ast.MatMult: "matmul"}
 
     def binop(self, op: ast.operator, a: Any, b: Any, node: ast.AST) -> Any:
-        import operator as pyop
-
         a, b = unwrap(a), unwrap(b)
         name = self._BINOPS.get(type(op))
         if name is None:
@@ -1012,8 +1006,6 @@ class Tracer:
     _CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 
     def visit_Compare(self, node: ast.Compare) -> Any:
-        import operator as pyop
-
         left = unwrap(self.visit(node.left))
         result: Any = True
         for op, right_node in zip(node.ops, node.comparators):
@@ -1064,8 +1056,6 @@ class Tracer:
         return semantic.cast(out, core.int1)
 
     def visit_Call(self, node: ast.Call) -> Any:
-        from .jit import JITFunction
-
         fn = self.visit(node.func)
         args = self._elts(node.args)
         kwargs: Dict[str, Any] = {}
@@ -1077,7 +1067,7 @@ class Tracer:
                 kwargs.update(d)
             else:
                 kwargs[k.arg] = self.visit(k.value)
-        if isinstance(fn, JITFunction):
+        if isinstance(fn, KernelFunction):
             return self.inline(fn, args, kwargs, node)
         if getattr(fn, "__tlx_builtin__", False):
             return fn(*args, **kwargs)
@@ -1158,3 +1148,75 @@ _UNSUPPORTED_HINTS = {
     "Starred": "unpacking with * is only supported in calls and tuples of compile-time values",
     "Match": "use if / elif",
 }
+
+
+def trace(fn: KernelFunction, arg_types: Dict[str, T.Type], constexprs: Dict[str, Any], num_warps: int = 4,
+          target: str = "sm_90a", num_ctas: int = 1, divisibility: Optional[Dict[str, int]] = None,
+          equal_to_one: Sequence[str] = ()) -> Module:
+    """Trace `fn` into a verified Module for one specialization: `arg_types` gives the IR type
+    of every runtime parameter, `constexprs` the value of every constexpr one (defaults fill
+    the rest); parameters named in `equal_to_one` are integers specialized to 1, and
+    `divisibility` (16 or 1 per runtime parameter) is recorded on the function."""
+    divisibility = divisibility or {}
+    consts = dict(constexprs)
+    for p in fn.params:
+        if p.is_constexpr:
+            if p.name not in consts:
+                if not p.has_default:
+                    raise TLXCompileError(f"kernel {fn.__name__}: no value for constexpr parameter '{p.name}'",
+                                          fn.location(), hint=f"pass {p.name}=... when compiling or launching")
+                consts[p.name] = p.default
+            consts[p.name] = core.unwrap(consts[p.name])
+        elif p.name not in arg_types:
+            raise TLXCompileError(f"kernel {fn.__name__}: no type for parameter '{p.name}'", fn.location(),
+                                  hint="give it in the signature, or mark it `: tl.constexpr`")
+    unknown = set(consts) - set(fn.constexpr_names)
+    if unknown:
+        raise TLXCompileError(f"kernel {fn.__name__}: {sorted(unknown)} are not constexpr parameters of this kernel",
+                              hint="only parameters annotated `: tl.constexpr` take compile-time values")
+    fdef = fn.parse()
+    func_loc = fn.location()
+    runtime = [p for p in fn.params if not p.is_constexpr]
+    func = Operation("tt.func", [], [], {"sym_name": fn.__name__}, 1, func_loc)
+    func.attrs["arg_names"] = [p.name for p in runtime]
+    func.attrs["divisibility"] = [int(divisibility.get(p.name, 1)) for p in runtime]
+    if equal_to_one:
+        func.attrs["equal_to_one"] = [p.name for p in runtime if p.name in equal_to_one]
+    block = func.regions[0].block
+    module = Module(func, {"num_warps": num_warps, "target": target, "num_ctas": num_ctas})
+    builder = Builder(block)
+    builder.loc = func_loc
+    ctx = TraceContext(builder, num_warps, target, semantic)
+    scope: Dict[str, Any] = {}
+    for p in fn.params:
+        scope[p.name] = consts[p.name] if p.is_constexpr else core.wrap_value(block.add_arg(arg_types[p.name], p.name))
+    old = core.set_current(ctx)
+    try:
+        for p in runtime:
+            if p.name in equal_to_one:
+                scope[p.name] = semantic.scalar_constant(1, core.dtype_from_ir(arg_types[p.name]))
+        tracer = Tracer(fn, ctx, scope)
+        ctx.tracer = tracer
+        tracer.run_body(fn.body())
+        builder.set_insertion_point_to_end(block)
+        builder.loc = Location(fn.file, (fdef.end_lineno or fdef.lineno) + fn.line_offset, 0)
+        builder.create("tt.return", [], [])
+    finally:
+        core.set_current(old)
+    _remove_dead_pure_ops(block)
+    try:
+        verify_module(module)
+    except IRVerifyError as e:  # a tracer bug, not the user's: say so plainly
+        raise TLXCompileError(f"internal error: the traced IR does not verify: {e}", func_loc,
+                              hint="please report this kernel to the tlx developers") from e
+    return module
+
+
+def _remove_dead_pure_ops(block: Block) -> None:
+    """Drop pure ops whose results nothing uses (constants the tracer made for a splat, views taken
+    only to be passed to compile-time queries), innermost regions included."""
+    for op in reversed(list(block.ops)):
+        for r in op.regions:
+            _remove_dead_pure_ops(r.block)
+        if not op.regions and op.results and is_pure(op) and not any(res.uses for res in op.results):
+            op.erase()

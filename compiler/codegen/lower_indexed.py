@@ -13,15 +13,18 @@ by one thread of each group holding copies of the same element.
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 from ..errors import TLXCompileError
 from ..ir import types as T
 from ..ir.core import Operation
-from . import layout_math as LM
-from .lower import KernelLowering, lowers
-from .lower_memory import _mem_type, _width_ops, global_vec, pack_words, pad_reg, unpack_words, word_regs
+from ..analysis import layout_math as LM
+from .layout_rules import elem_bytes
+from .lower_memory import _ld_type, global_vec, pack_words, pad_reg, unpack_words, word_regs
 from .values import Desc, Scalar, SmemView, Tensor, reg_kind
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .lower import KernelLowering
 
 
 def _u32(lw: KernelLowering, reg: str, e: T.ScalarType) -> str:
@@ -29,9 +32,7 @@ def _u32(lw: KernelLowering, reg: str, e: T.ScalarType) -> str:
     k = reg_kind(e)
     if k == "b32":
         return reg
-    t = lw.e.tmp("b32")
-    lw.e("cvt.u32.u64" if k == "b64" else "cvt.u32.u16", t, reg)
-    return t
+    return lw.e.new("b32", "cvt.u32.u64" if k == "b64" else "cvt.u32.u16", reg)
 
 
 def _index_part(lw: KernelLowering, idx: str, offs: List[int]) -> Optional[str]:
@@ -122,7 +123,6 @@ class IndexedAccess:
         return f"[{a}]"
 
 
-@lowers("tlx.local_gather")
 def _local_gather(lw: KernelLowering, op: Operation) -> None:
     view: SmemView = lw.val(op.arg("src"))  # type: ignore[assignment]
     t = op.result.type
@@ -131,17 +131,15 @@ def _local_gather(lw: KernelLowering, op: Operation) -> None:
     ie = op.arg("indices").type.element
     acc = IndexedAccess(lw, view, m, int(op.attrs["axis"]), op.loc)
     elem = t.element
-    mem_e = elem if reg_kind(elem) != "pred" else T.u8
-    eb = max(1, mem_e.bits // 8)
+    eb = elem_bytes(elem)
     regs = lw.e.named_array(reg_kind(elem), m.num_regs, lw.hint(op.result, "gather"))
     for r in range(m.num_regs):
-        words, wt = word_regs(lw, mem_e, eb)
-        lw.e(f"ld.shared.{_mem_type(wt) if wt != 'b8' else 'u8'}", words[0], acc.address(r, _u32(lw, idx.regs[r], ie)))
+        words, wt = word_regs(lw, elem, eb)
+        lw.e(f"ld.shared.{_ld_type(wt)}", words[0], acc.address(r, _u32(lw, idx.regs[r], ie)))
         unpack_words(lw, words, wt, [regs[r]], elem)
     lw.set(op.result, Tensor(regs, m, elem))
 
 
-@lowers("tlx.local_scatter")
 def _local_scatter(lw: KernelLowering, op: Operation) -> None:
     view: SmemView = lw.val(op.arg("dst"))  # type: ignore[assignment]
     vals = lw.tensor(op.arg("values"))
@@ -149,16 +147,12 @@ def _local_scatter(lw: KernelLowering, op: Operation) -> None:
     ie = op.arg("indices").type.element
     m = vals.lmap
     acc = IndexedAccess(lw, view, m, int(op.attrs["axis"]), op.loc)
-    elem = vals.elem
-    eb = 1 if reg_kind(elem) == "pred" else max(1, elem.bits // 8)  # type: ignore[union-attr]
     owner = lw.owner_pred(m)
     for r in range(m.num_regs):
-        words, wt = pack_words(lw, [vals.regs[r]], elem if reg_kind(elem) != "pred" else T.i1, eb)
-        vec, _, _ = _width_ops(eb, eb)
-        lw.e(f"st.shared{vec}.{_mem_type(wt)}", acc.address(r, _u32(lw, idx.regs[r], ie)), words[0], pred=owner)
+        words, wt = pack_words(lw, [vals.regs[r]], vals.elem, elem_bytes(vals.elem))
+        lw.e(f"st.shared.{wt}", acc.address(r, _u32(lw, idx.regs[r], ie)), words[0], pred=owner)
 
 
-@lowers("tlx.prefetch")
 def _prefetch(lw: KernelLowering, op: Operation) -> None:
     ptr_v, mask_v = op.arg("ptr"), op.arg("mask")
     level = op.attrs["level"]
@@ -181,7 +175,11 @@ def _prefetch(lw: KernelLowering, op: Operation) -> None:
         lw.e(ins, f"[{p.regs[r0]}]", pred=pred)
 
 
-@lowers("tlx.prefetch_tensormap")
 def _prefetch_tensormap(lw: KernelLowering, op: Operation) -> None:
     desc: Desc = lw.val(op.arg("desc"))  # type: ignore[assignment]
     lw.e("prefetch.tensormap", f"[{desc.addr}]", pred=lw.part.leader)
+
+
+#: op name -> its lowering (lower.py merges the tables of the lower_* modules)
+LOWERINGS = {"tlx.local_gather": _local_gather, "tlx.local_scatter": _local_scatter, "tlx.prefetch": _prefetch,
+             "tlx.prefetch_tensormap": _prefetch_tensormap}

@@ -5,15 +5,17 @@ register), `tlx.warp_redux` (a butterfly of shfl.sync.bfly and max/min per regis
 
 from __future__ import annotations
 
-from typing import List
+from typing import TYPE_CHECKING, List
 
 from ..errors import TLXCompileError
 from ..ir import types as T
 from ..ir.core import Operation
 from . import inline_asm
-from .lower import KernelLowering, lowers
 from .lower_memory import pack_words, unpack_words
 from .values import Scalar, Tensor, reg_kind
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .lower import KernelLowering
 
 FULL_WARP = "-1"  # membermask / shuffle mask of all 32 lanes
 
@@ -41,7 +43,6 @@ def _result(lw: KernelLowering, op: Operation, i: int, regs: List[str]) -> None:
         lw.set(r, Scalar(regs[0], r.type))  # type: ignore[arg-type]
 
 
-@lowers("tlx.vote_ballot_sync")
 def _vote_ballot(lw: KernelLowering, op: Operation) -> None:
     pv = op.arg("pred")
     preds = [_reg(lw, p, "pred") for p in _regs_of(lw, lw.val(pv))]
@@ -55,7 +56,6 @@ def _vote_ballot(lw: KernelLowering, op: Operation) -> None:
 _REDUX = {"max": "max.f32", "min": "min.f32", "abs_max": "max.f32", "abs_min": "min.f32"}
 
 
-@lowers("tlx.warp_redux")
 def _warp_redux(lw: KernelLowering, op: Operation) -> None:
     kind = op.attrs["kind"]
     em = lw.e
@@ -80,7 +80,6 @@ def _warp_redux(lw: KernelLowering, op: Operation) -> None:
 _KIND_OF_WIDTH = {1: "pred", 8: "b16", 16: "b16", 32: "b32", 64: "b64"}
 
 
-@lowers("tt.elementwise_inline_asm")
 def _inline_asm(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
     pack = int(op.attrs["pack"])
@@ -136,3 +135,8 @@ def _inline_asm(lw: KernelLowering, op: Operation) -> None:
                     em(f"mov.{kind}", t, x)
     for i, regs in enumerate(out_regs):
         _result(lw, op, i, regs)
+
+
+#: op name -> its lowering (lower.py merges the tables of the lower_* modules)
+LOWERINGS = {"tlx.vote_ballot_sync": _vote_ballot, "tlx.warp_redux": _warp_redux,
+             "tt.elementwise_inline_asm": _inline_asm}

@@ -32,7 +32,7 @@ _TEMP_POOLS = {"b32": "%r", "b64": "%rd", "b16": "%rs", "pred": "%p"}
 
 
 class Ins:
-    """One instruction (or a label / comment / raw directive when `op` starts with ':')."""
+    """One instruction (or a label when `op` is ':label')."""
 
     __slots__ = ("pred", "op", "args", "dsts", "srcs", "root", "loc")
 
@@ -129,6 +129,12 @@ class Emitter:
         root = op.startswith(_ROOT_PREFIXES)
         self.code.append(Ins(pred, op, args, self.loc, root))
 
+    def new(self, kind: str, op: str, *args: str, pred: Optional[str] = None) -> str:
+        """Emit `op` into a fresh temporary of `kind` (its first operand); returns the temporary."""
+        d = self.tmp(kind)
+        self(op, d, *args, pred=pred)
+        return d
+
     def root(self, op: str, *args: str, pred: Optional[str] = None) -> None:
         """Emit an instruction that must be kept even if its destinations look unused."""
         self.code.append(Ins(pred, op, args, self.loc, True))
@@ -139,10 +145,6 @@ class Emitter:
         ins = Ins(None, ":asm", (text,), self.loc, side_effects)
         ins.dsts, ins.srcs = tuple(dsts), tuple(srcs)
         self.code.append(ins)
-
-    def raw(self, text: str) -> None:
-        """A line of text kept as is (a comment, a directive)."""
-        self.code.append(Ins(None, ":raw", (text,), self.loc, True))
 
     def new_label(self, hint: str) -> str:
         self.label_count += 1
@@ -161,19 +163,15 @@ class Emitter:
         return self.files[path]
 
     # -- output ---------------------------------------------------------------------------------
-    def eliminate_dead_code(self) -> int:
+    def eliminate_dead_code(self) -> None:
         """Drop non-root instructions whose destinations no kept instruction reads (flow-insensitive,
-        so loop-carried dead cycles go too). Returns how many were dropped."""
+        so loop-carried dead cycles go too)."""
         defs: Dict[str, List[int]] = {}
         for i, ins in enumerate(self.code):
             for d in ins.dsts:
                 defs.setdefault(d, []).append(i)
-        live = [False] * len(self.code)
-        work: List[int] = []
-        for i, ins in enumerate(self.code):
-            if ins.root:
-                live[i] = True
-                work.append(i)
+        live = [ins.root for ins in self.code]
+        work = [i for i, ins in enumerate(self.code) if ins.root]
         seen_regs = set()
         while work:
             i = work.pop()
@@ -185,9 +183,7 @@ class Emitter:
                     if not live[j]:
                         live[j] = True
                         work.append(j)
-        before = len(self.code)
         self.code = [ins for i, ins in enumerate(self.code) if live[i]]
-        return before - len(self.code)
 
     def render_decls(self) -> List[str]:
         out = []
@@ -205,9 +201,6 @@ class Emitter:
         for ins in self.code:
             if ins.op == ":label":
                 out.append(f"{ins.args[0]}:")
-                continue
-            if ins.op == ":raw":
-                out.append("\t" + ins.args[0])
                 continue
             if ins.op == ":asm":
                 writes = f": writes {', '.join(ins.dsts)}" if ins.dsts else ""

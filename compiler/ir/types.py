@@ -126,9 +126,6 @@ class TensorType(Type):
     def with_layout(self, layout: Optional[DistributedLayout]) -> "TensorType":
         return TensorType(self.shape, self.element, layout)
 
-    def with_element(self, element: ElementType) -> "TensorType":
-        return TensorType(self.shape, element, self.layout)
-
 
 @dataclass(frozen=True)
 class MemDescType(Type):

@@ -38,15 +38,15 @@ class Spec(KernelCase):
     def check(self, *args: Any) -> None:
         """Raise unless `args` (the runtime arguments, in order) specialize the kernel as this
         Spec says: a launch must never run a specialization the CPU test did not compile."""
-        from tlx.runtime import signature_of
+        from tlx.specialize import arg_spec
 
         names = self.runtime_params()
         assert len(args) == len(names), f"{self.name}: {len(args)} arguments for {names}"
         for name, arg in zip(names, args):
-            got = signature_of(arg)
+            got = arg_spec(arg)
             want = (self.signature[name], self.divisibility.get(name, 1))
             assert (got.type, got.divisibility) == want, \
-                f"{self.name}: argument '{name}' specializes as {tuple(got)}, the Spec says {want}"
+                f"{self.name}: argument '{name}' specializes as {got}, the Spec says {want}"
             one = type(arg) is int and arg == 1
             assert one == (name in self.equal_to_one), \
                 f"{self.name}: argument '{name}' = {arg!r}, the Spec's equal_to_one is {self.equal_to_one}"

@@ -39,7 +39,8 @@ import numpy as np
 
 from tlx.compiler.ir import types as T
 from tlx.compiler.ir.core import Module
-from tlx.runtime.arrays import kind_of, signature_of
+from tlx.runtime.arrays import kind_of
+from tlx.specialize import arg_spec
 from tlx.runtime.dtypes import ELEMENT_BYTES, canonical_dtype, dtype_of_numpy, dtype_of_torch, dtype_of_typestr
 
 from . import numerics as N
@@ -298,7 +299,7 @@ def kernel_signature(name: str, value: Any) -> str:
         raise InterpreterError(f"argument '{name}': expected an array, a tensor descriptor or a number, got "
                                f"{type(value).__name__}", hint="pass a numpy array or a torch tensor for a pointer")
     try:
-        return signature_of(value).type
+        return arg_spec(value).type
     except Exception as e:  # noqa: BLE001 - the runtime's message (a value out of range), for this argument
         raise InterpreterError(f"argument '{name}': {e}") from None
 

@@ -26,6 +26,7 @@ from .hazards import (Access, Agent, Checker, DeadlockError, SyncHazard, describ
                       join_clocks)
 from .memory import Descriptor, GlobalMemory, InterpreterError, SmemAlloc, SmemView
 from .sync import MBarrier, NamedBarrier, Transfer, Wait, wait_info
+from . import warp_ops as W
 
 
 class PendingDot:
@@ -1452,4 +1453,63 @@ def _warp_specialize(it, th, op):
     th.agent.tick()
 
 
-from . import warp_ops  # noqa: E402,F401  (registers the warp-level handlers)
+# -- warp-level ops and inline asm ----------------------------------------------------------------
+
+def _executing(th) -> np.ndarray:
+    """Which threads of the partition execute the op, as (warps, 32) booleans."""
+    n = th.agent.num_threads
+    act = np.ones(n, dtype=bool) if th.active is None else np.asarray(th.active, dtype=bool)
+    return act.reshape(n // 32, 32)
+
+
+def _warp_tensor_layout(th, op):
+    t = op.operands[0].type
+    if t.layout is None:
+        raise InterpreterError(f"{op.name} on a tensor needs its layout: run the layout pass first", op.loc)
+    if th.active is not None:
+        raise InterpreterError(f"{op.name} on a tensor inside a branch that only some threads take is not modelled",
+                               op.loc, hint="keep warp-level ops on tensors outside thread-divergent branches")
+    return t.layout
+
+
+@handler("tlx.vote_ballot_sync")
+def _vote_ballot(it, th, op):
+    mask = int(op.attrs["mask"])
+    p = th.env[op.arg("pred")]
+    rt = op.result.type
+    ex = _executing(th)
+    W.check_vote_mask(ex, mask, op.loc)
+    if isinstance(rt, T.TensorType):
+        layout = _warp_tensor_layout(th, op)
+        out = W.ballot_tensor(np.asarray(p, dtype=bool), layout, th.agent.num_threads // 32)
+        _set(th, op, out.view(np.int32))
+        return
+    per_thread = np.broadcast_to(np.asarray(p, dtype=bool), (ex.size,)).reshape(ex.shape) & ex
+    b = W.ballots(per_thread).view(np.int32)  # one per warp
+    if th.active is None and (b == b[0]).all():
+        _set(th, op, b[0])  # the same in every lane: a uniform scalar
+        return
+    _set(th, op, _scalar_or(np.repeat(b, 32), rt))
+
+
+@handler("tlx.warp_redux")
+def _warp_redux(it, th, op):
+    kind = op.attrs["kind"]
+    x = np.asarray(th.env[op.arg("src")], dtype=np.float32)
+    if isinstance(op.result.type, T.TensorType):
+        _set(th, op, W.redux_tensor(x, kind, _warp_tensor_layout(th, op), th.agent.num_threads // 32))
+        return
+    if not _varying(x):
+        _set(th, op, np.float32(np.abs(x) if kind.startswith("abs_") else x))
+        return
+    if not _executing(th).all():
+        raise InterpreterError("warp_redux inside a branch that only some threads take: the lanes that do not "
+                               "take it never contribute (the hardware's behaviour is undefined)", op.loc)
+    _set(th, op, W.redux_per_thread(x, kind))
+
+
+@handler("tt.elementwise_inline_asm")
+def _inline_asm(it, th, op):
+    raise InterpreterError("inline PTX (tl.inline_asm_elementwise) cannot run on the CPU interpreter", op.loc,
+                           hint="run the kernel on the GPU, or write the computation with tl operations for the "
+                                "interpreter")

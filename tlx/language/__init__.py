@@ -6,7 +6,7 @@ into IR. Names and defaults follow `triton.language`.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from tlx.compiler.errors import TLXCompileError
 

@@ -8,16 +8,16 @@ lower or equal kind (bool < uint < int < float), as in Triton and PyTorch.
 
 from __future__ import annotations
 
-import math
 import numbers
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tlx.compiler.errors import TLXCompileError
+from tlx.compiler.ir import layouts as L
 from tlx.compiler.ir import types as T
 
 from . import core
-from .core import (async_token, buffered_tensor, dtype, float16, float32, float64, bfloat16, int1, int8, int32,
-                   int64, pointer_type, tensor, uint32, uint64, unwrap)
+from .core import (buffered_tensor, dtype, float16, float32, float64, bfloat16, int1, int8, int32,
+                   int64, mbarrier, pointer_type, tensor, uint32, uint64, unwrap)
 
 # ---------------------------------------------------------------------------------------------
 # emission helpers
@@ -964,11 +964,12 @@ def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any
 
 
 # ---------------------------------------------------------------------------------------------
-# tensor operators and methods (Triton's tensor member functions)
+# indexing (tensor[...], buffer[i], barrier[i]) and the operands of TLX builtins
 # ---------------------------------------------------------------------------------------------
 
 
-def _getitem(self: tensor, slices: Any) -> tensor:
+def tensor_getitem(self: tensor, slices: Any) -> tensor:
+    """`x[:, None]`: `:` keeps a dimension, `None` inserts one."""
     slices = unwrap(slices)
     if not isinstance(slices, tuple):
         slices = (slices,)
@@ -988,47 +989,55 @@ def _getitem(self: tensor, slices: Any) -> tensor:
     return out
 
 
-def _to(self: tensor, dtype_: Any, fp_downcast_rounding: Any = None, bitcast: Any = False) -> tensor:
-    return cast(self, unwrap(dtype_), unwrap(fp_downcast_rounding), unwrap(bitcast))
+def constexpr_int(v: Any, what: str, hint: str = "pass a literal or a tl.constexpr parameter directly") -> int:
+    """A compile-time integer operand of a builtin, or a clear error naming it."""
+    v = unwrap(v)
+    if isinstance(v, core.Handle):
+        raise TLXCompileError(f"{what} must be a compile-time constant, got a runtime value", hint=hint)
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise TLXCompileError(f"{what} must be an integer, got {v!r}")
+    return v
 
 
-def _binop(fn, reverse: bool = False):
-    if reverse:
-        return lambda self, other: fn(other, self)
-    return lambda self, other: fn(self, other)
+def index_i32(v: Any, what: str) -> Any:
+    """An integer scalar operand (runtime or literal) as an i32 IR value."""
+    t = to_tensor(unwrap(v))
+    if t.shape or not (t.dtype.is_int() or t.dtype.is_bool()):
+        raise TLXCompileError(f"{what} must be an integer scalar, got {t.type}")
+    return cast(t, int32).handle
 
 
-_METHODS = {
-    "__add__": _binop(add), "__radd__": _binop(add, True),
-    "__sub__": _binop(sub), "__rsub__": _binop(sub, True),
-    "__mul__": _binop(mul), "__rmul__": _binop(mul, True),
-    "__truediv__": _binop(truediv), "__rtruediv__": _binop(truediv, True),
-    "__floordiv__": _binop(floordiv), "__rfloordiv__": _binop(floordiv, True),
-    "__mod__": _binop(mod), "__rmod__": _binop(mod, True),
-    "__and__": _binop(and_), "__rand__": _binop(and_, True),
-    "__or__": _binop(or_), "__ror__": _binop(or_, True),
-    "__xor__": _binop(xor_), "__rxor__": _binop(xor_, True),
-    "__lshift__": _binop(shl), "__rlshift__": _binop(shl, True),
-    "__rshift__": _binop(shr), "__rrshift__": _binop(shr, True),
-    "__lt__": lambda a, b: compare(a, b, "lt"), "__le__": lambda a, b: compare(a, b, "le"),
-    "__gt__": lambda a, b: compare(a, b, "gt"), "__ge__": lambda a, b: compare(a, b, "ge"),
-    "__eq__": lambda a, b: compare(a, b, "eq"), "__ne__": lambda a, b: compare(a, b, "ne"),
-    "__neg__": lambda a: minus(a), "__pos__": lambda a: a, "__invert__": lambda a: invert(a),
-    "__getitem__": _getitem,
-    "to": _to,
-    "reshape": lambda self, *shape, can_reorder=False: reshape(self, shape[0] if len(shape) == 1 and isinstance(unwrap(shape[0]), (tuple, list)) else shape, can_reorder),
-    "permute": lambda self, *dims: permute(self, dims[0] if len(dims) == 1 and isinstance(unwrap(dims[0]), (tuple, list)) else dims),
-    "trans": lambda self, *dims: permute(self, (dims[0] if len(dims) == 1 and isinstance(unwrap(dims[0]), (tuple, list)) else dims) or (1, 0)),
-    "expand_dims": lambda self, axis: expand_dims(self, axis),
-    "broadcast_to": lambda self, *shape: broadcast_to(self, shape[0] if len(shape) == 1 and isinstance(unwrap(shape[0]), (tuple, list)) else shape),
-    "sum": lambda self, axis=None, keep_dims=False: reduce(self, axis, "sum", keep_dims),
-    "max": lambda self, axis=None, keep_dims=False: reduce(self, axis, "max", keep_dims),
-    "min": lambda self, axis=None, keep_dims=False: reduce(self, axis, "min", keep_dims),
-    "argmax": lambda self, axis, keep_dims=False: reduce(self, axis, "argmax", keep_dims),
-    "argmin": lambda self, axis, keep_dims=False: reduce(self, axis, "argmin", keep_dims),
-    "split": lambda self: split(self),
-}
-for _name, _fn in _METHODS.items():
-    setattr(tensor, _name, _fn)
-tensor.__hash__ = object.__hash__  # type: ignore[assignment]
-tensor.T = property(lambda self: permute(self, (1, 0)))  # type: ignore[attr-defined]
+def predicate(pred: Any) -> Any:
+    """A builtin's optional `pred=` operand as an i1 IR value (None stays None)."""
+    p = unwrap(pred)
+    if p is None:
+        return None
+    t = cast(to_tensor(p), int1)
+    if t.shape:
+        raise TLXCompileError("pred must be a scalar")
+    return t.handle
+
+
+def _index_view_type(src: T.MemDescType) -> T.MemDescType:
+    shape = src.shape[1:] if len(src.shape) > 1 else (1,)
+    lay = src.layout
+    if len(shape) < 2 and isinstance(lay, L.NVMMASharedLayout):
+        lay = L.default_shared_layout(shape, src.element.bits)
+    return src.replace(shape=tuple(shape), buffers=0, layout=lay)
+
+
+def memdesc_index(buf: Any, idx: Any) -> Any:
+    """Buffer `idx` of a buffer array, or barrier `idx` of an mbarrier array (`tlx.local_view`,
+    `buf[idx]`); `idx` may be a runtime integer."""
+    buf = unwrap(buf)
+    index = index_i32(idx, "the buffer index")
+    if isinstance(buf, mbarrier):
+        if not buf.handle.type.array:  # type: ignore[union-attr]
+            raise TLXCompileError("this mbarrier is already a single barrier; it cannot be indexed")
+        op = emit("tlx.memdesc_index", [buf.handle, index], [T.BarrierType(1, False)])
+        return mbarrier(op.result, buf.arrive_count, buf.is_warp_barrier)
+    if not isinstance(buf, buffered_tensor):
+        raise TLXCompileError(f"local_view's buffer must be a shared-memory buffer (from tlx.local_alloc), "
+                              f"got {type(buf).__name__}")
+    op = emit("tlx.memdesc_index", [buf.handle, index], [_index_view_type(buf.mtype)])
+    return buffered_tensor(op.result, buf.dtype)

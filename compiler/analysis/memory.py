@@ -25,7 +25,6 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 from ..ir import types as T
 from ..ir.core import BlockArgument, Module, OpResult, Operation, Value
 from ..ir.ops import OPS, effects_of
-from .skeleton import take_skeleton
 
 GENERIC, ASYNC, BARRIER = "generic", "async", "barrier"
 READ, WRITE = "read", "write"
@@ -37,39 +36,14 @@ def _ops_with(access: str, proxy: str) -> frozenset:
     return frozenset(n for n, d in OPS.items() if any(e.access == access and e.proxy == proxy for e in d.effects))
 
 
-# ops that issue an async-proxy access to shared memory, and the generic writers (read from the
-# catalogue, so a new op's declared effects are all the passes need; an allocation writes only
-# when it has a source, which `effects_of` says per op)
-ASYNC_WRITERS = _ops_with(WRITE, ASYNC)
-ASYNC_READERS = _ops_with(READ, ASYNC)
-ASYNC_OPS = ASYNC_WRITERS | ASYNC_READERS
+# the generic writers, read from the catalogue (a new op's declared effects are all the passes
+# need; an allocation writes only when it has a source, which `effects_of` says per op)
 GENERIC_WRITERS = _ops_with(WRITE, GENERIC) | {"tlx.local_alloc"}
-REGION_OPS = frozenset({"scf.for", "scf.if", "scf.while", "tlx.warp_specialize"})
 FENCE = "tlx.fence_async_shared"
 # ops after which another partition may observe this partition's earlier accesses
 HANDOFF_RELEASE = frozenset({"tlx.barrier_arrive", "tlx.barrier_expect_bytes", "tlx.named_barrier_arrive",
                              "tlx.named_barrier_wait"})
 HANDOFF_ACQUIRE = frozenset({"tlx.barrier_wait", "tlx.named_barrier_wait"})
-
-
-_GROUP_INDEX = {name: {g: i for i, g in enumerate(d.group_names)} for name, d in OPS.items()}
-
-
-def arg(op: Operation, group: str) -> Optional[Value]:
-    """`op.arg(group)` read straight from the catalogue (hot paths call it for every op)."""
-    gi = _GROUP_INDEX[op.name][group]
-    segs = op.segments
-    if not segs[gi]:
-        return None
-    return op._operands[sum(segs[:gi]) if gi else 0]
-
-
-def group(op: Operation, name: str) -> List[Value]:
-    """`op.group(name)`, as `arg`."""
-    gi = _GROUP_INDEX[op.name][name]
-    segs = op.segments
-    start = sum(segs[:gi])
-    return op._operands[start:start + segs[gi]]
 
 
 class _FuncArg:
@@ -89,9 +63,7 @@ class Region(NamedTuple):
     """Bytes [lo, hi) of allocation `root` (relative to its start). `plain` says the value is the
     slab itself (an allocation or a `memdesc_index` of one, no reinterpreting view in between);
     `box` = (space, offsets, shape) narrows it to a logical sub-rectangle of a plain slab whose
-    shape is `space` (from `memdesc_subslice` with static offsets). A named tuple (immutable,
-    hashed and compared by value like the frozen dataclass it was, but built several times faster:
-    the passes make one per view of every shared-memory value)."""
+    shape is `space` (from `memdesc_subslice` with static offsets)."""
 
     root: object  # an allocating Operation (local_alloc / alloc_barriers) or FUNC_ARG
     lo: int
@@ -106,9 +78,9 @@ class Region(NamedTuple):
         return overlap_detail(self.lo, self.hi, self.box, other.lo, other.hi, other.box)
 
 
-# builds a named tuple (`Region`, `Access`) without its Python-level __new__, which runs in the
-# interpreter even when the caller is compiled: the passes make one per view of every shared-memory
-# value and one per shared-memory operand of every op
+# builds a named tuple (`Region`, `Access`, the passes' pending items) without its Python-level
+# __new__ (several times slower): the passes make one per view of every shared-memory value and one
+# per shared-memory operand of every op
 _new_tuple = tuple.__new__
 
 
@@ -130,16 +102,8 @@ def overlap_detail(alo: int, ahi: int, abox, blo: int, bhi: int, bbox) -> bool:
 
 
 def alloc_bytes(op: Operation) -> int:
-    """The size in bytes of what an allocating op allocates."""
-    t = op.result.type
-    if isinstance(t, T.BarrierType):
-        return t.nbytes
-    assert isinstance(t, T.MemDescType)
-    return t.nbytes
-
-
-def is_allocation(op: Operation) -> bool:
-    return op.name in ("tlx.local_alloc", "tlx.alloc_barriers")
+    """The size in bytes of what an allocating op (local_alloc, alloc_barriers) allocates."""
+    return op.result.type.nbytes
 
 
 def const_int(v: Value) -> Optional[int]:
@@ -185,7 +149,10 @@ def _index_regions(op: Operation, src_regions) -> List[Region]:
 
 
 class RegionAnalysis:
-    """Memoized `regions_of` for one module.
+    """Memoized `regions_of` for one module (an analysis: `AnalysisManager.get(RegionAnalysis, m)`).
+    It stays valid while no pass changes what an existing memdesc value names: allocation sizes
+    do not depend on layouts (all the layout pass changes of a memdesc), and the other passes add
+    values, fences, barriers, register ops and attributes, which name no existing allocation anew.
 
     Loop-carried values make the value graph cyclic: a block argument names what its init and
     its yield name, and the yield may be a view of the argument. The answer is the least fixpoint,
@@ -197,7 +164,8 @@ class RegionAnalysis:
     lost a cycle's buffers — a view yielded back into the loop named nothing, and its wgmma read
     got no fence."""
 
-    def __init__(self) -> None:
+    def __init__(self, module: Optional[Module] = None, analyses=None) -> None:
+        # (the module is not read up front: values are answered as they are asked)
         # value -> its final regions (keyed by the value itself: hashed in C, and kept alive);
         # hot loops read it before calling `regions_of` (a value absent from it must be asked
         # through `regions_of`)
@@ -209,7 +177,7 @@ class RegionAnalysis:
         self._desc: Dict[object, str] = {}
 
     def describe(self, root) -> str:
-        """`describe_alloc(root)`, memoized."""
+        """`describe_alloc(root)`, remembered (records name the same buffers again and again)."""
         d = self._desc.get(root)
         if d is None:
             d = self._desc[root] = describe_alloc(root)
@@ -278,7 +246,7 @@ class RegionAnalysis:
             if n in ("tlx.local_alloc", "tlx.alloc_barriers"):
                 return [region(op, 0, alloc_bytes(op))]
             if n == "tlx.memdesc_subslice":
-                src = arg(op, "src")
+                src = op.arg("src")
                 offs = tuple(op.attrs.get("static_offsets", []))
                 static = all(o >= 0 for o in offs)
                 shape = tuple(op.result.type.shape)
@@ -294,11 +262,11 @@ class RegionAnalysis:
             if n in _REVIEWS:  # trans / reinterpret: same bytes, logical coordinates unknown
                 return [region(r.root, r.lo, r.hi, False) for r in self.regions_of(op._operands[0])]
             if n == "arith.select":
-                return self._union([arg(op, "true"), arg(op, "false")])
+                return self._union([op.arg("true"), op.arg("false")])
             if n == "scf.for":
                 i = v.index
                 body = op.regions[0].block
-                return self._union([group(op, "inits")[i], body.terminator.operands[i]])
+                return self._union([op.group("inits")[i], body.terminator.operands[i]])
             if n == "scf.if":
                 i = v.index
                 return self._union([r.block.terminator.operands[i] for r in op.regions])
@@ -314,20 +282,20 @@ class RegionAnalysis:
         if owner.name == "scf.for":
             if i == 0:
                 return []
-            return self._union([group(owner, "inits")[i - 1], v.owner.terminator.operands[i - 1]])
+            return self._union([owner.group("inits")[i - 1], v.owner.terminator.operands[i - 1]])
         if owner.name == "scf.while":
             if v.owner is owner.regions[0].block:
-                return self._union([group(owner, "inits")[i], owner.regions[1].block.terminator.operands[i]])
+                return self._union([owner.group("inits")[i], owner.regions[1].block.terminator.operands[i]])
             cond = owner.regions[0].block.terminator
             return self._union([cond.operands[1 + i]])
         if owner.name == "tlx.warp_specialize":
-            return self._union([group(owner, "captures")[i]])
+            return self._union([owner.group("captures")[i]])
         return []
 
 
 class Access(NamedTuple):
     """One shared-memory access of an op: `value` (None for scratch) read or written through a
-    proxy (a named tuple: `accesses_of` builds these for every shared-memory op, in every pass)."""
+    proxy."""
 
     op: Operation
     value: Optional[Value]
@@ -335,53 +303,14 @@ class Access(NamedTuple):
     proxy: str  # GENERIC | ASYNC | BARRIER
 
 
-def _effect_table() -> Dict[str, Tuple[Tuple[int, str, str], ...]]:
-    """For each op with shared-memory effects: (operand group index or -1 for the results, access,
-    proxy), from the op catalogue (the same facts `effects_of` reads, looked up once)."""
-    table = {}
-    for name, d in OPS.items():
-        if d.effects:
-            table[name] = tuple((-1 if e.target == "result" else d.group_names.index(e.target), e.access, e.proxy)
-                                for e in d.effects)
-    return table
-
-
-_EFFECTS = _effect_table()
-_SMEM_TYPES = (T.MemDescType, T.BarrierType)
 # names of the ops that may touch shared memory (others can only through a scratch_bytes attribute)
-EFFECT_NAMES = frozenset(_EFFECTS) | {"tlx.local_alloc"}
-
-
-def may_access(op: Operation) -> bool:
-    """Cheap pre-check: False means `accesses_of(op)` is empty."""
-    return op.name in EFFECT_NAMES or bool(op.attrs and op.attrs.get("scratch_bytes"))
+EFFECT_NAMES = frozenset(n for n, d in OPS.items() if d.effects) | {"tlx.local_alloc"}
 
 
 def accesses_of(op: Operation) -> List[Access]:
-    """Every shared-memory access `op` makes (scratch included; regions' contents excluded): the
-    effects `ops.effects_of` declares, read straight from the catalogue (this runs on every op of
-    every kernel, several times)."""
-    n = op.name
-    out: List[Access] = []
-    if n == "tlx.local_alloc":
-        if op.segments and op.segments[0]:  # with a source: a generic write of the new buffer
-            out.append(_new_tuple(Access, (op, op.results[0], WRITE, GENERIC)))
-        return out
-    eff = _EFFECTS.get(n)
-    if eff is not None:
-        segs = op.segments
-        operands = op._operands
-        for gi, access, proxy in eff:
-            if gi < 0:
-                vals = op.results
-            elif gi == 0:
-                vals = operands[:segs[0]]
-            else:
-                start = sum(segs[:gi])
-                vals = operands[start:start + segs[gi]]
-            for v in vals:
-                if isinstance(v.type, _SMEM_TYPES):
-                    out.append(_new_tuple(Access, (op, v, access, proxy)))
+    """Every shared-memory access `op` makes: the effects the op catalogue declares
+    (`ops.effects_of`), and the write and read of its scratch area (regions' contents excluded)."""
+    out = [_new_tuple(Access, (op, v, e.access, e.proxy)) for v, e in effects_of(op)]
     if op.attrs and op.attrs.get("scratch_bytes"):
         out.append(_new_tuple(Access, (op, None, WRITE, GENERIC)))
         out.append(_new_tuple(Access, (op, None, READ, GENERIC)))
@@ -404,92 +333,6 @@ def describe_alloc(root) -> str:
     return f"{root.name} at {loc_text(root.loc)} ({shape})"
 
 
-def enclosing_partition(op: Operation) -> Optional[Tuple[Operation, int]]:
-    """(warp_specialize op, region index) of the innermost partition region holding `op`."""
-    blk = op.parent
-    while blk is not None:
-        owner = blk.parent_op
-        if owner is None:
-            return None
-        if owner.name == "tlx.warp_specialize":
-            for i, r in enumerate(owner.regions):
-                if r.block is blk:
-                    return owner, i
-        blk = owner.parent
-    return None
-
-
-def all_ops(module: Module) -> List[Operation]:
-    """Every op of the function body in pre-order (a list; faster than `Module.ops()`)."""
-    out: List[Operation] = []
-    stack = list(reversed(module.func.regions[0].block.ops))
-    pop, push, app = stack.pop, stack.extend, out.append
-    while stack:
-        op = pop()
-        app(op)
-        if op.regions:
-            for r in reversed(op.regions):
-                push(reversed(r.block.ops))
-    return out
-
-
-# the ops only the frontend makes (no pass creates them), and the user's fences: `take_census`
-CENSUS_NAMES = frozenset({"tt.dot", "tt.descriptor_load", "tt.descriptor_store", FENCE})
-
-
-def take_census(module: Module, ctx) -> Dict[str, List[Operation]]:
-    """The ops of the module named in CENSUS_NAMES, by name, each list in program order, read off
-    the module's skeleton (compiler/passes/skeleton.py), which this reads for the passes: the one
-    walk over the whole module. The pipeline takes it of its input, before any pass
-    (`census_ops` reads it)."""
-    out: Dict[str, List[Operation]] = {n: [] for n in CENSUS_NAMES}
-    for op in take_skeleton(module, ctx).preorder():
-        lst = out.get(op.name)
-        if lst is not None:
-            lst.append(op)
-    ctx.cache["census"] = out
-    return out
-
-
-def census_ops(module: Module, ctx, name: str) -> List[Operation]:
-    """The ops named `name` (a name only the frontend makes: tt.dot, the descriptor ops), in
-    program order, for the pass that rewrites them. The pipeline's census of its input answers
-    without a walk — no pass creates these ops, and the pass asking is the one that removes them,
-    so it takes its name out of the census (a second run walks); without a census, one walk."""
-    census = ctx.cache.get("census")
-    if census is None or name not in census:
-        return [op for op in all_ops(module) if op.name == name]
-    return [op for op in census.pop(name) if op.parent is not None]
-
-
-def shared_regions(ctx) -> RegionAnalysis:
-    """The compilation's region analysis, shared by the passes from FenceInsertion on (the first
-    that asks creates it). Valid because no later pass changes what a memdesc value names: the
-    regions are bytes of allocations, whose sizes do not depend on layouts (all the layout pass
-    changes of a memdesc), and the other passes add fences, barriers, register ops and scratch
-    attributes, which name no allocation. A pass that rewires memdesc values must drop it
-    (``ctx.cache.pop("regions")``)."""
-    ra = ctx.cache.get("regions")
-    if ra is None:
-        ra = ctx.cache["regions"] = RegionAnalysis()
-    return ra
-
-
 # ops that may take a shared-memory value as an operand
 def may_use_smem(name: str) -> bool:
     return name.startswith("tlx.") or name in ("scf.yield", "scf.for", "scf.while", "scf.condition", "arith.select")
-
-
-def number_ops(module: Module) -> Dict[int, int]:
-    """Pre-order position of every op (id(op) -> index), for program-order comparisons."""
-    pos: Dict[int, int] = {}
-    k = 0
-    stack = [module.func]
-    # iterative pre-order walk
-    while stack:
-        op = stack.pop()
-        pos[id(op)] = k
-        k += 1
-        for r in reversed(op.regions):
-            stack.extend(reversed(r.block.ops))
-    return pos

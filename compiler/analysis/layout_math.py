@@ -257,15 +257,6 @@ def to_map(layout: L.DistributedLayout, shape: Tuple[int, ...]) -> LinearMap:
 # transformations (reshape, permute, join, split) — all stay linear
 # ---------------------------------------------------------------------------------------------
 
-def _flat_bits(shape: Tuple[int, ...]) -> List[Tuple[int, int]]:
-    """(dim, bit) of every bit of the row-major flat index, least significant first."""
-    out = []
-    for d in range(len(shape) - 1, -1, -1):
-        for k in range(log2(shape[d])):
-            out.append((d, k))
-    return out
-
-
 def _reshape_basis(b: Basis, src: Tuple[int, ...], dst: Tuple[int, ...]) -> Basis:
     flat = 0
     i = 0
@@ -355,11 +346,6 @@ def broadcast_src_map(m: LinearMap, src_shape: Tuple[int, ...]) -> LinearMap:
                      tuple(b if inside(b) else zero for b in m.warp), tuple(src_shape))
 
 
-def same_map(a: LinearMap, b: LinearMap) -> bool:
-    """True when both layouts place every element in the same register of the same thread."""
-    return a == b
-
-
 # ---------------------------------------------------------------------------------------------
 # shared memory: element coordinate → byte offset
 # ---------------------------------------------------------------------------------------------
@@ -406,11 +392,6 @@ class SharedMap:
         for s in self.shape:
             n *= s
         return n
-
-
-def swizzle_bytes_of(layout: L.SharedLayout) -> int:
-    """The NVMMA swizzle width (0 for other layouts)."""
-    return layout.swizzle if isinstance(layout, L.NVMMASharedLayout) else 0
 
 
 def nvmma_atom_bytes(layout: L.NVMMASharedLayout) -> int:
