@@ -19,7 +19,8 @@ from filecheck import filecheck  # noqa: E402
 from tlx.compiler.analysis import layout_math as LM  # noqa: E402
 from tlx.compiler.errors import TLXCompileError  # noqa: E402
 from tlx.compiler.ir import layouts as L  # noqa: E402
-from tlx.compiler.ir import print_module  # noqa: E402
+
+RNG_L = np.random.default_rng(7)
 
 
 # ---- the layout objects ------------------------------------------------------------------------
@@ -303,3 +304,52 @@ def test_the_new_shared_layouts_print_and_parse_back(lay):
 
     t = T.MemDescType((2, 4, 2), T.f16, lay, 2)
     assert parse_type(str(t)) == t
+
+
+@tlx.jit
+def rows_kernel(x_ptr, R: tl.constexpr, LAYOUT: tl.constexpr):
+    offs = tl.arange(0, R)[:, None] * 128 + tl.arange(0, 128)[None, :]
+    buf = tlx.local_alloc((R, 128), tl.float16, 2, layout=LAYOUT)
+    tlx.local_store(buf[1], tl.load(x_ptr + offs))
+
+
+@pytest.mark.parametrize("rows,swizzle", [(1, 0), (4, 0), (8, 128), (64, 128)])
+@pytest.mark.parametrize("explicit", [False, True])
+def test_a_tile_of_fewer_than_8_rows_is_not_swizzled_as_in_tlx(rows, swizzle, explicit):
+    lay = tlx.nv_mma_shared_layout_encoding.make_default([rows, 128], tl.float16) if explicit else None
+    k = tlx.compile(rows_kernel, signature={"x_ptr": "*fp16"}, constexprs={"R": rows, "LAYOUT": lay})
+    assert f"#nvmma<swizzle={swizzle}, bits=16, transposed=false>, buffers=2" in k.asm["ir"]
+
+
+@tlx.jit
+def rows_through_a_flat_view(d_in, d_out, ROWS: tl.constexpr, W: tl.constexpr):
+    """A TMA load of one ROWS*W-element row into ROWS one-row buffers seen flat, each buffer
+    scaled by its index + 1, and a TMA store of them seen flat again."""
+    src = tlx.local_alloc((1, W), tl.float16, ROWS)
+    dst = tlx.local_alloc((1, W), tl.float16, ROWS)
+    bars = tlx.alloc_barriers(1)
+    tlx.barrier_expect_bytes(bars[0], ROWS * W * 2)
+    tlx.async_descriptor_load(d_in, tlx.local_reinterpret(src, tl.float16, [1, ROWS * W]), [0, 0], bars[0])
+    tlx.barrier_wait(bars[0], 0)
+    for k in tl.static_range(ROWS):
+        tlx.local_store(dst[k], tlx.local_load(src[k]) * (k + 1))
+    tlx.async_descriptor_store(d_out, tlx.local_reinterpret(dst, tl.float16, [1, ROWS * W]), [0, 0])
+    tlx.async_descriptor_store_wait(0)
+
+
+def test_a_buffer_array_seen_flat_is_one_unswizzled_row_for_tma():
+    rows, w = 8, 32
+    k = tlx.compile(rows_through_a_flat_view, signature={"d_in": f"tensordesc<fp16[1, {rows * w}]>",
+                                                         "d_out": f"tensordesc<fp16[1, {rows * w}]>"},
+                    constexprs={"ROWS": rows, "W": w})
+    filecheck(k.asm["ir"], """
+    CHECK: tlx.local_alloc {{.*}}!smem<8x1x32xf16, #nvmma<swizzle=0, bits=16, transposed=false>, buffers=8
+    CHECK: tlx.memdesc_reinterpret {{.*}}!smem<1x256xf16, #nvmma<swizzle=0, bits=16, transposed=false>
+    """)
+    x = RNG_L.standard_normal((1, rows * w)).astype(np.float16)
+    y = np.full_like(x, np.nan)
+    tlx.interpret(rows_through_a_flat_view, (1,), tlx.TensorDescriptor(x, [1, rows * w], [rows * w, 1], [1, rows * w]),
+                  tlx.TensorDescriptor(y, [1, rows * w], [rows * w, 1], [1, rows * w]), ROWS=rows, W=w)
+    want = x.astype(np.float64).reshape(rows, w) * np.arange(1, rows + 1)[:, None]
+    np.testing.assert_allclose(y.astype(np.float64).reshape(rows, w), want, rtol=1e-3)
+

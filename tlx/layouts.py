@@ -204,7 +204,8 @@ class swizzled_layout(layout_encoding):
 
 class nv_mma_shared_layout_encoding(shared_layout_encoding):
     """The NVMMA layout TMA and wgmma read: the contiguous dimension (`order[0]`) in swizzle atoms
-    of 128, 64 or 32 bytes (the widest the row allows) when `swizzled`, else in 16-byte columns.
+    of 128, 64 or 32 bytes (the widest the row allows) when `swizzled` and the tile has 8 rows or
+    more, else in 16-byte columns.
     `order` [1, 0] is row-major, [0, 1] an MN-major (transposed) operand."""
 
     _FIELDS = ("shape", "order", "elemType", "numCTAsPerCGA", "numCTASplit", "numCTAOrder", "fp4Padded",
@@ -256,8 +257,11 @@ class nv_mma_shared_layout_encoding(shared_layout_encoding):
                                 "one (order [..., 1, 0]) or, for a 2-D buffer, the first ([0, 1])")
         bits = dtype.primitive_bitwidth
         contig = shape[self.order[0]] * bits // 8
+        rows = 1
+        for d in self.order[1:]:
+            rows *= shape[d]
         swizzle = 0
-        if self.swizzled:
+        if self.swizzled and rows >= 8:  # a swizzle pattern spans 8 rows
             swizzle = next((s for s in (128, 64, 32) if contig % s == 0), 0)
         return L.NVMMASharedLayout(swizzle, bits, transposed)
 

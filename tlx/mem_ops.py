@@ -124,11 +124,14 @@ def local_reinterpret(src: Any, dtype: Any, shape: Any = None, layout: Any = Non
     nbytes *= max(1, dt.primitive_bitwidth // 8)
     if nbytes > st.nbytes:
         raise TLXCompileError(f"local_reinterpret to {new_shape} x {dt} needs {nbytes} bytes; the buffer has {st.nbytes}")
+    # the result is still an array of the same buffers when its leading dimension is theirs; a
+    # layout (explicit or the default) describes one buffer of it, else the whole view
     keeps_buffers = bool(st.buffers) and new_shape[:1] == st.shape[:1]
+    one = new_shape[1:] if keeps_buffers else new_shape
     if unwrap(layout) is None:
-        lay = L.default_shared_layout(new_shape[1:] if st.buffers else new_shape, dt.primitive_bitwidth)
-    else:  # an explicit layout describes one buffer (or the whole view when it is not an array)
-        lay = resolve_shared_layout(layout, new_shape[1:] if keeps_buffers else new_shape, dt)
+        lay = L.default_shared_layout(one, dt.primitive_bitwidth)
+    else:
+        lay = resolve_shared_layout(layout, one, dt)
     t = T.MemDescType(new_shape, dt.ir, lay, st.buffers if keeps_buffers else 0, st.mutable, st.alloc_shape)
     op = semantic.emit("tlx.memdesc_reinterpret", [b.handle], [t])
     return buffered_tensor(op.result, dt)

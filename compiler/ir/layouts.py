@@ -184,8 +184,8 @@ _DEFAULT_SHARED: Dict[Tuple[Tuple[int, ...], int], SharedLayout] = {}
 
 def default_shared_layout(shape: Tuple[int, ...], bits: int) -> SharedLayout:
     """The layout `local_alloc` picks, as TLX does: a 2-D+ tile gets NVMMA with the largest of the
-    128/64/32-byte swizzles that divides its contiguous row's byte size (0 when none does); a
-    1-D buffer gets the unswizzled layout."""
+    128/64/32-byte swizzles that divides its contiguous row's byte size (0 when none does, or when
+    the tile has fewer than 8 rows); a 1-D buffer gets the unswizzled layout."""
     key = (tuple(shape), bits)
     lay = _DEFAULT_SHARED.get(key)
     if lay is None:
@@ -197,9 +197,13 @@ def _pick_shared_layout(shape: Tuple[int, ...], bits: int) -> SharedLayout:
     if len(shape) < 2:
         return SwizzledSharedLayout(1, 1, 1, tuple(range(len(shape) - 1, -1, -1)) or (0,))
     row_bytes = shape[-1] * bits // 8
+    rows = 1
+    for d in shape[:-1]:
+        rows *= d
     swizzle = 0
-    for s in (128, 64, 32):
-        if row_bytes % s == 0:
-            swizzle = s
-            break
+    if rows >= 8:  # a swizzle pattern spans 8 rows (TLX's rule: fewer rows, no swizzle)
+        for s in (128, 64, 32):
+            if row_bytes % s == 0:
+                swizzle = s
+                break
     return NVMMASharedLayout(swizzle, bits, False)
