@@ -18,6 +18,11 @@ byte offsets:
 The second property adds cp.async copies waited for in a later statement and user CTA barriers
 to the programs, and checks as well that no two accesses of different threads are left without
 the barrier that orders them (`PathChecker.barrier_hazards`).
+
+A program with more distinct paths than the checker enumerates (`MAX_PATHS`) is discarded
+(hypothesis draws another), not failed. `TLX_PROPERTY_EXAMPLES` / `TLX_PROPERTY_EXAMPLES_BARRIERS`
+set the number of examples, `TLX_PROPERTY_RANDOM=1` draws them from a random seed instead of the
+fixed derandomized sequence.
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ from __future__ import annotations
 import os
 from typing import Dict, List, Optional, Tuple
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
 
 from tlx.compiler.ir import parse_module, print_module
 from tlx.compiler.options import CompileOptions
@@ -194,6 +201,11 @@ Event = Tuple  # ('g'|'a', lo, hi, is_write, op) | ('f', op)
 MAX_PATHS = 4000
 
 
+class TooManyPaths(Exception):
+    """The program has more distinct paths than the checker enumerates (MAX_PATHS): the property
+    tests discard it (hypothesis draws another) instead of failing."""
+
+
 class PathChecker:
     """Interprets the compiled IR: byte intervals from the `offset` attributes and constant
     memdesc_index slabs, loop trip counts from constant bounds (runtime bounds: 0, 1, 2)."""
@@ -256,7 +268,8 @@ class PathChecker:
                     seqs = {(): None}
                     for _ in range(t):
                         seqs = {s + b: None for s in seqs for b in body}
-                        assert len(seqs) <= MAX_PATHS, "program too large for path enumeration"
+                        if len(seqs) > MAX_PATHS:
+                            raise TooManyPaths()
                     alts.update(seqs)
                 paths = {p + a: None for p in paths for a in alts}
             elif op.name == "scf.if":
@@ -267,7 +280,8 @@ class PathChecker:
                 ev = tuple(self.events(op))
                 if ev:
                     paths = {p + ev: None for p in paths}
-            assert len(paths) <= MAX_PATHS, "program too large for path enumeration"
+            if len(paths) > MAX_PATHS:
+                raise TooManyPaths()
         return list(paths)
 
     def check(self) -> Tuple[List[str], set, set]:
@@ -352,7 +366,8 @@ class PathChecker:
 def _profile(env: str = "TLX_PROPERTY_EXAMPLES", default: int = 2000):
     n = int(os.environ.get(env, str(default)))
     return settings(max_examples=n, deadline=None, derandomize=os.environ.get("TLX_PROPERTY_RANDOM", "") == "",
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.filter_too_much])
 
 
 def compile_and_check_fences(prog):
@@ -363,7 +378,10 @@ def compile_and_check_fences(prog):
     out = res.module
     # the checker reads the output as text, independently of the passes' objects
     checker = PathChecker(parse_module(print_module(out)))
-    hazards, needed, seen = checker.check()
+    try:
+        hazards, needed, seen = checker.check()
+    except TooManyPaths:
+        reject()  # too many paths to enumerate: not a counterexample, draw another program
     assert not hazards, "unfenced hazards:\n" + "\n".join(hazards) + "\n" + print_module(out, locs=False)
     compiler_fences = [op for op in checker.func.iter_nested() if op.name == "tlx.fence_async_shared"
                        and op.attrs.get("origin") != "user"]
@@ -412,6 +430,24 @@ def test_no_unordered_access_across_threads_and_no_unfenced_hazard(prog):
     unordered = checker.barrier_hazards()
     assert not unordered, "accesses without a barrier:\n" + "\n".join(unordered) + "\n" + print_module(
         out, locs=False)
+
+
+def test_a_program_with_too_many_paths_is_discarded_not_failed():
+    # two runtime loops (0, 1 or 2 trips) of three two-way branches: far more than MAX_PATHS paths
+    branches = [("if", [("store", 0, 0)], [("load", 0, 0)]), ("if", [("store", 0, 0)], [("tma_store", 0, 0)]),
+                ("if", [("tma_load", 0, 0)], [("load", 0, 0)])]
+    prog = (["one"], [("for", "n", branches), ("for", "n", branches)], [0])
+    out = compile_module(parse_module(program_text(prog)), CompileOptions(), passes=PIPELINE, snapshots=False).module
+    with pytest.raises(TooManyPaths):
+        PathChecker(parse_module(print_module(out))).check()
+
+    @settings(max_examples=5, database=None, deadline=None)
+    @given(st.just(prog))
+    def property_on_it(p):
+        compile_and_check_fences(p)
+
+    with pytest.raises(Unsatisfiable):  # every example discarded; none failed
+        property_on_it()
 
 
 def test_the_barrier_checker_itself_finds_what_a_barrier_before_the_wait_leaves_unordered():

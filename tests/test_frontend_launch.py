@@ -60,3 +60,16 @@ def test_interpret_reports_the_missing_fence_with_both_lines():
     lines = [l for l in open(catalog.__file__).read().splitlines()]
     first, second = hazards[0].lines
     assert "tlx.local_store(bufs[1]" in lines[first.line - 1] if hasattr(first, "line") else True
+
+
+def test_under_tlx_interpret_a_launch_returns_the_hazards_and_the_kernel_compiled_for_the_target(monkeypatch):
+    """Code that checks a launch's PTX (`kernel[grid](...).asm["ptx"]`) runs unchanged on the CPU:
+    the launch runs on the interpreter, and the kernel it returns compiles on first use."""
+    monkeypatch.setenv("TLX_INTERPRET", "1")
+    n = 300
+    x, y = np.arange(n, dtype=np.float32), np.ones(n, np.float32)
+    out = np.full(n, np.nan, np.float32)
+    k = catalog.vector_add[(2,)](x, y, out, n, BLOCK=256)
+    np.testing.assert_array_equal(out, x + 1)
+    assert list(k) == [] and len(k) == 0  # no hazard
+    assert ".entry vector_add" in k.asm["ptx"] and k.metadata.num_warps == 4

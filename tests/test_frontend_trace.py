@@ -339,3 +339,20 @@ def test_register_budgets_must_be_multiples_of_8_in_range_and_are_value_errors(k
     assert isinstance(e.value, tlx.TLXError)
     assert tlx.async_task("default", num_regs=128).num_regs == 128
     assert tlx.async_task(num_warps=4, registers=232).num_regs == 232
+
+
+def test_ops_of_a_helper_traced_for_the_first_time_carry_their_file_lines(tmp_path):
+    """A @tlx.jit helper's ops are located at their lines in the file, also on the helper's first
+    trace (its source, which sets the line offset, used to be read only after its tracer had
+    copied the offset: the first kernel to call it got lines counted from the helper's decorator)."""
+    import importlib.util
+
+    src = tmp_path / "helper_lines.py"
+    src.write_text("import tlx\nimport tlx.language as tl\n\n\n\n\n@tlx.jit\ndef helper(x_ptr):\n"
+                   "    tl.store(x_ptr, 1.0)\n\n\n@tlx.jit\ndef kernel(x_ptr):\n    helper(x_ptr)\n"
+                   "    tl.store(x_ptr + 1, 2.0)\n")
+    spec = importlib.util.spec_from_file_location("helper_lines", src)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    m = mod.kernel.trace(signature_to_types({"x_ptr": "*fp32"}), {})
+    assert sorted(op.loc.line for op in ops_named(m, "tt.store")) == [9, 15]

@@ -15,9 +15,12 @@ from ptx_checker import undefined_uses
 from tlx.jit import JITFunction
 
 SPECS = kernels.all_specs()
+# a Spec with `slow` set (most of the attention examples' specializations: seconds of ptxas each)
+# compiles under -m slow only
+PARAMS = [pytest.param(s, marks=pytest.mark.slow) if getattr(s, "slow", False) else s for s in SPECS]
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", PARAMS, ids=lambda s: s.name)
 def test_gpu_test_kernel_compiles_and_assembles_without_spills(spec):
     result = spec.compile()
     assert isinstance(result.asm.get("cubin"), bytes), result.resources

@@ -86,6 +86,7 @@ CHECKED = {
     "02-debugging-fences.ipynb": {"setup", "kernel", "data", "find", "report", "explain", "compiler-fix", "hand-fix",
                                   "wrong-place", "cli"},
     "03-gemm.ipynb": {"setup", "kernels", "fences", "correctness", "live", "results", "plot"},
+    "04-attention.ipynb": {"setup", "configs", "fences", "correctness", "live", "results", "plot"},
 }
 SILENT = {"kernel", "data"}  # cells that only define things
 
@@ -438,6 +439,109 @@ def test_gemm_plots_results_against_cublas(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
+# 04-attention
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def attention_nb(tmp_path_factory):
+    return execute("04-attention.ipynb", tmp_path_factory.mktemp("nb04"))
+
+
+def test_attention_runs_and_every_cell_shows_something(attention_nb):
+    check_cells_print_unless_silent(attention_nb, "04")
+    assert "sm_90 GPU: no" in text_of(attention_nb, "setup")
+
+
+def test_attention_shows_each_head_dims_configs(attention_nb):
+    from tlx.examples import attention as ex
+
+    out = text_of(attention_nb, "configs")
+    for d in ex.HEAD_DIMS:
+        f, b = ex.FORWARD_CONFIGS[d], ex.BACKWARD_CONFIGS[d]
+        assert has_line(out, rf"d{d}\s+forward: BLOCK_M={f.BLOCK_M} \(2 x 64\) BLOCK_N={f.BLOCK_N} "
+                             rf"stages={f.NUM_STAGES}, {f.smem_bytes(d, separate_o=False) // 1024} KiB shared"), d
+        assert has_line(out, rf"backward: dK/dV {b.BLOCK_N1} K/V rows x {b.BLOCK_M1}-row Q blocks, "
+                             rf"stages={b.STAGES1}, head dim split {b.D_SPLIT}, {b.smem_bytes(d)[0] // 1024} KiB; "
+                             rf"dQ 128 Q rows x {b.BLOCK_N2}-row K/V blocks, stages={b.STAGES2}, "
+                             rf"{b.smem_bytes(d)[1] // 1024} KiB"), d
+
+
+def test_attention_fences_only_in_the_epilogue(attention_nb):
+    """Two user fences (one per consumer), none in a K/V loop, and the report names the lines of
+    the helper that holds them (the fence, the O store before it, the TMA store after it)."""
+    from tlx.examples import attention_kernels
+
+    lines, start = inspect.getsourcelines(attention_kernels._fwd_consume_tile.fn)
+
+    def line(needle, after=0):
+        return start + next(i for i, l in enumerate(lines) if needle in l and i > after)
+
+    fence = line('tlx.fence("async_shared")')
+    store = line("tlx.local_store(q_view")
+    tma = line("tlx.async_descriptor_store(o_desc, q_smem")
+    out = text_of(attention_nb, "fences")
+    assert has_line(out, r"attn_fwd_kernel fp16 d128 causal: 2 proxy fence\(s\) \(user\); PTX: 2 fence.proxy.async, "
+                         r"0 inside a K/V loop of [3-9]; 0 bytes spilled, \d+ bytes of shared memory"), out
+    report = out[out.index("2 proxy fence(s)\n"):]
+    assert [int(x) for x in re.findall(r"fence #\d \[user, cta\] at attention_kernels.py:(\d+)", report)] == [fence, fence]
+    assert report.count(f"generic access: tlx.local_store at attention_kernels.py:{store}") == 2
+    assert report.count(f"async access:   tlx.tma_store at attention_kernels.py:{tma}") == 2
+
+
+def test_attention_correctness_on_the_interpreter(attention_nb):
+    out = text_of(attention_nb, "correctness")
+    rows = re.findall(r"^(float16|bfloat16)\s+1x2x100x64 causal on the CPU interpreter: relative error vs float64 "
+                      r"o (\S+), dq (\S+), dk (\S+), dv (\S+) -> OK$", out, re.M)
+    assert [r[0] for r in rows] == ["float16", "bfloat16"], out
+    for r in rows:
+        bound = 2e-3 if r[0] == "float16" else 1.2e-2
+        assert all(0 < float(x) <= bound for x in r[1:]), r
+
+
+def test_attention_results_cell_reads_the_results_folder(attention_nb):
+    out = text_of(attention_nb, "results")
+    files = sorted((ROOT / "benchmarks" / "results").glob("attention-*.json"))
+    if files:
+        assert re.match(rf"\d+ measurements in benchmarks/results/{re.escape(files[-1].name)} \(the newest of "
+                        rf"{len(files)} result file\(s\)\):", out)
+    else:
+        assert out.startswith("No benchmark results: benchmarks/results/ has no attention-*.json file")
+        assert text_of(attention_nb, "plot").startswith("Nothing to plot")
+    assert text_of(attention_nb, "live").startswith("No sm_90 GPU here: no live measurement")
+
+
+def test_attention_plots_results_against_cudnn(tmp_path):
+    """A results file in benchmarks/attention.py's layout: the newest one is read, ratios are
+    taken against cuDNN at the same point, failed rows are left out, and the plot cell draws one
+    panel per (direction, dtype, head_dim, causal)."""
+    results = tmp_path / "results"
+    results.mkdir()
+
+    def row(kernel, tflops, seq, direction="forward", **kw):
+        return {"kind": "result", "kernel": kernel, "direction": direction, "dtype": "bf16", "head_dim": 128,
+                "causal": True, "seq": seq, "tflops": tflops, **kw}
+
+    (results / "attention-20260101-000000.json").write_text(json.dumps({"results": [row("tlx", 1.0, 512)]}))
+    (results / "gemm-20260103-000000.json").write_text(json.dumps({"results": []}))  # another benchmark's file
+    (results / "attention-20260102-000000.json").write_text(json.dumps({"results": [
+        {"kind": "device", "name": "H100"},
+        row("cudnn", 500.0, 2048), row("tlx", 550.0, 2048), row("cudnn", 520.0, 4096), row("tlx", 468.0, 4096),
+        row("flash", 400.0, 2048), row("cudnn", 300.0, 2048, "backward"), row("tlx", 240.0, 2048, "backward"),
+        {"kind": "result", "kernel": "tlx-persistent", "direction": "forward", "dtype": "bf16", "head_dim": 128,
+         "causal": True, "seq": 2048, "error": "CUDA error"},
+    ]}))
+    nb = execute("04-attention.ipynb", tmp_path, extra_env={"ATTENTION_RESULTS_DIR": str(results)})
+    out = text_of(nb, "results")
+    assert out.startswith(f"7 measurements in {results}/attention-20260102-000000.json (the newest of 2 result file(s)):")
+    assert has_line(out, r"forward\s+bf16 d128 causal seq 2048\s+tlx\s+550.0 TFLOP/s\s+110.0% of cuDNN")
+    assert has_line(out, r"forward\s+bf16 d128 causal seq 4096\s+tlx\s+468.0 TFLOP/s\s+90.0% of cuDNN")
+    assert has_line(out, r"backward\s+bf16 d128 causal seq 2048\s+tlx\s+240.0 TFLOP/s\s+80.0% of cuDNN")
+    assert has_line(out, r"forward\s+bf16 d128 causal seq 2048\s+cudnn\s+500.0 TFLOP/s")
+    assert displays(nb, "plot", "image/png"), "the plot cell shows a picture"
+    assert "plotted 5 lines in 2 panel(s): 3 implementation(s)" in text_of(nb, "plot")
+
+
+# ---------------------------------------------------------------------------------------------
 # On the GPU (the lead's machine): the same notebooks take their GPU branches
 # ---------------------------------------------------------------------------------------------
 
@@ -449,4 +553,9 @@ def test_notebooks_on_the_gpu(tmp_path):
     live = text_of(nb, "live")
     assert live.startswith("measuring on this GPU: benchmarks/gemm.py --quick") and "exited with" not in live
     assert re.match(r"\d+ measurements in benchmarks/results/gemm-", text_of(nb, "results"))
+    assert displays(nb, "plot", "image/png")
+    nb = execute("04-attention.ipynb", tmp_path, gpu=True)
+    live = text_of(nb, "live")
+    assert live.startswith("measuring on this GPU: benchmarks/attention.py --quick") and "exited with" not in live
+    assert re.match(r"\d+ measurements in benchmarks/results/attention-", text_of(nb, "results"))
     assert displays(nb, "plot", "image/png")

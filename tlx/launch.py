@@ -21,7 +21,7 @@ interpreter instead (the native launch checks the variable itself and launches n
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from tlx.compiler.errors import TLXError
 from tlx.runtime.driver import current_context
@@ -145,9 +145,43 @@ class KernelLaunch:
         launcher.launch(g, runtime_args, stream)
         return compiled
 
-    def run_interpreter(self, grid: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> Any:
-        """Under ``TLX_INTERPRET``: run the call on the CPU interpreter; returns the hazards it
-        reported (`tlx.interpret`), as there is no compiled kernel."""
+    def run_interpreter(self, grid: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> "InterpretedRun":
+        """Under ``TLX_INTERPRET``: run the call on the CPU interpreter; returns an `InterpretedRun`
+        (the hazards it reported, and the kernel compiled for the target when asked for)."""
         kw = {k: v for k, v in kwargs.items() if k not in self.specializer.options}
         opts = {k: v for k, v in kwargs.items() if k in ("num_warps", "fence_passes") and k in self.specializer.options}
-        return interpret(self.fn, grid, *args, **kw, **opts)
+        hazards = interpret(self.fn, grid, *args, **kw, **opts)
+        return InterpretedRun(hazards, lambda: self.run(grid, args, dict(kwargs), warmup=True))
+
+
+class InterpretedRun:
+    """What `kernel[grid](...)` returns under ``TLX_INTERPRET``: the hazards the interpreter
+    reported (iterate it, or `.hazards`), and — compiled on first use, as a GPU launch would have
+    returned it — the kernel's `asm`, `metadata` and every other attribute of a `CompiledKernel`,
+    so code that checks a launch's PTX runs unchanged on the CPU."""
+
+    def __init__(self, hazards: List[Any], compile_fn: Any):
+        self.hazards = hazards
+        self._compile = compile_fn
+        self._compiled: Optional[CompiledKernel] = None
+
+    @property
+    def compiled(self) -> CompiledKernel:
+        """The specialization this launch ran, compiled for the target (once)."""
+        if self._compiled is None:
+            self._compiled = self._compile()
+        return self._compiled
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.compiled, name)
+
+    def __iter__(self) -> Any:
+        return iter(self.hazards)
+
+    def __len__(self) -> int:
+        return len(self.hazards)
+
+    def __getitem__(self, i: int) -> Any:
+        return self.hazards[i]

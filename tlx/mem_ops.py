@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import enum
+import math
 import warnings
 from typing import Any, List, Optional
 
@@ -118,10 +119,7 @@ def local_reinterpret(src: Any, dtype: Any, shape: Any = None, layout: Any = Non
     dt = unwrap(dtype)
     st = b.mtype
     new_shape = tuple(unwrap(s) for s in unwrap(shape)) if shape is not None else st.shape
-    nbytes = 1
-    for d in new_shape:
-        nbytes *= d
-    nbytes *= max(1, dt.primitive_bitwidth // 8)
+    nbytes = math.prod(new_shape) * max(1, dt.primitive_bitwidth // 8)
     if nbytes > st.nbytes:
         raise TLXCompileError(f"local_reinterpret to {new_shape} x {dt} needs {nbytes} bytes; the buffer has {st.nbytes}")
     # the result is still an array of the same buffers when its leading dimension is theirs; a
@@ -302,6 +300,11 @@ def async_load(src: Any, result: Any, mask: Any = None, other: Any = None, cache
     if m is not None:
         m = semantic.broadcast_to(semantic.cast(semantic.to_tensor(m), core.int1), shape)
     o = unwrap(other)
+    if isinstance(o, (int, float)) and not isinstance(o, bool):
+        if o != 0:
+            raise TLXCompileError("cp.async fills masked-off elements with zeros only",
+                                  hint="drop other=, or use tl.load + local_store")
+        o = None  # zeros are what cp.async writes for masked-off elements
     if o is not None:
         o = semantic.broadcast_to(semantic.cast(semantic.to_tensor(o), b.dtype), shape)
     attrs = semantic._check_mod(cache_modifier, eviction_policy)

@@ -94,6 +94,12 @@ def _unflatten(template: Any, values: List[Value], pos: int = 0) -> Tuple[Any, i
     return (tuple(items) if isinstance(template, tuple) else items), pos
 
 
+def _types(v: Any) -> Optional[List[T.Type]]:
+    """The IR types of a runtime value's parts (None for a compile-time value)."""
+    f = _flatten(v)
+    return None if f is None else [x.type for x in f]
+
+
 def _is_runtime(v: Any) -> bool:
     return _flatten(v) is not None
 
@@ -204,6 +210,8 @@ class Tracer:
         self.ret_value: Any = None
         self.def_locs: Dict[str, Location] = {}
         self.assign_locs: Dict[str, Location] = {}
+        # per loop body being traced: the first assignment that gave a name a value of another type
+        self.retyped: Dict[str, Location] = {}
         self.node_loc: Location = self.loc_of(None)
 
     # ---- locations and errors ------------------------------------------------------------------
@@ -320,8 +328,10 @@ class Tracer:
             if isinstance(value, Handle) and value.handle.name is None:
                 value.handle.name = target.id  # constants are shared and keep their c<value> names
             name = target.id
-            self.scope[name] = value
             loc = self.loc_of(node)
+            if name not in self.retyped and name in self.scope and _types(self.scope[name]) != _types(value):
+                self.retyped[name] = loc
+            self.scope[name] = value
             self.assign_locs[name] = loc
             self.def_locs.setdefault(name, loc)
             return
@@ -622,11 +632,13 @@ class Tracer:
             self.scope[n] = w
         self.scope[target] = ivv
         self.loop_depth += 1
+        saved_retyped, self.retyped = self.retyped, {}
         try:
             self.visit_stmts(node.body)
             self._yield_carried(node, carried, liveins, args_)
         finally:
             self.loop_depth -= 1
+            self.retyped = saved_retyped
             self.builder.block, self.builder.index = saved_block, saved_index
         self.scope = dict(liveins)
         pos = 0
@@ -663,12 +675,13 @@ class Tracer:
             of = _flatten(old)
             if f is None or of is None or [v.type for v in f] != [v.type for v in of]:
                 first = self.def_locs.get(n)
-                last = self.assign_locs.get(n)
+                # the assignment that changed the type (later ones may only keep the new type)
+                at = self.retyped.get(n) or self.assign_locs.get(n)
                 where = f" (first bound at line {first.line})" if first else ""
                 raise TLXCompileError(
                     f"loop-carried '{n}' changes type in the loop: {_describe(old)}{where} becomes "
-                    f"{_describe(new)} at line {last.line if last else '?'}",
-                    last or self.loc_of(node),
+                    f"{_describe(new)} at line {at.line if at else '?'}",
+                    at or self.loc_of(node),
                     hint="a value carried around a loop must keep its type (the same dtype, shape and buffer type); "
                          "convert it back (e.g. .to(...)) or use a new name")
             vals.extend(f)
@@ -708,11 +721,13 @@ class Tracer:
             self.builder.set_insertion_point_to_end(after)
             bind(aargs)
             self.loop_depth += 1
+            saved_retyped, self.retyped = self.retyped, {}
             try:
                 self.visit_stmts(node.body)
                 self._yield_carried(node, carried, liveins, aargs)
             finally:
                 self.loop_depth -= 1
+                self.retyped = saved_retyped
         finally:
             self.builder.block, self.builder.index = saved_block, saved_index
         bind(list(wop.results))
@@ -1114,8 +1129,9 @@ class Tracer:
                 raise self.error(node, f"{fn.__name__}(): parameter '{p.name}' is a tl.constexpr but got {_describe(v)}",
                                  hint="pass a compile-time value")
             scope[p.name] = unwrap(v) if p.is_constexpr else v
+        body = fn.body()  # reads the helper's source first: it sets the line offset the Tracer copies
         sub = Tracer(fn, self.ctx, scope, self.depth + 1, self.partition)
-        sub.run_body(fn.body())
+        sub.run_body(body)
         return sub.ret_value
 
     def visit_Lambda(self, node: ast.Lambda) -> Any:

@@ -285,7 +285,8 @@ def smem_store(lw: KernelLowering, view: SmemView, x: Tensor) -> None:
         nm = 1 << len(sel)
         for g, mats in _matrix_groups(len(x.regs), sel):
             words = [lw.e.new("b32", "mov.b32", "{" + x.regs[r] + ", " + x.regs[r | 1] + "}") for r in mats]
-            lw.e(f"stmatrix.sync.aligned.m8n8.x{nm}.shared.b16", acc.address(g), _vec_text(words))
+            # ldmatrix / stmatrix take a vector operand even for one matrix ({%r}, not %r)
+            lw.e(f"stmatrix.sync.aligned.m8n8.x{nm}.shared.b16", acc.address(g), "{" + ", ".join(words) + "}")
         return
     v = acc.vec
     nbytes = v * acc.eb
@@ -304,7 +305,7 @@ def smem_load(lw: KernelLowering, view: SmemView, m: LM.LinearMap, elem, hint: s
         nm = 1 << len(sel)
         for g, mats in _matrix_groups(len(regs), sel):
             words = [lw.e.tmp("b32") for _ in mats]
-            lw.e(f"ldmatrix.sync.aligned.m8n8.x{nm}.shared.b16", _vec_text(words), acc.address(g))
+            lw.e(f"ldmatrix.sync.aligned.m8n8.x{nm}.shared.b16", "{" + ", ".join(words) + "}", acc.address(g))
             for w, r in zip(words, mats):
                 lw.e("mov.b32", "{" + regs[r] + ", " + regs[r | 1] + "}", w)
         return regs

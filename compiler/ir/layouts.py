@@ -184,8 +184,9 @@ _DEFAULT_SHARED: Dict[Tuple[Tuple[int, ...], int], SharedLayout] = {}
 
 def default_shared_layout(shape: Tuple[int, ...], bits: int) -> SharedLayout:
     """The layout `local_alloc` picks, as TLX does: a 2-D+ tile gets NVMMA with the largest of the
-    128/64/32-byte swizzles that divides its contiguous row's byte size (0 when none does, or when
-    the tile has fewer than 8 rows); a 1-D buffer gets the unswizzled layout."""
+    128/64/32-byte swizzles that divides its contiguous row's byte size (0 when none does, or
+    when the tile has fewer than 8 rows: a swizzle pattern spans 8 rows); a 1-D buffer gets the
+    unswizzled layout."""
     key = (tuple(shape), bits)
     lay = _DEFAULT_SHARED.get(key)
     if lay is None:
@@ -196,14 +197,15 @@ def default_shared_layout(shape: Tuple[int, ...], bits: int) -> SharedLayout:
 def _pick_shared_layout(shape: Tuple[int, ...], bits: int) -> SharedLayout:
     if len(shape) < 2:
         return SwizzledSharedLayout(1, 1, 1, tuple(range(len(shape) - 1, -1, -1)) or (0,))
-    row_bytes = shape[-1] * bits // 8
     rows = 1
     for d in shape[:-1]:
         rows *= d
+    if rows < 8:
+        return NVMMASharedLayout(0, bits, False)
+    row_bytes = shape[-1] * bits // 8
     swizzle = 0
-    if rows >= 8:  # a swizzle pattern spans 8 rows (TLX's rule: fewer rows, no swizzle)
-        for s in (128, 64, 32):
-            if row_bytes % s == 0:
-                swizzle = s
-                break
+    for s in (128, 64, 32):
+        if row_bytes % s == 0:
+            swizzle = s
+            break
     return NVMMASharedLayout(swizzle, bits, False)

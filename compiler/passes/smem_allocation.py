@@ -9,8 +9,10 @@ when their lifetimes are disjoint:
   `if`/`while` result and warp-specialize capture that may name it (making a view is no use:
   a view whose result nothing uses does not keep its buffer alive);
 * a use inside a loop that does not contain the allocation keeps the buffer alive for the whole
-  loop (the next iteration uses it again); a buffer touched inside a warp-specialize op lives for
-  the whole op (partitions run concurrently);
+  loop (the next iteration uses it again); a buffer made outside a warp-specialize op and touched
+  inside it lives for the whole op; a buffer made inside one partition lives by that partition's
+  program order, and never shares bytes with a buffer or scratch area of another partition of
+  the same op (partitions run concurrently);
 * an async access keeps its buffer alive until the op that completes it: a TMA / bulk store
   until the next ``tma_store_wait {pendings = 0}``, a wgmma operand until the next
   ``async_dot_wait {pendings = 0}``, a TMA / bulk load destination until the next
@@ -81,6 +83,8 @@ class Buffer:
     scratch: bool = False
     offset: int = -1
     conflicts: List["Buffer"] = field(default_factory=list)
+    # the warp-specialize partition the buffer is made in, (op, region index); None outside one
+    partition: Optional[Tuple[Operation, int]] = None
 
     def describe(self) -> str:
         if self.scratch:
@@ -324,28 +328,48 @@ def collect_buffers(module: Module, ra: RegionAnalysis) -> List[Buffer]:
     for b in order:
         if b.op.name == "tlx.alloc_barriers":
             b.end = live.count
-    # a buffer allocated inside a warp-specialize op lives for all of it (partitions are concurrent)
-    for b in order:
-        a = b.op.parent_op
-        while a is not None and a.name != "tt.func":
-            if a.name == "tlx.warp_specialize":
-                s, e = live.span(a)
-                b.start, b.end = min(b.start, s), max(b.end, e)
-            a = a.parent_op
+    # a buffer made inside a warp-specialize partition keeps its lifetime in the partition's own
+    # program order; its partition is noted, and `_interference` keeps it apart from every buffer
+    # of the other partitions, which run concurrently
+    for b in order + scratch:
+        b.partition = _partition_of(b.op)
     return order + scratch
 
 
+def _partition_of(op: Operation) -> Optional[Tuple[Operation, int]]:
+    """(warp-specialize op, region index) of the partition `op` is in; None outside one."""
+    child, a = op, op.parent_op
+    while a is not None and a.name != "tt.func":
+        if a.name == "tlx.warp_specialize":
+            for i, r in enumerate(a.regions):
+                if r.block is child.parent:
+                    return a, i
+        child, a = a, a.parent_op
+    return None
+
+
 def _interference(bufs: List[Buffer]) -> None:
-    """Fill each buffer's `conflicts` with the buffers whose lifetimes overlap its own."""
+    """Fill each buffer's `conflicts` with the buffers whose lifetimes overlap its own, and, for a
+    buffer made in a warp-specialize partition, with every buffer made in another partition of
+    the same op (partitions run concurrently: program order says nothing between them)."""
     srt = sorted(bufs, key=lambda b: (b.start, b.end))
     active: List[Tuple[int, int, Buffer]] = []  # (end, seq, buffer), kept sorted by end
+    paired = set()
     for seq, b in enumerate(srt):
         k = bisect.bisect_left(active, (b.start, -1))
         del active[:k]  # ended before b starts
         for _, _, o in active:
             o.conflicts.append(b)
             b.conflicts.append(o)
+            paired.add((id(o), id(b)))
         bisect.insort(active, (b.end, seq, b))
+    in_partitions = [b for b in bufs if b.partition is not None]
+    for i, b in enumerate(in_partitions):
+        for o in in_partitions[i + 1:]:
+            if (o.partition[0] is b.partition[0] and o.partition[1] != b.partition[1]  # type: ignore[index]
+                    and (id(o), id(b)) not in paired and (id(b), id(o)) not in paired):
+                o.conflicts.append(b)
+                b.conflicts.append(o)
 
 
 def _place(bufs: List[Buffer]) -> int:

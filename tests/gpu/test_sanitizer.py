@@ -1,6 +1,8 @@
 """compute-sanitizer's memcheck and racecheck report nothing on the TMA-store, wgmma and TMA-GEMM
 tests of test_runtime_acceptance.py (run in a child pytest under the tool, with the fewer and
-smaller shapes TLX_SANITIZE=1 selects: racecheck is slow)."""
+smaller shapes TLX_SANITIZE=1 selects: racecheck is slow) and on one flash-attention
+configuration (test_examples_attention_gpu.py's sanitized one: forward, persistent forward,
+backward)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import pytest
 pytestmark = [pytest.mark.gpu, pytest.mark.slow, pytest.mark.gpu_timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[2]
-SELECTION = ["tests/gpu/test_runtime_acceptance.py", "-k", "tma_store or wgmma or multistage_tma_gemm"]
+SELECTIONS = {"acceptance": ["tests/gpu/test_runtime_acceptance.py", "-k", "tma_store or wgmma or multistage_tma_gemm"],
+              "attention": ["tests/gpu/test_examples_attention_gpu.py", "-k", "sanitized"]}
 ERRORS_FOUND = 97
 
 
@@ -31,16 +34,18 @@ def _sanitizer() -> str:
 def child_env(tmp_path_factory):
     """The child pytest's environment, its kernels compiled once outside the tool (a shared cache)."""
     env = {**os.environ, "TLX_SANITIZE": "1", "TLX_CACHE_DIR": str(tmp_path_factory.mktemp("cache"))}
-    warm = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", *SELECTION],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    assert warm.returncode == 0, warm.stdout[-3000:] + warm.stderr[-2000:]
+    for selection in SELECTIONS.values():
+        warm = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
+                               *selection], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert warm.returncode == 0, warm.stdout[-3000:] + warm.stderr[-2000:]
     return env
 
 
+@pytest.mark.parametrize("selection", list(SELECTIONS))
 @pytest.mark.parametrize("tool", ["memcheck", "racecheck"])
-def test_compute_sanitizer_reports_nothing(tool, child_env):
+def test_compute_sanitizer_reports_nothing(tool, selection, child_env):
     cmd = [_sanitizer(), "--tool", tool, "--error-exitcode", str(ERRORS_FOUND), "--print-limit", "20",
-           sys.executable, "-m", "pytest", "-q", "-x", "-m", "gpu", "-p", "no:cacheprovider", *SELECTION]
+           sys.executable, "-m", "pytest", "-q", "-x", "-m", "gpu", "-p", "no:cacheprovider", *SELECTIONS[selection]]
     run = subprocess.run(cmd, cwd=ROOT, env=child_env, capture_output=True, text=True, timeout=540)
     tail = run.stdout[-4000:] + run.stderr[-2000:]
     assert run.returncode != ERRORS_FOUND, f"{tool} found errors:\n{tail}"

@@ -4,7 +4,8 @@ A GPU test launches a kernel through its `Spec` (``spec[grid](*args)``), which r
 that would specialize the kernel differently from the Spec (another dtype, another divisibility,
 an int equal to 1 that the Spec does not name). tests/test_gpu_kernels_compile.py compiles every
 Spec of this package and assembles its PTX with ptxas for sm_90a on the CPU, so CI covers every
-kernel the GPU tests run, in the exact specialization they run it in.
+kernel the GPU tests run, in the exact specialization they run it in (a Spec with `slow` set —
+most of the attention examples', seconds of ptxas each — under ``-m slow``).
 """
 
 from __future__ import annotations

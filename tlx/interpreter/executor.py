@@ -432,24 +432,22 @@ def _splat(it, th, op):
     _set(th, op, np.full(t.shape, _uniform(th, op, op.operands[0], "splatted value"), dtype=N.compute_dtype(t.element)))
 
 
-@handler("tt.broadcast")
-def _broadcast(it, th, op):
-    _set(th, op, np.broadcast_to(th.env[op.operands[0]], op.result.type.shape))
+def _reshaper(fn: Callable[[np.ndarray, Operation], np.ndarray]) -> Callable:
+    """A handler that rearranges its one operand: fn(value, op) gives the result."""
+    def h(it, th, op):
+        _set(th, op, fn(th.env[op.operands[0]], op))
+    return h
 
 
-@handler("tt.expand_dims")
-def _expand(it, th, op):
-    _set(th, op, np.expand_dims(th.env[op.operands[0]], op.attrs["axis"]))
-
-
-@handler("tt.reshape")
-def _reshape(it, th, op):
-    _set(th, op, np.reshape(th.env[op.operands[0]], op.result.type.shape))
-
-
-@handler("tt.trans")
-def _trans(it, th, op):
-    _set(th, op, np.transpose(th.env[op.operands[0]], op.attrs["order"]))
+for _n, _f in {
+    "broadcast": lambda x, op: np.broadcast_to(x, op.result.type.shape),
+    "expand_dims": lambda x, op: np.expand_dims(x, op.attrs["axis"]),
+    "reshape": lambda x, op: np.reshape(x, op.result.type.shape),
+    "trans": lambda x, op: np.transpose(x, op.attrs["order"]),
+    "hint": lambda x, op: x,
+    "convert_layout": lambda x, op: x,
+}.items():
+    HANDLERS[f"tt.{_n}"] = _reshaper(_f)
 
 
 @handler("tt.join")
@@ -463,11 +461,6 @@ def _split(it, th, op):
     a = th.env[op.operands[0]]
     th.env[op.results[0]] = np.ascontiguousarray(a[..., 0])
     th.env[op.results[1]] = np.ascontiguousarray(a[..., 1])
-
-
-@handler("tt.hint", "tt.convert_layout")
-def _identity(it, th, op):
-    _set(th, op, th.env[op.operands[0]])
 
 
 # -- integer arithmetic ------------------------------------------------------------------------------

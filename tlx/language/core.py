@@ -7,6 +7,7 @@ builder. Calling a builtin outside a `@tlx.jit` kernel is a clear error.
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TYPE_CHECKING
 
@@ -243,7 +244,6 @@ class TraceContext:
         self.target = target
         self.replica_id: Optional[int] = None  # inside a replicated async_task
         self.in_partition = False
-        self.warned_fence_alias = False
         self.tracer: Any = None
         # constants are made once per (block, type, value) at the top of the function body or of
         # the worker partition being traced (partitions are isolated from outer values)
@@ -316,7 +316,7 @@ class Handle:
         raise TLXCompileError(f"cannot iterate over a runtime {type(self).__name__}")
 
 
-def _shape_arg(args: Tuple[Any, ...]) -> Any:
+def shape_arg(args: Tuple[Any, ...]) -> Any:
     """`x.reshape(2, 3)` and `x.reshape((2, 3))` alike: one tuple/list argument is the shape."""
     return args[0] if len(args) == 1 and isinstance(unwrap(args[0]), (tuple, list)) else args
 
@@ -335,10 +335,7 @@ class tensor(Handle):
 
     @property
     def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
     def is_block(self) -> bool:
         return bool(self.shape)
@@ -386,13 +383,13 @@ class tensor(Handle):
         return current().semantic.cast(self, unwrap(dtype_), unwrap(fp_downcast_rounding), unwrap(bitcast))
 
     def reshape(self, *shape: Any, can_reorder: bool = False) -> "tensor":
-        return current().semantic.reshape(self, _shape_arg(shape), can_reorder)
+        return current().semantic.reshape(self, shape_arg(shape), can_reorder)
 
     def permute(self, *dims: Any) -> "tensor":
-        return current().semantic.permute(self, _shape_arg(dims))
+        return current().semantic.permute(self, shape_arg(dims))
 
     def trans(self, *dims: Any) -> "tensor":
-        return current().semantic.permute(self, _shape_arg(dims) or (1, 0))
+        return current().semantic.permute(self, shape_arg(dims) or (1, 0))
 
     @property
     def T(self) -> "tensor":
@@ -402,7 +399,7 @@ class tensor(Handle):
         return current().semantic.expand_dims(self, axis)
 
     def broadcast_to(self, *shape: Any) -> "tensor":
-        return current().semantic.broadcast_to(self, _shape_arg(shape))
+        return current().semantic.broadcast_to(self, shape_arg(shape))
 
     def sum(self, axis: Any = None, keep_dims: bool = False) -> "tensor":
         return current().semantic.reduce(self, axis, "sum", keep_dims)
@@ -522,7 +519,3 @@ def wrap_value(v: "Value", template: Any = None) -> Handle:
     if isinstance(t, T.TokenType):
         return async_token(v)
     raise TLXCompileError(f"cannot wrap a value of type {t}")
-
-
-def ir_type_of(h: Handle) -> T.Type:
-    return h.handle.type

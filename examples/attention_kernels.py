@@ -1,0 +1,610 @@
+"""The Hopper flash-attention kernels of tlx.examples, written as TLX users write them: device
+code only (the host side — configs, descriptors, launches, autograd — is `tlx.examples.attention`).
+
+This file uses nothing but the TLX API: with its imports (and decorators) swapped for
+``triton`` / ``triton.language`` / ``triton.language.extra.tlx`` it is TLX source.
+
+Tensors are (batch, heads, seq, head_dim) — ``Z, H, N, D`` — and reach the kernels as 4-D TMA
+descriptors whose blocks are ``[1, 1, rows, D]``: a block that runs past ``N`` reads zeros and a
+store that runs past it is clipped by the TMA unit, so any sequence length works without padding
+and no tile ever touches another head. The log-sum-exp rows (``LSE``, fp32, natural log) and the
+backward's ``Delta`` rows are flat ``Z * H * N`` arrays.
+
+Forward (FlashAttention-3's design for Hopper):
+
+* `attn_fwd_kernel` — one CTA per (128-row Q block, batch x head), the longest causal blocks
+  launched first. A producer warpgroup (24 registers) streams K and V through a NUM_STAGES ring
+  with separate full/empty mbarriers for K and for V (QK^T starts before V lands); two consumer
+  warpgroups (240 registers) own 64 Q rows each and share every K/V tile. Each consumer
+  overlaps the softmax of block j with its own PV wgmma of block j-1 (intra-warpgroup
+  pipelining) and the two consumers take turns at the tensor cores through named barriers
+  (ping-pong), so one's softmax runs under the other's wgmmas. exp2 with log2(e) folded into the
+  scale; P is converted in registers and fed to wgmma as the register A operand; causal masking
+  only on the blocks that cross the diagonal or the sequence end; O goes out by TMA store
+  through the consumer's Q buffer (dead by then), LSE by a masked store.
+* `attn_fwd_persistent_kernel` — the same pipeline in one CTA per SM, walking (batch x head,
+  Q block) tiles, longest first for causal; the K/V ring and the ping-pong run on across tiles.
+
+Backward (FlashAttention-2's algorithm on Hopper's asynchronous units):
+
+* `attn_bwd_preprocess_kernel` — Delta = rowsum(dO * O).
+* `attn_bwd_dkdv_kernel` — one CTA per (K/V block, batch x head): a producer streams Q, dO
+  through a ring; the consumers recompute P^T = exp2(K Q^T * scale - LSE) and accumulate
+  dV += P^T dO, dK += dS^T Q with dS^T = P^T * (V dO^T - Delta). For head_dim 256 the two
+  consumers split the head dimension of dK/dV instead of the K/V rows (64 x 256 fp32 twice does
+  not fit a warpgroup's registers).
+* `attn_bwd_dq_kernel` — one CTA per (Q block, batch x head): dQ += dS K over the K/V blocks.
+
+Proxy fences: every shared-memory access of the main loops is async-proxy (TMA writes, wgmma
+reads), ordered by mbarriers and wgmma waits; the only generic writes are the epilogues'
+register -> shared stores of O / dQ / dK / dV before their TMA stores, fenced there once.
+"""
+import tlx
+import tlx.language as tl
+
+LOG2E = tl.constexpr(1.4426950408889634)  # exp(x) == exp2(x * LOG2E); a constexpr global, as Triton requires
+LN2 = tl.constexpr(0.6931471805599453)
+
+
+# ---- forward: the producer ------------------------------------------------------------------------
+
+@tlx.jit
+def _fwd_kv_blocks(start_m, N_CTX, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """How many K/V blocks Q block `start_m` visits, and how many of them need no mask (they lie
+    wholly below the diagonal and inside the sequence for every row of the block)."""
+    if CAUSAL:
+        hi = tl.minimum((start_m + 1) * BLOCK_M, N_CTX)
+        n_blocks = tl.cdiv(hi, BLOCK_N)
+        n_full = tl.minimum((start_m * BLOCK_M + 1) // BLOCK_N, N_CTX // BLOCK_N)
+    else:
+        n_blocks = tl.cdiv(N_CTX, BLOCK_N)
+        n_full = N_CTX // BLOCK_N
+    return n_blocks, n_full
+
+
+@tlx.jit
+def _fwd_produce_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
+                      v_full, v_empty, off_z, off_h, start_m, tile_phase, kv_count, n_blocks,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+                      NUM_STAGES: tl.constexpr):
+    """TMA loads of one Q block (one half per consumer) and its K/V blocks. K of the first block
+    goes first, so a persistent CTA fetches it while the consumers still hold the previous
+    tile's Q; V's of a block follow K's (the consumers need K first). Returns the ring count."""
+    SPLIT: tl.constexpr = BLOCK_M // 2
+    Q_BYTES: tl.constexpr = SPLIT * HEAD_DIM * tlx.size_of(tlx.dtype_of(q_desc))
+    KV_BYTES: tl.constexpr = BLOCK_N * HEAD_DIM * tlx.size_of(tlx.dtype_of(k_desc))
+    slot = kv_count % NUM_STAGES
+    phase = (kv_count // NUM_STAGES) & 1
+    tlx.barrier_wait(k_empty[slot], phase ^ 1)  # a fresh barrier passes a wait on parity 1
+    tlx.barrier_expect_bytes(k_full[slot], KV_BYTES)
+    tlx.async_descriptor_load(k_desc, k_smem[slot], [off_z, off_h, 0, 0], k_full[slot])
+    for g in tl.static_range(2):
+        tlx.barrier_wait(q_empty[g], tile_phase ^ 1)
+        tlx.barrier_expect_bytes(q_full[g], Q_BYTES)
+        tlx.async_descriptor_load(q_desc, q_smem[g], [off_z, off_h, start_m * BLOCK_M + g * SPLIT, 0], q_full[g])
+    tlx.barrier_wait(v_empty[slot], phase ^ 1)
+    tlx.barrier_expect_bytes(v_full[slot], KV_BYTES)
+    tlx.async_descriptor_load(v_desc, v_smem[slot], [off_z, off_h, 0, 0], v_full[slot])
+    kv_count += 1
+    for j in range(1, n_blocks):
+        slot = kv_count % NUM_STAGES
+        phase = (kv_count // NUM_STAGES) & 1
+        tlx.barrier_wait(k_empty[slot], phase ^ 1)
+        tlx.barrier_expect_bytes(k_full[slot], KV_BYTES)
+        tlx.async_descriptor_load(k_desc, k_smem[slot], [off_z, off_h, j * BLOCK_N, 0], k_full[slot])
+        tlx.barrier_wait(v_empty[slot], phase ^ 1)
+        tlx.barrier_expect_bytes(v_full[slot], KV_BYTES)
+        tlx.async_descriptor_load(v_desc, v_smem[slot], [off_z, off_h, j * BLOCK_N, 0], v_full[slot])
+        kv_count += 1
+    return kv_count
+
+
+# ---- forward: the consumers -----------------------------------------------------------------------
+
+@tlx.jit
+def _tensor_core_turn(cid: tl.constexpr):
+    """Wait for this consumer's turn at the tensor cores (named barrier 9 for consumer 0, 10 for
+    consumer 1: the other consumer arrives on it once it has issued its wgmmas)."""
+    if cid == 0:
+        tlx.named_barrier_wait(9, 256)
+    else:
+        tlx.named_barrier_wait(10, 256)
+
+
+@tlx.jit
+def _tensor_core_pass(cid: tl.constexpr):
+    """Give the tensor cores to the other consumer (all of this turn's wgmmas are issued)."""
+    if cid == 0:
+        tlx.named_barrier_arrive(10, 256)
+    else:
+        tlx.named_barrier_arrive(9, 256)
+
+
+@tlx.jit
+def _online_softmax(qk, m_i, l_i, qk_scale, offs_m, n0, N_CTX, P_DTYPE: tl.constexpr,
+                    BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr, MASK: tl.constexpr):
+    """One block of the online softmax in base 2: the new running max m (of qk * qk_scale),
+    P = exp2(qk * qk_scale - m) converted to P_DTYPE (the PV wgmma's register operand: converted
+    here, not in the tensor-core turn, and half the registers to carry), the rescale factor
+    alpha = exp2(m_old - m) and the running sum l (of the fp32 P). With MASK, columns past the
+    sequence end (and above the diagonal when CAUSAL) are -inf. A row never sees only -inf:
+    block 0, always visited first, holds column 0 (valid for every row)."""
+    if MASK:
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+        keep = offs_n[None, :] < N_CTX
+        if CAUSAL:
+            keep = keep & (offs_n[None, :] <= offs_m[:, None])
+        qk = tl.where(keep, qk, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+    alpha = tl.math.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    return p.to(P_DTYPE), m_new, l_i, alpha
+
+
+@tlx.jit
+def _fwd_kv_step(q_view, k_smem, v_smem, k_full, k_empty, v_full, v_empty, p, m_i, l_i, acc, qk_scale,
+                 offs_m, j, kv_count, N_CTX, cid: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+                 NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr, MASK: tl.constexpr):
+    """K/V block j (ring position kv_count) for one consumer, with block j-1's P in registers.
+    In this consumer's tensor-core turn: issue S = Q K_j^T, then O += P_{j-1} V_{j-1}. Then wait
+    for S only (one wgmma group still in flight), run the softmax of block j under the PV
+    wgmma, wait for it and rescale O by alpha_j."""
+    slot = kv_count % NUM_STAGES
+    prev = (kv_count - 1) % NUM_STAGES
+    tlx.barrier_wait(k_full[slot], (kv_count // NUM_STAGES) & 1)
+    tlx.barrier_wait(v_full[prev], ((kv_count - 1) // NUM_STAGES) & 1)
+    _tensor_core_turn(cid)
+    qk = tlx.async_dot(q_view, tlx.local_trans(tlx.local_reshape(k_smem[slot], (BLOCK_N, HEAD_DIM))))
+    acc = tlx.async_dot(p, tlx.local_reshape(v_smem[prev], (BLOCK_N, HEAD_DIM)), acc)
+    _tensor_core_pass(cid)
+    qk = tlx.async_dot_wait(1, qk)  # S is done (wgmmas retire in order); the PV wgmma runs on
+    tlx.barrier_arrive(k_empty[slot])
+    p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, offs_m, j * BLOCK_N, N_CTX,
+                                         tlx.dtype_of(v_smem), BLOCK_N, CAUSAL, MASK)
+    acc = tlx.async_dot_wait(0, acc)
+    tlx.barrier_arrive(v_empty[prev])
+    acc = acc * alpha[:, None]
+    return p, m_i, l_i, acc
+
+
+@tlx.jit
+def _fwd_consume_tile(q_smem, k_smem, v_smem, o_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
+                      o_desc, lse_ptr, qk_scale, off_z, off_h, off_zh, start_m, tile_phase, kv_count, N_CTX,
+                      n_blocks, n_full, cid: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                      HEAD_DIM: tl.constexpr, NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr,
+                      Q_HOLDS_O: tl.constexpr):
+    """One consumer's 64 rows of Q block `start_m`: block 0 peeled (always masked: it may hold
+    the diagonal or the sequence end), the unmasked blocks, the masked ones, the last PV, then
+    O = acc / l to shared memory and out by TMA store, and LSE. With Q_HOLDS_O the O tile goes
+    through this consumer's Q buffer, released to the producer once the store has read it;
+    otherwise Q is released after the last S wgmma and O has its own buffer (`o_smem`).
+    Returns the ring count after this tile."""
+    SPLIT: tl.constexpr = BLOCK_M // 2
+    offs_m = start_m * BLOCK_M + cid * SPLIT + tl.arange(0, SPLIT)
+    q_view = tlx.local_reshape(q_smem[cid], (SPLIT, HEAD_DIM))
+    m_i = tl.full([SPLIT], float("-inf"), tl.float32)
+    l_i = tl.zeros([SPLIT], dtype=tl.float32)
+    acc = tl.zeros([SPLIT, HEAD_DIM], dtype=tl.float32)
+
+    tlx.barrier_wait(q_full[cid], tile_phase)
+    slot = kv_count % NUM_STAGES
+    tlx.barrier_wait(k_full[slot], (kv_count // NUM_STAGES) & 1)
+    _tensor_core_turn(cid)
+    qk = tlx.async_dot(q_view, tlx.local_trans(tlx.local_reshape(k_smem[slot], (BLOCK_N, HEAD_DIM))))
+    _tensor_core_pass(cid)
+    qk = tlx.async_dot_wait(0, qk)
+    tlx.barrier_arrive(k_empty[slot])
+    p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, offs_m, 0, N_CTX, tlx.dtype_of(v_smem),
+                                         BLOCK_N, CAUSAL, True)
+    kv_count += 1
+
+    for j in range(1, n_full):
+        p, m_i, l_i, acc = _fwd_kv_step(q_view, k_smem, v_smem, k_full, k_empty, v_full, v_empty, p, m_i, l_i, acc,
+                                        qk_scale, offs_m, j, kv_count, N_CTX, cid, BLOCK_N, HEAD_DIM, NUM_STAGES,
+                                        CAUSAL, False)
+        kv_count += 1
+    for j in range(tl.maximum(n_full, 1), n_blocks):
+        p, m_i, l_i, acc = _fwd_kv_step(q_view, k_smem, v_smem, k_full, k_empty, v_full, v_empty, p, m_i, l_i, acc,
+                                        qk_scale, offs_m, j, kv_count, N_CTX, cid, BLOCK_N, HEAD_DIM, NUM_STAGES,
+                                        CAUSAL, True)
+        kv_count += 1
+    if not Q_HOLDS_O:
+        tlx.barrier_arrive(q_empty[cid])  # the last S wgmma has read Q
+
+    prev = (kv_count - 1) % NUM_STAGES
+    tlx.barrier_wait(v_full[prev], ((kv_count - 1) // NUM_STAGES) & 1)
+    _tensor_core_turn(cid)
+    acc = tlx.async_dot(p, tlx.local_reshape(v_smem[prev], (BLOCK_N, HEAD_DIM)), acc)
+    _tensor_core_pass(cid)
+    acc = tlx.async_dot_wait(0, acc)
+    tlx.barrier_arrive(v_empty[prev])
+
+    acc = acc / l_i[:, None]
+    lse = (m_i + tl.math.log2(l_i)) * LN2
+    tl.store(lse_ptr + off_zh * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
+    if Q_HOLDS_O:
+        tlx.local_store(q_view, acc.to(tlx.dtype_of(o_desc)))
+        tlx.fence("async_shared")  # generic stores above, a TMA (async proxy) read below
+        tlx.async_descriptor_store(o_desc, q_smem[cid], [off_z, off_h, start_m * BLOCK_M + cid * SPLIT, 0])
+        tlx.async_descriptor_store_wait(0)  # the store has read the Q buffer: the producer may refill it
+        tlx.barrier_arrive(q_empty[cid])
+    else:
+        tlx.async_descriptor_store_wait(0)  # this consumer's previous O store has read o_smem
+        tlx.local_store(tlx.local_reshape(o_smem[cid], (SPLIT, HEAD_DIM)), acc.to(tlx.dtype_of(o_desc)))
+        tlx.fence("async_shared")  # generic stores above, a TMA (async proxy) read below
+        tlx.async_descriptor_store(o_desc, o_smem[cid], [off_z, off_h, start_m * BLOCK_M + cid * SPLIT, 0])
+    return kv_count
+
+
+# ---- forward kernels ------------------------------------------------------------------------------
+
+@tlx.jit
+def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, H, N_CTX,
+                    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr):
+    """Flash-attention forward, one CTA per (Q block, batch x head): grid (cdiv(N, BLOCK_M), Z*H).
+    `qk_scale` is sm_scale * log2(e). The O tile goes out through each consumer's Q buffer."""
+    SPLIT: tl.constexpr = BLOCK_M // 2
+    q_smem = tlx.local_alloc((1, 1, SPLIT, HEAD_DIM), tlx.dtype_of(q_desc), 2)
+    k_smem = tlx.local_alloc((1, 1, BLOCK_N, HEAD_DIM), tlx.dtype_of(k_desc), NUM_STAGES)
+    v_smem = tlx.local_alloc((1, 1, BLOCK_N, HEAD_DIM), tlx.dtype_of(v_desc), NUM_STAGES)
+    q_full = tlx.alloc_barriers(num_barriers=2, arrive_count=1)
+    q_empty = tlx.alloc_barriers(num_barriers=2, arrive_count=1)
+    k_full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
+    k_empty = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=2)
+    v_full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
+    v_empty = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=2)
+
+    with tlx.async_tasks():
+        with tlx.async_task("default", registers=24):  # producer: TMA loads
+            start_m = tl.num_programs(0) - 1 - tl.program_id(0)  # the longest causal blocks first
+            off_zh = tl.program_id(1)
+            n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
+            _fwd_produce_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
+                              v_full, v_empty, off_zh // H, off_zh % H, start_m, 0, 0, n_blocks,
+                              BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES)
+
+        with tlx.async_task(num_warps=4, replicate=2, registers=240):  # consumers: wgmma + softmax
+            cid: tl.constexpr = tlx.async_task_replica_id()
+            start_m = tl.num_programs(0) - 1 - tl.program_id(0)
+            off_zh = tl.program_id(1)
+            n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
+            if cid == 1:
+                tlx.named_barrier_arrive(9, 256)  # consumer 0 takes the first turn
+            _fwd_consume_tile(q_smem, k_smem, v_smem, q_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
+                              o_desc, lse_ptr, qk_scale, off_zh // H, off_zh % H, off_zh, start_m, 0, 0, N_CTX,
+                              n_blocks, n_full, cid, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, CAUSAL, True)
+
+
+@tlx.jit
+def _persistent_tile(tile, num_m, ZH, CAUSAL: tl.constexpr):
+    """(batch x head, Q block) of tile number `tile`. Causal: the last Q blocks (the longest,
+    whole K/V prefix) of every head first, so the static round-robin over CTAs stays balanced.
+    Otherwise head by head, so consecutive tiles share K/V in L2."""
+    if CAUSAL:
+        start_m = num_m - 1 - tile // ZH
+        off_zh = tile % ZH
+    else:
+        start_m = tile % num_m
+        off_zh = tile // num_m
+    return off_zh, start_m
+
+
+@tlx.jit
+def attn_fwd_persistent_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, ZH, H, N_CTX,
+                               HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                               NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr, Q_HOLDS_O: tl.constexpr):
+    """Persistent flash-attention forward on a 1-D grid of P CTAs (one per SM at most): CTA p
+    takes tiles p, p + P, ... of the cdiv(N, BLOCK_M) * ZH tiles (ZH = batch x heads). The K/V
+    ring count and the consumers' ping-pong run on across tiles, so the producer loads the next
+    tile's K/V while the consumers finish this one. Q_HOLDS_O: O goes out through the Q buffer
+    (head_dim 256, where a separate O tile does not fit); otherwise a separate O buffer lets the
+    next Q load as soon as the last S wgmma of a tile has read the current one."""
+    SPLIT: tl.constexpr = BLOCK_M // 2
+    q_smem = tlx.local_alloc((1, 1, SPLIT, HEAD_DIM), tlx.dtype_of(q_desc), 2)
+    k_smem = tlx.local_alloc((1, 1, BLOCK_N, HEAD_DIM), tlx.dtype_of(k_desc), NUM_STAGES)
+    v_smem = tlx.local_alloc((1, 1, BLOCK_N, HEAD_DIM), tlx.dtype_of(v_desc), NUM_STAGES)
+    q_full = tlx.alloc_barriers(num_barriers=2, arrive_count=1)
+    q_empty = tlx.alloc_barriers(num_barriers=2, arrive_count=1)
+    k_full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
+    k_empty = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=2)
+    v_full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
+    v_empty = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=2)
+    if Q_HOLDS_O:
+        o_smem = q_smem
+    else:
+        o_smem = tlx.local_alloc((1, 1, SPLIT, HEAD_DIM), tlx.dtype_of(o_desc), 2)
+
+    with tlx.async_tasks():
+        with tlx.async_task("default", registers=24):  # producer: TMA loads for every tile of this CTA
+            num_m = tl.cdiv(N_CTX, BLOCK_M)
+            kv_count = 0
+            i = 0
+            for tile in range(tl.program_id(0), num_m * ZH, tl.num_programs(0)):
+                off_zh, start_m = _persistent_tile(tile, num_m, ZH, CAUSAL)
+                n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
+                kv_count = _fwd_produce_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty,
+                                             k_full, k_empty, v_full, v_empty, off_zh // H, off_zh % H, start_m,
+                                             i & 1, kv_count, n_blocks, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES)
+                i += 1
+
+        with tlx.async_task(num_warps=4, replicate=2, registers=240):  # consumers: wgmma + softmax + O
+            cid: tl.constexpr = tlx.async_task_replica_id()
+            num_m = tl.cdiv(N_CTX, BLOCK_M)
+            if cid == 1:
+                tlx.named_barrier_arrive(9, 256)  # consumer 0 takes the first turn
+            kv_count = 0
+            i = 0
+            for tile in range(tl.program_id(0), num_m * ZH, tl.num_programs(0)):
+                off_zh, start_m = _persistent_tile(tile, num_m, ZH, CAUSAL)
+                n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
+                kv_count = _fwd_consume_tile(q_smem, k_smem, v_smem, o_smem, q_full, q_empty, k_full, k_empty,
+                                             v_full, v_empty, o_desc, lse_ptr, qk_scale, off_zh // H, off_zh % H,
+                                             off_zh, start_m, i & 1, kv_count, N_CTX, n_blocks, n_full, cid,
+                                             BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, CAUSAL, Q_HOLDS_O)
+                i += 1
+            tlx.async_descriptor_store_wait(0)  # the CTA's shared memory must outlive the last store
+
+
+# ---- backward -------------------------------------------------------------------------------------
+
+@tlx.jit
+def attn_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, N_CTX, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+    """Delta[zh, n] = sum_d O[zh, n, d] * dO[zh, n, d] in fp32 (O, dO contiguous (Z*H, N, D)):
+    grid (cdiv(N, BLOCK), Z*H)."""
+    off_zh = tl.program_id(1)
+    offs_m = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    offs_d = tl.arange(0, HEAD_DIM)
+    rows = offs_m < N_CTX
+    base = off_zh * N_CTX * HEAD_DIM
+    ptrs = base + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+    o = tl.load(o_ptr + ptrs, mask=rows[:, None], other=0.0).to(tl.float32)
+    do = tl.load(do_ptr + ptrs, mask=rows[:, None], other=0.0).to(tl.float32)
+    tl.store(delta_ptr + off_zh * N_CTX + offs_m, tl.sum(o * do, 1), mask=rows)
+
+
+@tlx.jit
+def _bwd_q_blocks(start_n, N_CTX, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    """The Q blocks K/V block `start_n` meets: [lo, hi), and [lo, full_lo) (the blocks crossing
+    the diagonal) and [full_hi, hi) (the block crossing the sequence end) need a mask."""
+    hi = tl.cdiv(N_CTX, BLOCK_M)
+    full_hi = N_CTX // BLOCK_M
+    if CAUSAL:
+        lo = (start_n * BLOCK_N) // BLOCK_M
+        full_lo = tl.minimum(tl.cdiv(start_n * BLOCK_N + BLOCK_N - 1, BLOCK_M), full_hi)
+    else:
+        lo = 0
+        full_lo = 0
+    return lo, full_lo, tl.maximum(full_hi, full_lo), hi
+
+
+@tlx.jit
+def _bwd_dkdv_step(q_smem, do_smem, k_smem, v_smem, lse_smem, delta_smem, full, empty, dk, dv, qk_scale,
+                   offs_n, j, count, N_CTX, cid: tl.constexpr, BLOCK_M: tl.constexpr,
+                   HEAD_DIM: tl.constexpr, D_SPLIT: tl.constexpr, NUM_STAGES: tl.constexpr,
+                   CAUSAL: tl.constexpr, MASK: tl.constexpr):
+    """Q block j (ring position `count`) against this consumer's K/V rows `offs_n`:
+    S^T = K Q^T and dP^T = V dO^T issued together; P^T = exp2(S^T * qk_scale - LSE * log2(e))
+    while dP^T runs (LSE * log2(e) and Delta of the block are in the ring stage, put there by the
+    producer); dV += P^T dO issued; dS^T = P^T (dP^T - Delta) under it; dK += dS^T Q.
+    With D_SPLIT == 2 the head dimension is in two chunk buffers: S^T and dP^T sum over both,
+    and this consumer accumulates the chunk `cid` of dK and dV."""
+    DC: tl.constexpr = HEAD_DIM // D_SPLIT
+    ROWS: tl.constexpr = 64
+    slot = count % NUM_STAGES
+    tlx.barrier_wait(full[slot], (count // NUM_STAGES) & 1)
+    kb: tl.constexpr = cid if D_SPLIT == 1 else 0  # this consumer's K/V rows (chunk 0 of them)
+    st = tlx.async_dot(tlx.local_reshape(k_smem[kb], (ROWS, DC)),
+                       tlx.local_trans(tlx.local_reshape(q_smem[slot * D_SPLIT], (BLOCK_M, DC))))
+    if D_SPLIT == 2:
+        st = tlx.async_dot(tlx.local_reshape(k_smem[1], (ROWS, DC)),
+                           tlx.local_trans(tlx.local_reshape(q_smem[slot * D_SPLIT + 1], (BLOCK_M, DC))), st)
+    dpt = tlx.async_dot(tlx.local_reshape(v_smem[kb], (ROWS, DC)),
+                        tlx.local_trans(tlx.local_reshape(do_smem[slot * D_SPLIT], (BLOCK_M, DC))))
+    if D_SPLIT == 2:
+        dpt = tlx.async_dot(tlx.local_reshape(v_smem[1], (ROWS, DC)),
+                            tlx.local_trans(tlx.local_reshape(do_smem[slot * D_SPLIT + 1], (BLOCK_M, DC))), dpt)
+    offs_m = j * BLOCK_M + tl.arange(0, BLOCK_M)
+    lse2 = tlx.local_load(lse_smem[slot])
+    delta = tlx.local_load(delta_smem[slot])
+    st = tlx.async_dot_wait(D_SPLIT, st)  # S^T is done (wgmma groups retire in order), dP^T may still run
+    pt = tl.math.exp2(st * qk_scale - lse2[None, :])
+    if MASK:
+        keep = offs_m[None, :] < N_CTX
+        if CAUSAL:
+            keep = keep & (offs_m[None, :] >= offs_n[:, None])
+        pt = tl.where(keep, pt, 0.0)
+    oc: tl.constexpr = cid % D_SPLIT  # the dK/dV chunk this consumer owns
+    pt16 = pt.to(tlx.dtype_of(q_smem))
+    dv = tlx.async_dot(pt16, tlx.local_reshape(do_smem[slot * D_SPLIT + oc], (BLOCK_M, DC)), dv)
+    dpt = tlx.async_dot_wait(1, dpt)  # dP^T is done, dV may still run
+    dst = (pt * (dpt - delta[None, :])).to(tlx.dtype_of(q_smem))
+    dk = tlx.async_dot(dst, tlx.local_reshape(q_smem[slot * D_SPLIT + oc], (BLOCK_M, DC)), dk)
+    dk = tlx.async_dot_wait(0, dk)
+    dv = tlx.async_dot_wait(0, dv)
+    tlx.barrier_arrive(empty[slot])
+    return dk, dv
+
+
+@tlx.jit
+def attn_bwd_dkdv_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_ptr, delta_ptr, qk_scale, sm_scale,
+                         H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         D_SPLIT: tl.constexpr, NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr):
+    """dK and dV of one K/V block per CTA: grid (cdiv(N, BLOCK_N), Z*H). A producer loads the
+    block's K and V once and streams (Q, dO) blocks of BLOCK_M rows through a ring (by TMA), with
+    their LSE and Delta rows (loaded and stored to the stage by the producer's threads); with
+    D_SPLIT == 1 (head_dim <= 128, BLOCK_N 128) each consumer owns 64 K/V rows, with D_SPLIT == 2
+    (head_dim 256, BLOCK_N 64) the two consumers share the 64 rows and own one half of the head
+    dimension each. Every tile of head_dim columns lives as D_SPLIT chunk buffers (the descriptors
+    move [1, 1, rows, head_dim / D_SPLIT] blocks). dK and dV go out by TMA store through the K and
+    V buffers, once both consumers are done reading them."""
+    DC: tl.constexpr = HEAD_DIM // D_SPLIT
+    q_smem = tlx.local_alloc((1, 1, BLOCK_M, DC), tlx.dtype_of(q_desc), NUM_STAGES * D_SPLIT)
+    do_smem = tlx.local_alloc((1, 1, BLOCK_M, DC), tlx.dtype_of(do_desc), NUM_STAGES * D_SPLIT)
+    k_smem = tlx.local_alloc((1, 1, 64, DC), tlx.dtype_of(k_desc), 2)
+    v_smem = tlx.local_alloc((1, 1, 64, DC), tlx.dtype_of(v_desc), 2)
+    lse_smem = tlx.local_alloc((BLOCK_M,), tl.float32, NUM_STAGES)
+    delta_smem = tlx.local_alloc((BLOCK_M,), tl.float32, NUM_STAGES)
+    kv_full = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
+    full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=2)  # the TMA bytes' arrive, LSE/Delta's
+    empty = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=2)
+
+    with tlx.async_tasks():
+        with tlx.async_task("default", registers=24):  # producer: K, V once, then (Q, dO, LSE, Delta) blocks
+            start_n = tl.program_id(0)
+            off_zh = tl.program_id(1)
+            off_z = off_zh // H
+            off_h = off_zh % H
+            KV_BYTES: tl.constexpr = 2 * 2 * 64 * DC * tlx.size_of(tlx.dtype_of(k_desc))
+            tlx.barrier_expect_bytes(kv_full[0], KV_BYTES)
+            for b in tl.static_range(2):
+                row: tl.constexpr = b * 64 if D_SPLIT == 1 else 0
+                col: tl.constexpr = 0 if D_SPLIT == 1 else b * DC
+                tlx.async_descriptor_load(k_desc, k_smem[b], [off_z, off_h, start_n * BLOCK_N + row, col], kv_full[0])
+                tlx.async_descriptor_load(v_desc, v_smem[b], [off_z, off_h, start_n * BLOCK_N + row, col], kv_full[0])
+            lo, full_lo, full_hi, hi = _bwd_q_blocks(start_n, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
+            STAGE_BYTES: tl.constexpr = 2 * BLOCK_M * HEAD_DIM * tlx.size_of(tlx.dtype_of(q_desc))
+            count = 0
+            for j in range(lo, hi):
+                slot = count % NUM_STAGES
+                tlx.barrier_wait(empty[slot], ((count // NUM_STAGES) & 1) ^ 1)
+                tlx.barrier_expect_bytes(full[slot], STAGE_BYTES)
+                for d in tl.static_range(D_SPLIT):
+                    tlx.async_descriptor_load(q_desc, q_smem[slot * D_SPLIT + d], [off_z, off_h, j * BLOCK_M, d * DC],
+                                              full[slot])
+                    tlx.async_descriptor_load(do_desc, do_smem[slot * D_SPLIT + d], [off_z, off_h, j * BLOCK_M, d * DC],
+                                              full[slot])
+                # the block's LSE (in base 2) and Delta rows, behind the TMA issue, published by the
+                # stage's second arrive (generic writes read by generic loads: no proxy fence)
+                offs_m = j * BLOCK_M + tl.arange(0, BLOCK_M)
+                rows = offs_m < N_CTX
+                tlx.local_store(lse_smem[slot], tl.load(lse_ptr + off_zh * N_CTX + offs_m, mask=rows, other=0.0) * LOG2E)
+                tlx.local_store(delta_smem[slot], tl.load(delta_ptr + off_zh * N_CTX + offs_m, mask=rows, other=0.0))
+                tlx.barrier_arrive(full[slot])
+                count += 1
+
+        with tlx.async_task(num_warps=4, replicate=2, registers=240):  # consumers: dK, dV
+            cid: tl.constexpr = tlx.async_task_replica_id()
+            start_n = tl.program_id(0)
+            off_zh = tl.program_id(1)
+            ROW0: tl.constexpr = cid * 64 if D_SPLIT == 1 else 0
+            offs_n = start_n * BLOCK_N + ROW0 + tl.arange(0, 64)
+            lo, full_lo, full_hi, hi = _bwd_q_blocks(start_n, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
+            dk = tl.zeros([64, DC], dtype=tl.float32)
+            dv = tl.zeros([64, DC], dtype=tl.float32)
+            tlx.barrier_wait(kv_full[0], 0)
+            count = 0
+            for j in range(lo, full_lo):
+                dk, dv = _bwd_dkdv_step(q_smem, do_smem, k_smem, v_smem, lse_smem, delta_smem, full, empty, dk, dv,
+                                        qk_scale, offs_n, j, count, N_CTX, cid, BLOCK_M, HEAD_DIM, D_SPLIT,
+                                        NUM_STAGES, CAUSAL, True)
+                count += 1
+            for j in range(full_lo, full_hi):
+                dk, dv = _bwd_dkdv_step(q_smem, do_smem, k_smem, v_smem, lse_smem, delta_smem, full, empty, dk, dv,
+                                        qk_scale, offs_n, j, count, N_CTX, cid, BLOCK_M, HEAD_DIM, D_SPLIT,
+                                        NUM_STAGES, CAUSAL, False)
+                count += 1
+            for j in range(full_hi, hi):
+                dk, dv = _bwd_dkdv_step(q_smem, do_smem, k_smem, v_smem, lse_smem, delta_smem, full, empty, dk, dv,
+                                        qk_scale, offs_n, j, count, N_CTX, cid, BLOCK_M, HEAD_DIM, D_SPLIT,
+                                        NUM_STAGES, CAUSAL, True)
+                count += 1
+            if D_SPLIT == 2:
+                tlx.named_barrier_wait(9, 256)  # both consumers are done reading K and V
+            COL0: tl.constexpr = 0 if D_SPLIT == 1 else cid * DC
+            tlx.local_store(tlx.local_reshape(k_smem[cid], (64, DC)), (dk * sm_scale).to(tlx.dtype_of(dk_desc)))
+            tlx.local_store(tlx.local_reshape(v_smem[cid], (64, DC)), dv.to(tlx.dtype_of(dv_desc)))
+            tlx.fence("async_shared")  # generic stores above, TMA (async proxy) reads below
+            tlx.async_descriptor_store(dk_desc, k_smem[cid], [off_zh // H, off_zh % H, start_n * BLOCK_N + ROW0, COL0])
+            tlx.async_descriptor_store(dv_desc, v_smem[cid], [off_zh // H, off_zh % H, start_n * BLOCK_N + ROW0, COL0])
+            tlx.async_descriptor_store_wait(0)
+
+
+@tlx.jit
+def _bwd_dq_step(q_view, do_view, k_smem, v_smem, full, empty, dq, lse2, delta, qk_scale, offs_m, j, count, N_CTX,
+                 BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, NUM_STAGES: tl.constexpr,
+                 CAUSAL: tl.constexpr, MASK: tl.constexpr):
+    """K/V block j (ring position `count`) for this consumer's 64 Q rows: S = Q K^T and
+    dP = dO V^T issued together, P = exp2(S * qk_scale - LSE * log2(e)) while dP runs,
+    dS = P (dP - Delta), dQ += dS K."""
+    slot = count % NUM_STAGES
+    tlx.barrier_wait(full[slot], (count // NUM_STAGES) & 1)
+    k_view = tlx.local_reshape(k_smem[slot], (BLOCK_N, HEAD_DIM))
+    s = tlx.async_dot(q_view, tlx.local_trans(k_view))
+    dp = tlx.async_dot(do_view, tlx.local_trans(tlx.local_reshape(v_smem[slot], (BLOCK_N, HEAD_DIM))))
+    s = tlx.async_dot_wait(1, s)
+    p = tl.math.exp2(s * qk_scale - lse2[:, None])
+    if MASK:
+        offs_n = j * BLOCK_N + tl.arange(0, BLOCK_N)
+        keep = offs_n[None, :] < N_CTX
+        if CAUSAL:
+            keep = keep & (offs_n[None, :] <= offs_m[:, None])
+        p = tl.where(keep, p, 0.0)
+    dp = tlx.async_dot_wait(0, dp)
+    ds = (p * (dp - delta[:, None])).to(tlx.dtype_of(k_smem))
+    dq = tlx.async_dot(ds, k_view, dq)
+    dq = tlx.async_dot_wait(0, dq)
+    tlx.barrier_arrive(empty[slot])
+    return dq
+
+
+@tlx.jit
+def attn_bwd_dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse_ptr, delta_ptr, qk_scale, sm_scale, H, N_CTX,
+                       HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr):
+    """dQ of one 128-row Q block per CTA: grid (cdiv(N, BLOCK_M), Z*H), the longest causal blocks
+    first. A producer loads the consumers' Q and dO halves and streams (K, V) blocks through a
+    ring; each consumer owns 64 rows. dQ goes out by TMA store through the consumer's Q buffer."""
+    SPLIT: tl.constexpr = BLOCK_M // 2
+    q_smem = tlx.local_alloc((1, 1, SPLIT, HEAD_DIM), tlx.dtype_of(q_desc), 2)
+    do_smem = tlx.local_alloc((1, 1, SPLIT, HEAD_DIM), tlx.dtype_of(do_desc), 2)
+    k_smem = tlx.local_alloc((1, 1, BLOCK_N, HEAD_DIM), tlx.dtype_of(k_desc), NUM_STAGES)
+    v_smem = tlx.local_alloc((1, 1, BLOCK_N, HEAD_DIM), tlx.dtype_of(v_desc), NUM_STAGES)
+    q_full = tlx.alloc_barriers(num_barriers=2, arrive_count=1)
+    full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=2)
+
+    with tlx.async_tasks():
+        with tlx.async_task("default", registers=24):  # producer: Q, dO once, then (K, V) blocks
+            start_m = tl.num_programs(0) - 1 - tl.program_id(0)
+            off_zh = tl.program_id(1)
+            off_z = off_zh // H
+            off_h = off_zh % H
+            Q_BYTES: tl.constexpr = 2 * SPLIT * HEAD_DIM * tlx.size_of(tlx.dtype_of(q_desc))
+            for g in tl.static_range(2):
+                tlx.barrier_expect_bytes(q_full[g], Q_BYTES)
+                tlx.async_descriptor_load(q_desc, q_smem[g], [off_z, off_h, start_m * BLOCK_M + g * SPLIT, 0], q_full[g])
+                tlx.async_descriptor_load(do_desc, do_smem[g], [off_z, off_h, start_m * BLOCK_M + g * SPLIT, 0],
+                                          q_full[g])
+            n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
+            STAGE_BYTES: tl.constexpr = 2 * BLOCK_N * HEAD_DIM * tlx.size_of(tlx.dtype_of(k_desc))
+            for j in range(0, n_blocks):
+                slot = j % NUM_STAGES
+                tlx.barrier_wait(empty[slot], ((j // NUM_STAGES) & 1) ^ 1)
+                tlx.barrier_expect_bytes(full[slot], STAGE_BYTES)
+                tlx.async_descriptor_load(k_desc, k_smem[slot], [off_z, off_h, j * BLOCK_N, 0], full[slot])
+                tlx.async_descriptor_load(v_desc, v_smem[slot], [off_z, off_h, j * BLOCK_N, 0], full[slot])
+
+        with tlx.async_task(num_warps=4, replicate=2, registers=240):  # consumers: dQ
+            cid: tl.constexpr = tlx.async_task_replica_id()
+            start_m = tl.num_programs(0) - 1 - tl.program_id(0)
+            off_zh = tl.program_id(1)
+            offs_m = start_m * BLOCK_M + cid * SPLIT + tl.arange(0, SPLIT)
+            lse2 = tl.load(lse_ptr + off_zh * N_CTX + offs_m, mask=offs_m < N_CTX, other=0.0) * LOG2E
+            delta = tl.load(delta_ptr + off_zh * N_CTX + offs_m, mask=offs_m < N_CTX, other=0.0)
+            n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
+            q_view = tlx.local_reshape(q_smem[cid], (SPLIT, HEAD_DIM))
+            do_view = tlx.local_reshape(do_smem[cid], (SPLIT, HEAD_DIM))
+            dq = tl.zeros([SPLIT, HEAD_DIM], dtype=tl.float32)
+            tlx.barrier_wait(q_full[cid], 0)
+            for j in range(0, n_full):
+                dq = _bwd_dq_step(q_view, do_view, k_smem, v_smem, full, empty, dq, lse2, delta, qk_scale, offs_m, j,
+                                  j, N_CTX, BLOCK_N, HEAD_DIM, NUM_STAGES, CAUSAL, False)
+            for j in range(n_full, n_blocks):
+                dq = _bwd_dq_step(q_view, do_view, k_smem, v_smem, full, empty, dq, lse2, delta, qk_scale, offs_m, j,
+                                  j, N_CTX, BLOCK_N, HEAD_DIM, NUM_STAGES, CAUSAL, True)
+            tlx.local_store(q_view, (dq * sm_scale).to(tlx.dtype_of(dq_desc)))
+            tlx.fence("async_shared")  # generic stores above, a TMA (async proxy) read below
+            tlx.async_descriptor_store(dq_desc, q_smem[cid], [off_zh // H, off_zh % H, start_m * BLOCK_M + cid * SPLIT, 0])
+            tlx.async_descriptor_store_wait(0)

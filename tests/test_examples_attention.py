@@ -1,0 +1,265 @@
+"""The flash-attention examples (tlx.examples.attention) without a GPU.
+
+* Numerics on the CPU interpreter: forward (O and the log-sum-exp rows) and backward (dQ, dK,
+  dV) against float64 numpy at small shapes — sequence lengths that end mid-block or are not a
+  multiple of 16, causal and not, fp16 and bf16, head_dim 64 and 128 (256 and the whole cross
+  product under -m slow) — outputs poisoned with NaN first, fresh random inputs, and no proxy or
+  synchronization hazard; the persistent forward with several tiles per CTA and the ring
+  wrapping across tiles; `attention()` with torch autograd on CPU tensors.
+* A kernel with its epilogue fences removed must report the race (so `hazards == []` means
+  something).
+* The compiled kernels (the specializations of tests/kernels/attention_examples.py: the
+  benchmark's and the GPU tests'): register budgets (setmaxnreg 24 / 240), no spills, the shared
+  memory the config accounts for, and the proxy fences — one per consumer, in the epilogue, none
+  inside a K/V loop, counted in the PTX and located against its loops.
+* Bad inputs are clear errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+
+import kernels
+from kernels import attention_examples as ae
+from tlx.examples import attention
+from tlx.examples.ptx_fences import fence_report
+
+rng = np.random.default_rng(20261207)
+
+#: relative error bounds (||.||_F / ||ref||_F, and the worst element against max |ref|). P is
+#: rounded to the input dtype before P V (as in every flash attention), outputs are rounded to
+#: it: fp16 keeps 11 significant bits, bf16 8.
+BOUNDS = {"fp16": (2e-3, 6e-3), "bf16": (1.2e-2, 3e-2)}
+LSE_ABS = 1e-4  # LSE is computed in fp32 from the exact products of the inputs
+
+
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float64 -> bf16 bit patterns (uint16), rounding to nearest even."""
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def values(x: np.ndarray) -> np.ndarray:
+    """The float64 values of a kernel array (fp16, bf16 bit patterns, fp32)."""
+    if x.dtype == np.uint16:
+        return (x.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return x.astype(np.float64)
+
+
+def random_array(shape, dtype: str) -> np.ndarray:
+    x = rng.standard_normal(shape)
+    return x.astype(np.float16) if dtype == "fp16" else bf16_bits(x)
+
+
+def poisoned(shape, dtype: str) -> np.ndarray:
+    if dtype == "fp32":
+        return np.full(shape, np.nan, np.float32)
+    if dtype == "fp16":
+        return np.full(shape, np.nan, np.float16)
+    return np.full(shape, 0x7FC0, np.uint16)  # bf16 NaN
+
+
+def reference(q, k, v, do, causal: bool, scale: float):
+    """o, lse, dq, dk, dv in float64 from the definition: S = scale q k^T (-inf above the diagonal
+    when causal), P = softmax(S), o = P v, lse = log sum exp S; dv = P^T do, dP = do v^T,
+    dS = P (dP - rowsum(dP P)), dq = scale dS k, dk = scale dS^T q."""
+    s = scale * q @ np.swapaxes(k, -1, -2)
+    if causal:
+        n = q.shape[-2]
+        s = np.where(np.tril(np.ones((n, n), bool)), s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    e = np.exp(s - m)
+    denom = e.sum(-1, keepdims=True)
+    p = e / denom
+    o = p @ v
+    dp = do @ np.swapaxes(v, -1, -2)
+    ds = p * (dp - (dp * p).sum(-1, keepdims=True))
+    return o, (m + np.log(denom))[..., 0], scale * ds @ k, scale * np.swapaxes(ds, -1, -2) @ q, np.swapaxes(p, -1, -2) @ do
+
+
+def check(what: str, got: np.ndarray, ref: np.ndarray, dtype: str) -> None:
+    g = values(got)
+    nan = int(np.isnan(g).sum())
+    assert nan == 0, f"{what}: {nan} elements never written"
+    rel = np.linalg.norm(g - ref) / np.linalg.norm(ref)
+    worst = np.abs(g - ref).max() / np.abs(ref).max()
+    bound, worst_bound = BOUNDS[dtype]
+    assert rel <= bound and worst <= worst_bound, f"{what} {dtype}: relative error {rel:.2e}, worst {worst:.2e}"
+
+
+def check_lse(got: np.ndarray, ref: np.ndarray) -> None:
+    assert not np.isnan(got).any(), f"{int(np.isnan(got).sum())} LSE rows never written"
+    err = np.abs(got.astype(np.float64) - ref).max()
+    assert err <= LSE_ABS, f"LSE off by {err:.2e}"
+
+
+def run_and_check(Z, H, N, D, causal, dtype, persistent=False, config=None, sms=None, backward=True,
+                  sm_scale=None):
+    q, k, v, do = (random_array((Z, H, N, D), dtype) for _ in range(4))
+    scale = sm_scale if sm_scale is not None else 1 / np.sqrt(D)
+    ro, rlse, rdq, rdk, rdv = reference(*(values(x) for x in (q, k, v, do)), causal, scale)
+    fwd = attention.plan_forward(q, k, v, causal, sm_scale, persistent=persistent, config=config, sms=sms,
+                                 out=poisoned((Z, H, N, D), dtype), lse=poisoned((Z, H, N), "fp32"))
+    o, lse = fwd.run(raise_on_hazard=False)
+    assert fwd.hazards == [], "\n".join(map(str, fwd.hazards))
+    check("o", o, ro, dtype)
+    check_lse(lse, rlse)
+    if not backward:
+        return fwd
+    bwd = attention.plan_backward(q, k, v, o, lse, do, causal, sm_scale, dq=poisoned((Z, H, N, D), dtype),
+                                  dk=poisoned((Z, H, N, D), dtype), dv=poisoned((Z, H, N, D), dtype))
+    dq, dk, dv = bwd.run(raise_on_hazard=False)
+    assert bwd.hazards == [], "\n".join(map(str, bwd.hazards))
+    for name, got, ref in (("dq", dq, rdq), ("dk", dk, rdk), ("dv", dv, rdv)):
+        check(name, got, ref, dtype)
+    return fwd
+
+
+# (seq, head_dim, causal, dtype): a single block; sequences ending mid-block, one not a multiple of
+# 16; two Q blocks with the diagonal in the second; both dtypes, both head dims
+CASES = [(64, 64, False, "fp16"), (100, 64, True, "bf16"), (192, 128, True, "fp16"), (100, 128, False, "bf16")]
+SLOW_CASES = [(n, d, c, t) for n in (64, 100, 192) for d in (64, 128) for c in (False, True) for t in ("fp16", "bf16")
+              if (n, d, c, t) not in CASES] + [(130, 256, True, "bf16"), (64, 256, False, "fp16")]
+
+
+@pytest.mark.parametrize("N,D,causal,dtype", CASES + [pytest.param(*c, marks=pytest.mark.slow) for c in SLOW_CASES],
+                         ids=lambda v: str(v))
+def test_forward_and_backward_match_float64(N, D, causal, dtype):
+    run_and_check(1, 2, N, D, causal, dtype)
+
+
+def test_unmasked_blocks_before_the_diagonal_and_a_custom_scale():
+    """Three K/V blocks for the last Q block (N=300, d64: BLOCK_N 128): two run the unmasked
+    loop, the third the masked one; the dK/dV kernel meets Q blocks below, on and past the
+    diagonal. sm_scale 0.3 instead of 1/sqrt(64)."""
+    run_and_check(1, 1, 300, 64, True, "fp16", sm_scale=0.3)
+
+
+@pytest.mark.parametrize("D,causal,dtype,stages", [(64, True, "bf16", 3), (128, False, "fp16", 3)])
+def test_persistent_forward_walks_several_tiles_per_cta(D, causal, dtype, stages):
+    """2 CTAs for 9 (causal) or 6 tiles: the K/V ring count, the Q buffers' phases and the
+    consumers' ping-pong run on across tiles. At d128 with 3 stages a separate O tile does not fit
+    and O leaves through the Q buffers (Q_HOLDS_O); at d64 it has its own buffers."""
+    cfg = dataclasses.replace(attention.FORWARD_CONFIGS[D], NUM_STAGES=stages)
+    H, N = (3, 300) if causal else (2, 300)
+    fwd = run_and_check(1, H, N, D, causal, dtype, persistent=True, config=cfg, sms=2, backward=False)
+    launch = fwd.launches[0]
+    assert launch.grid == (2,) and launch.constexprs["Q_HOLDS_O"] == (D == 128)
+
+
+def test_attention_autograd_on_torch_cpu_tensors(monkeypatch):
+    """`attention()` on CPU tensors: the forward and, through torch autograd, the backward run on
+    the interpreter; every output tensor starts as NaN (the allocations are poisoned)."""
+    import torch
+
+    def nan_empty(shape, dtype, device):
+        return torch.full(tuple(shape), float("nan"), dtype=dtype, device=device)
+
+    monkeypatch.setattr(attention, "_torch_empty", nan_empty)
+    for dtype, tdt, causal in (("fp16", torch.float16, True), ("bf16", torch.bfloat16, False)):
+        q, k, v, do = (torch.randn(1, 2, 100, 64).to(tdt) for _ in range(4))
+        ro, _, rdq, rdk, rdv = reference(*(x.double().numpy() for x in (q, k, v, do)), causal, 0.125)
+        q, k, v = (x.requires_grad_() for x in (q, k, v))
+        o = attention.attention(q, k, v, causal=causal)
+        assert o.dtype == tdt and o.shape == q.shape
+        o.backward(do)
+        for name, got, ref in (("o", o, ro), ("dq", q.grad, rdq), ("dk", k.grad, rdk), ("dv", v.grad, rdv)):
+            check(name, got.detach().double().numpy(), ref, dtype)
+
+
+def test_epilogue_without_its_fences_is_a_reported_race():
+    """Delete the user's fences from the traced forward: the interpreter must report the generic
+    store of O racing the TMA store that reads the same shared memory."""
+    from tlx.interpret import prepare_module
+    from tlx.interpreter import run
+    from tlx.launch import bind_arguments
+
+    q = random_array((1, 1, 128, 64), "fp16")
+    launch = attention.plan_forward(q, q, q, True).launches[0]
+    bound = bind_arguments(launch.kernel, launch.args, launch.constexprs)
+    module = prepare_module(launch.kernel, bound, launch.signature(), launch.num_warps, fence_passes=False)
+    fences = [op for op in module.ops() if op.name == "tlx.fence_async_shared"]
+    assert len(fences) == 2, "the forward lost its epilogue fences (one per consumer)"
+    for op in fences:
+        op.erase()
+    hazards = run(module, launch.grid, launch.args, raise_on_hazard=False)
+    assert ("raw", "tlx.local_store", "tlx.tma_store") in {(h.kind, h.first.op, h.second.op) for h in hazards}
+
+
+# ---- the compiled kernels ------------------------------------------------------------------------
+
+ATTN_SPECS = [s for s in kernels.all_specs() if isinstance(s, ae.AttentionSpec)]
+
+
+def _spec_param(s):
+    return pytest.param(s, marks=pytest.mark.slow) if s.slow else s
+
+
+def _config_smem(spec) -> int:
+    c, d = spec.constexprs, spec.constexprs["HEAD_DIM"]
+    if spec.fn.__name__ == "attn_fwd_kernel":
+        return attention.ForwardConfig(128, c["BLOCK_N"], c["NUM_STAGES"]).smem_bytes(d, separate_o=False)
+    if spec.fn.__name__ == "attn_fwd_persistent_kernel":
+        return attention.ForwardConfig(128, c["BLOCK_N"], c["NUM_STAGES"]).smem_bytes(d, not c["Q_HOLDS_O"])
+    cfg = attention.BackwardConfig(BLOCK_M1=c["BLOCK_M"], BLOCK_N1=c["BLOCK_N"], D_SPLIT=c["D_SPLIT"],
+                                   STAGES1=c["NUM_STAGES"]) if "D_SPLIT" in c else \
+        attention.BackwardConfig(BLOCK_N2=c["BLOCK_N"], STAGES2=c["NUM_STAGES"])
+    return cfg.smem_bytes(d)[0 if "D_SPLIT" in c else 1]
+
+
+def test_the_specs_cover_every_combination_and_ci_compiles_the_headline_ones():
+    combos = {(s.fn.__name__, s.signature.get("q_desc", "")[11:15], s.constexprs["HEAD_DIM"],
+               s.constexprs.get("CAUSAL")) for s in ATTN_SPECS}
+    for name in ("attn_fwd_kernel", "attn_fwd_persistent_kernel", "attn_bwd_dkdv_kernel", "attn_bwd_dq_kernel"):
+        assert {(d, t, c) for n, t, d, c in combos if n == name} == \
+            {(d, t, c) for d in ae.HEAD_DIMS for t in ("fp16", "bf16") for c in (False, True)}, name
+    assert sum(not s.slow for s in ATTN_SPECS) == len(ae.CORE)
+
+
+@pytest.mark.parametrize("spec", [_spec_param(s) for s in ATTN_SPECS if s.fn.__name__ != "attn_bwd_preprocess_kernel"],
+                         ids=lambda s: s.name)
+def test_compiled_kernel_budgets_and_fences(spec):
+    """setmaxnreg gives the producer 24 registers and the consumers 240, ptxas spills nothing and
+    warns of nothing (it would if it had to serialize the wgmmas), the shared memory is what the config accounts for (plus < 1 KiB of mbarriers and reduction
+    scratch), and the PTX has two proxy fences (one per consumer's epilogue store), none inside a
+    K/V loop."""
+    result = spec.compile()
+    res = result.resources
+    assert isinstance(result.asm.get("cubin"), bytes), res
+    assert res["spill_stores"] == 0 and res["spill_loads"] == 0, res
+    assert res["ptxas_warnings"] == [], res  # e.g. wgmma serialized ("Potential Performance Loss")
+    ptx = result.asm["ptx"]
+    assert len(re.findall(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+24;", ptx)) == 1, "the producer's register budget"
+    assert len(re.findall(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+240;", ptx)) == 2, "the consumers' budgets"
+    assert 0 <= res["shared_bytes"] - _config_smem(spec) < 1024, (res["shared_bytes"], _config_smem(spec))
+    report = fence_report(ptx)
+    assert report["fences"] == 2 and report["fences_in_k_loop"] == 0, report
+    assert report["k_loops"] >= 3, report  # the producer's and each consumer's (found, so the count means something)
+    for rec in result.fences:  # each fence orders an epilogue tile's generic store before its TMA store
+        assert rec.origin == "user" and any(r.startswith("tlx.tma_store ") for r in rec.readers), rec
+
+
+# ---- bad inputs ----------------------------------------------------------------------------------
+
+def test_bad_inputs_are_clear_errors():
+    x = np.zeros((1, 2, 64, 64), np.float16)
+    bad = [
+        (lambda: attention.plan_forward(np.zeros((1, 2, 64, 96), np.float16), *[np.zeros((1, 2, 64, 96), np.float16)] * 2),
+         "head_dim 96 is not supported"),
+        (lambda: attention.plan_forward(x, x, np.zeros((1, 2, 32, 64), np.float16)), "must have one shape"),
+        (lambda: attention.plan_forward(*[np.zeros((1, 2, 64, 64), np.float32)] * 3), "fp16 or bf16"),
+        (lambda: attention.plan_forward(x, x, x, sm_scale=-1.0), "sm_scale must be positive"),
+        (lambda: attention.plan_forward(x, x, np.zeros((1, 2, 64, 128), np.float16)[..., ::2]), "contiguous head_dim"),
+        (lambda: attention.plan_forward(np.zeros((2, 64, 64), np.float16), *[np.zeros((2, 64, 64), np.float16)] * 2),
+         "batch, heads, seq, head_dim"),
+        (lambda: attention.plan_forward(x, x, x, config=attention.ForwardConfig(128, 128, 8)), "shared memory"),
+        (lambda: attention.plan_backward(x, x, x, x, np.zeros((1, 2, 64), np.float32), x[:, :, :32]), "do must be"),
+        (lambda: attention.attention(x, x, x), "torch tensors"),
+    ]
+    for call, msg in bad:
+        with pytest.raises(attention.AttentionArgumentError, match=msg):
+            call()
