@@ -328,3 +328,47 @@ def test_a_tensormap_prefetch_uses_the_generic_address_of_each_descriptor():
     ptx = k.asm["ptx"]
     assert len(re.findall(r"@%leader\w* prefetch\.tensormap \[%\w+\];", ptx)) == 2
     assert "prefetch.param.tensormap" not in ptx
+
+
+# ---- a register layout the user pins decides what a warp holds --------------------------------
+
+@tlx.jit
+def pinned_rows_redux(x_ptr, out_ptr, LAYOUT: tl.constexpr):
+    offs = tl.arange(0, 128)[:, None] * 64 + tl.arange(0, 64)[None, :]
+    buf = tlx.local_alloc((128, 64), tl.float32, 1)
+    tlx.local_store(buf[0], tl.load(x_ptr + offs))
+    v = tlx.local_load(buf[0], layout=LAYOUT)
+    tl.store(out_ptr + offs, tlx.warp_redux(v, "max"))
+
+
+# lane l of warp w holds row 32 w + l, its 64 registers the columns
+ROW_PER_LANE = tlx.layout(shape=((32, 4), (64,)), stride=((64, 2048), (1,)))
+
+
+def test_a_pinned_register_layout_is_kept_and_decides_the_warp_groups():
+    k = tlx.compile(pinned_rows_redux, signature={"x_ptr": "*fp32", "out_ptr": "*fp32"},
+                    constexprs={"LAYOUT": ROW_PER_LANE}, num_warps=4)
+    lin = ("#linear<reg=[[0,1],[0,2],[0,4],[0,8],[0,16],[0,32]], lane=[[1,0],[2,0],[4,0],[8,0],[16,0]], "
+           "warp=[[32,0],[64,0]], shape=[128,64]>")
+    traced = next(ln for ln in k.asm["ir"].splitlines() if "tlx.local_load" in ln)
+    assert f"layout = {lin}" in traced, traced  # asked for on the op ...
+    laid = next(ln for ln in k.asm["ir.layouts"].splitlines() if "tlx.local_load" in ln)
+    assert laid.endswith(f": tensor<128x64xf32, {lin}>") or f"tensor<128x64xf32, {lin}>" in laid, laid  # ... kept
+    x = RNG.standard_normal((128, 64)).astype(np.float32)
+    out = np.full_like(x, np.nan)
+    tlx.interpret(pinned_rows_redux, (1,), x, out, LAYOUT=ROW_PER_LANE, num_warps=4)
+    # each register is one column of a warp's 32 rows: every element becomes that column's max
+    want = np.repeat(x.astype(np.float64).reshape(4, 32, 64).max(axis=1), 32, axis=0)
+    np.testing.assert_array_equal(out.astype(np.float64), want)
+
+
+@pytest.mark.parametrize("layout,nw,cls,match", [
+    (tlx.layout(shape=((16,), (64,)), stride=((64,), (1,))), 4, ValueError, "4 lane bits"),
+    (tlx.layout(shape=((32, 4), (32,)), stride=((64, 2048), (1,))), 4, ValueError, "unheld"),
+    (ROW_PER_LANE, 2, TLXCompileError, "spans 4 warps; the code runs on 2"),
+    (tlx.swizzled_layout(3, 0, 6), 4, TypeError, "register layout"),
+])
+def test_a_register_layout_that_does_not_fit_is_refused(layout, nw, cls, match):
+    with pytest.raises(cls, match=match):
+        tlx.compile(pinned_rows_redux, signature={"x_ptr": "*fp32", "out_ptr": "*fp32"}, constexprs={"LAYOUT": layout},
+                    num_warps=nw)

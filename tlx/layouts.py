@@ -464,6 +464,38 @@ class layout(layout_encoding):
         threads = _modes_to_bits(self.thread_shape, self.thread_stride, "thread")
         return [coord(f) for f in values], [coord(f) for f in threads[:5]], [coord(f) for f in threads[5:]]
 
+    def to_linear_layout(self, tensor_shape: Tuple[int, ...]) -> L.LinearLayout:
+        """The compiler's register layout of this layout over a tensor of `tensor_shape`: it needs
+        the 5 lane bits of a warp and every element held by some (register, lane, warp)."""
+        shape = tuple(int(s) for s in tensor_shape)
+        if any(not _pow2(s) for s in shape):
+            raise TLXValueError(f"tlx.layout over a {list(shape)} tensor: dimensions must be powers of two")
+        reg, lane, warp = self.linear_bases(shape)
+        if len(lane) != 5:
+            raise TLXValueError(f"tlx.layout gives {len(lane)} lane bits; a warp has 32 lanes (5 bits)",
+                                hint="make the thread modes hold at least 32 threads")
+        total = 1
+        for s in shape:
+            total *= s
+        starts = [0]
+        for s in shape[:-1]:
+            starts.append(starts[-1] + s.bit_length() - 1)
+        span: dict = {}  # Gaussian elimination over GF(2): pivot bit -> vector
+        for b in reg + lane + warp:
+            v = 0
+            for d, x in enumerate(b):
+                v |= x << starts[d]
+            for piv in sorted(span, reverse=True):
+                if v >> piv & 1:
+                    v ^= span[piv]
+            if v:
+                span[v.bit_length() - 1] = v
+        if 1 << len(span) != total:
+            raise TLXValueError(f"tlx.layout shape={(self.thread_shape, self.value_shape)} "
+                                f"stride={(self.thread_stride, self.value_stride)} leaves elements of the "
+                                f"{list(shape)} tensor unheld", hint="the strides must reach every element")
+        return L.LinearLayout(tuple(map(tuple, reg)), tuple(map(tuple, lane)), tuple(map(tuple, warp)), shape)
+
 
 def resolve_shared_layout(lay: Any, shape: Tuple[int, ...], dtype: Any) -> L.SharedLayout:
     """The compiler's layout for `local_alloc(shape, dtype, layout=lay)`: a TLX shared layout or a

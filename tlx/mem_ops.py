@@ -14,6 +14,7 @@ from tlx.compiler.ir import types as T
 
 from .language import core, semantic
 from .language.core import async_token, buffered_tensor, builtin, mbarrier, tensor, tensor_descriptor, unwrap
+from .layouts import layout as layout_cls
 from .layouts import resolve_shared_layout
 
 
@@ -160,12 +161,22 @@ def local_store(dst: Any, src: Any) -> None:
 @builtin
 def local_load(src: Any, token: Any = None, layout: Any = None, relaxed: Any = False,
                rematerialize_coordinates: Any = False, rematerialize_coordinates_group: Any = None) -> tensor:
-    """Load a shared-memory view into registers (a generic-proxy read)."""
+    """Load a shared-memory view into registers (a generic-proxy read). `layout=` a
+    `tlx.layout(shape=, stride=)` pins the result's register layout (which lane and register hold
+    each element; the compiler keeps it); `relaxed=` and the rematerialization hints are accepted
+    and ignored on Hopper."""
     b = _as_buffer(src, "local_load's source")
     tok = unwrap(token)
     st = b.mtype
+    lay = unwrap(layout)
+    pinned = None
+    if lay is not None:
+        if not isinstance(lay, layout_cls):
+            raise TLXTypeError(f"local_load's layout= is a register layout, tlx.layout(shape=, stride=); got "
+                               f"{type(lay).__name__}", hint="a shared-memory layout belongs to tlx.local_alloc")
+        pinned = {"layout": lay.to_linear_layout(tuple(st.shape))}  # the layout pass gives it to the result
     op = semantic.emit("tlx.local_load", [b.handle, tok.handle if isinstance(tok, async_token) else None],
-                       [T.TensorType(st.shape, st.element)])
+                       [T.TensorType(st.shape, st.element)], pinned)
     return tensor(op.result, b.dtype, st.shape)
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from ..errors import IRVerifyError
+from . import layouts as L
 from . import types as T
 from .core import Operation, OperandSpec, Value
 
@@ -486,6 +487,10 @@ def _v_local_load(op: Operation) -> None:
     rt = op.result.type
     need(op, isinstance(rt, T.TensorType) and rt.shape == st.shape and rt.element == st.element,
          f"result must be tensor of {st.shape}x{st.element}")
+    pinned = op.attrs.get("layout")
+    if pinned is not None:  # a register layout the user pinned: the result gets it from the layout pass
+        need(op, isinstance(pinned, L.DistributedLayout), f"layout {pinned} is not a register layout")
+        need(op, rt.layout is None or rt.layout == pinned, f"the result's layout {rt.layout} is not the pinned {pinned}")
 
 
 def _v_fence_async_shared(op: Operation) -> None:

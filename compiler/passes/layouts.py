@@ -264,6 +264,10 @@ class LayoutPass:
             self._collect(o, self.nw)
         all_ops: List[Operation] = []
         self._walk(f.regions[0].block.ops, all_ops.append)
+        # register layouts the user pinned (local_load(layout=...)) come before everything
+        for op in all_ops:
+            if op.name == "tlx.local_load" and op.attrs.get("layout") is not None:
+                self._pin(op)
         # wgmma accumulators first (what they flow into follows them, so a conversion lands where
         # the data is narrowest, e.g. after the cast of an epilogue), then global-memory ops
         for op in all_ops:
@@ -294,6 +298,19 @@ class LayoutPass:
         self._legalize(all_ops)
         _assign_shared_layouts(self.m)
         _assign_scratch(self.m)
+
+    def _pin(self, op: Operation) -> None:
+        """Give a result the register layout the user pinned (its op's `layout`), if the partition
+        has the warps for it."""
+        lay = op.attrs["layout"]
+        if not isinstance(lay, L.DistributedLayout):
+            raise TLXCompileError(f"{op.name}: its layout attribute {lay} is not a register layout", op.loc)
+        warps = self._warps(op)
+        m = LM.to_map(lay, op.result.type.shape)
+        if m.num_warps > warps:
+            raise TLXCompileError(f"the register layout given to local_load spans {m.num_warps} warps; the code runs "
+                                  f"on {warps}", op.loc, hint="give the layout's thread modes num_warps * 32 threads")
+        self.assign(op.result, lay)
 
     def _warps(self, op: Operation) -> int:
         return partition_warps(op, self.nw)

@@ -179,6 +179,15 @@ def test_warp_redux_reduces_each_register_over_its_warp(op, torch):
     exact(host(out), want, spec.name)
 
 
+def test_a_pinned_register_layout_decides_what_a_warp_reduces(torch):
+    x = torch.randn(128, 64, device="cuda")
+    out = poisoned(torch, (128, 64), torch.float32)
+    K.PINNED_REDUX[(1,)](x, out)
+    torch.cuda.synchronize()
+    # lane l of warp w holds row 32 w + l: each column's max over the warp's 32 rows
+    exact(host(out), np.repeat(host(x).reshape(4, 32, 64).max(axis=1), 32, axis=0), "pinned layout redux")
+
+
 def test_inline_asm(torch):
     x = torch.randint(-2 ** 20, 2 ** 20, (1024,), device="cuda", dtype=torch.int32)
     y = poisoned(torch, (1024,), torch.int32)

@@ -81,6 +81,15 @@ def redux_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr, OP: tl.constexpr):
 
 
 @tlx.jit
+def pinned_redux_kernel(x_ptr, out_ptr, LAYOUT: tl.constexpr):
+    """A warp reduction over a tile loaded in a register layout the user pinned."""
+    offs = tl.arange(0, 128)[:, None] * 64 + tl.arange(0, 64)[None, :]
+    buf = tlx.local_alloc((128, 64), tl.float32, 1)
+    tlx.local_store(buf[0], tl.load(x_ptr + offs))
+    tl.store(out_ptr + offs, tlx.warp_redux(tlx.local_load(buf[0], layout=LAYOUT), "max"))
+
+
+@tlx.jit
 def asm_shift_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     y = tl.inline_asm_elementwise("shl.b32 $0, $1, 3;", "=r,r", [tl.load(x_ptr + offs)], dtype=tl.int32,
@@ -157,6 +166,9 @@ BALLOT_TENSOR = spec("ballot tensor", ballot_tensor_kernel, {"x_ptr": "*i32", "o
 REDUX = {op: spec(f"warp_redux {op}", redux_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32"},
                   {"BLOCK": 2048, "OP": op}, 8)
          for op in ("max", "min", "abs_max", "abs_min")}
+ROW_PER_LANE = tlx.layout(shape=((32, 4), (64,)), stride=((64, 2048), (1,)))  # lane l of warp w: row 32 w + l
+PINNED_REDUX = spec("warp_redux over a pinned layout", pinned_redux_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32"},
+                    {"LAYOUT": ROW_PER_LANE}, 4)
 ASM_SHIFT = spec("inline asm shift", asm_shift_kernel, {"x_ptr": "*i32", "y_ptr": "*i32"}, {"BLOCK": 1024}, 4)
 ASM_BYTES = spec("inline asm bytes", asm_bytes_kernel, {"x_ptr": "*i8", "y_ptr": "*i32", "z_ptr": "*i32"},
                  {"BLOCK": 2048}, 4)
