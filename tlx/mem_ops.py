@@ -41,6 +41,10 @@ def local_alloc(shape: Any, dtype: Any, num: Any, storage: Any = storage_kind.sm
     """Allocate `num` shared-memory buffers of `shape` x `dtype`; returns the buffer array (index it
     with `buf[i]` / `tlx.local_view`). `num` must be a compile-time constant."""
     shape = tuple(semantic.constexpr_int(d, "each dimension of the local_alloc shape") for d in unwrap(shape))
+    if isinstance(unwrap(num), (core.Handle, tensor)):  # the real TLX's ValueError
+        raise TLXValueError("the number of buffers of local_alloc must be a compile-time constant, got a runtime value",
+                            hint="pass it as a literal or a tl.constexpr parameter directly (`num=2`, "
+                                 "`num=tl.constexpr(2)`); a variable assigned in the kernel is a runtime value")
     num = semantic.constexpr_int(num, "the number of buffers of local_alloc",
                          hint="pass the number of buffers as a literal or a tl.constexpr parameter directly; "
                               "a variable assigned in the kernel is a runtime value")
@@ -48,8 +52,8 @@ def local_alloc(shape: Any, dtype: Any, num: Any, storage: Any = storage_kind.sm
     if not isinstance(dt, core.dtype) or dt.is_ptr():
         raise TLXCompileError(f"local_alloc needs a scalar dtype, got {dt!r}")
     if unwrap(storage) is storage_kind.tmem:
-        raise TLXCompileError("tensor memory (storage_kind.tmem) exists only on Blackwell; tlx targets sm_90a",
-                              hint="allocate in shared memory (the default)")
+        raise TLXAssertionError("tensor memory (storage_kind.tmem) exists only on Blackwell; tlx targets sm_90a",
+                                hint="allocate in shared memory (the default)")
     if reuse is not None:
         raise TLXCompileError("local_alloc(reuse=...) is not supported by tlx yet")
     if num < 1:
@@ -79,7 +83,7 @@ def local_trans(input: Any, dims: Any = (1, 0)) -> buffered_tensor:
     dims = [unwrap(d) for d in unwrap(dims)]
     st = b.mtype
     if sorted(dims) != list(range(len(st.shape))):
-        raise TLXCompileError(f"local_trans dims {dims} do not permute the {len(st.shape)} dimensions")
+        raise TLXValueError(f"local_trans dims {dims} do not permute the {len(st.shape)} dimensions")
     lay = st.layout
     if isinstance(lay, L.NVMMASharedLayout) and len(st.shape) == 2 and dims == [1, 0]:
         lay = L.NVMMASharedLayout(lay.swizzle, lay.bits, not lay.transposed)
@@ -259,7 +263,7 @@ def fence(scope: Any) -> None:
     elif s in ("gpu", "sys"):
         semantic.emit("tlx.fence", [], [], {"scope": s})
     else:
-        raise TLXCompileError(f"unknown fence scope {s!r}", hint='use tlx.fence("async_shared"), ("gpu") or ("sys")')
+        raise TLXValueError(f"unknown fence scope {s!r}", hint='use tlx.fence("async_shared"), ("gpu") or ("sys")')
 
 
 _warned_fence_alias = [False]
