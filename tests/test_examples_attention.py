@@ -174,13 +174,13 @@ def test_attention_autograd_on_torch_cpu_tensors(monkeypatch):
 def test_epilogue_without_its_fences_is_a_reported_race():
     """Delete the user's fences from the traced forward: the interpreter must report the generic
     store of O racing the TMA store that reads the same shared memory."""
-    from tlx.interpret import prepare_module
+    from tlx.interpreter.entry import prepare_module
     from tlx.interpreter import run
-    from tlx.launch import bind_arguments
+    from tlx.specialize import Specializer
 
     q = random_array((1, 1, 128, 64), "fp16")
     launch = attention.plan_forward(q, q, q, True).launches[0]
-    bound = bind_arguments(launch.kernel, launch.args, launch.constexprs)
+    bound, _ = Specializer(launch.kernel).bind(launch.args, launch.constexprs)
     module = prepare_module(launch.kernel, bound, launch.signature(), launch.num_warps, fence_passes=False)
     fences = [op for op in module.ops() if op.name == "tlx.fence_async_shared"]
     assert len(fences) == 2, "the forward lost its epilogue fences (one per consumer)"
