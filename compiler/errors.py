@@ -59,6 +59,18 @@ class TLXValueError(TLXCompileError, ValueError):
     divisible by 8, a count out of range). Also a `ValueError`, as the real TLX raises for these."""
 
 
+class TLXTypeError(TLXCompileError, TypeError):
+    """An argument of a kind the construct does not take (a register layout where a shared-memory
+    layout belongs). Also a `TypeError`, as the real TLX raises for these."""
+
+
+class TLXAssertionError(TLXCompileError, AssertionError):
+    """A value the real TLX rejects with a Python `assert` (a CuTe swizzle that does not fit the
+    buffer, a layout built from neither a swizzle nor shape/stride). Also an `AssertionError`, so
+    code written against the real TLX catches it the same way; unlike a bare `assert`, it is
+    raised under `python -O` too."""
+
+
 class IRParseError(TLXError):
     """The IR text could not be parsed; names the line and column of the text."""
 

@@ -21,8 +21,19 @@ def _parse(ptx: str) -> List[Tuple[str, str, str, str]]:
     """(kind, label/opcode, predicate, operands) per line of the kernel body."""
     body = ptx[ptx.index("{", ptx.index(".entry")) + 1: ptx.rindex("}")]
     out = []
+    asm: List[str] = []  # the lines of an inline asm block being read (its first: the registers it writes)
     for raw in body.splitlines():
         line = raw.strip()
+        if line.startswith("// begin inline asm"):
+            asm = [line.partition(": writes ")[2] or " "]
+            continue
+        if asm:
+            if line.startswith("// end inline asm"):  # one instruction: writes its outputs, reads the rest
+                out.append(("ins", "inline_asm", "", asm[0] + "|" + " ".join(asm[1:])))
+                asm = []
+            else:
+                asm.append(line)
+            continue
         if not line or line.startswith((".reg", ".loc", "//")):
             continue
         m = _LABEL.match(line)
@@ -92,6 +103,10 @@ def undefined_uses(ptx: str) -> List[str]:
     # defs / uses per instruction
     def du(it):
         _, op, pred, ops = it
+        if op == "inline_asm":
+            writes, text = ops.split("|", 1)
+            dests = _REG.findall(writes)
+            return dests, [r for r in _REG.findall(text) if r not in dests]
         operands = _split_operands(ops)
         if not operands:
             return [], _REG.findall(pred)

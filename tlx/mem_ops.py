@@ -8,12 +8,14 @@ import math
 import warnings
 from typing import Any, List, Optional
 
-from tlx.compiler.errors import TLXCompileError
+from tlx.compiler.errors import TLXAssertionError, TLXCompileError, TLXTypeError, TLXValueError
 from tlx.compiler.ir import layouts as L
 from tlx.compiler.ir import types as T
 
 from .language import core, semantic
 from .language.core import async_token, buffered_tensor, builtin, mbarrier, tensor, tensor_descriptor, unwrap
+from .layouts import layout as layout_cls
+from .layouts import resolve_shared_layout
 
 
 class storage_kind(enum.Enum):
@@ -39,6 +41,10 @@ def local_alloc(shape: Any, dtype: Any, num: Any, storage: Any = storage_kind.sm
     """Allocate `num` shared-memory buffers of `shape` x `dtype`; returns the buffer array (index it
     with `buf[i]` / `tlx.local_view`). `num` must be a compile-time constant."""
     shape = tuple(semantic.constexpr_int(d, "each dimension of the local_alloc shape") for d in unwrap(shape))
+    if isinstance(unwrap(num), (core.Handle, tensor)):  # the real TLX's ValueError
+        raise TLXValueError("the number of buffers of local_alloc must be a compile-time constant, got a runtime value",
+                            hint="pass it as a literal or a tl.constexpr parameter directly (`num=2`, "
+                                 "`num=tl.constexpr(2)`); a variable assigned in the kernel is a runtime value")
     num = semantic.constexpr_int(num, "the number of buffers of local_alloc",
                          hint="pass the number of buffers as a literal or a tl.constexpr parameter directly; "
                               "a variable assigned in the kernel is a runtime value")
@@ -46,17 +52,18 @@ def local_alloc(shape: Any, dtype: Any, num: Any, storage: Any = storage_kind.sm
     if not isinstance(dt, core.dtype) or dt.is_ptr():
         raise TLXCompileError(f"local_alloc needs a scalar dtype, got {dt!r}")
     if unwrap(storage) is storage_kind.tmem:
-        raise TLXCompileError("tensor memory (storage_kind.tmem) exists only on Blackwell; tlx targets sm_90a",
-                              hint="allocate in shared memory (the default)")
+        raise TLXAssertionError("tensor memory (storage_kind.tmem) exists only on Blackwell; tlx targets sm_90a",
+                                hint="allocate in shared memory (the default)")
     if reuse is not None:
         raise TLXCompileError("local_alloc(reuse=...) is not supported by tlx yet")
-    if layout is not None:
-        raise TLXCompileError("local_alloc(layout=...) is not supported by tlx yet; the compiler picks the NVMMA layout")
     if num < 1:
         raise TLXCompileError(f"local_alloc needs at least one buffer, got num={num}")
     if not shape or any(d < 1 for d in shape):
         raise TLXCompileError(f"local_alloc shape must have positive dimensions, got {shape}")
-    lay = L.default_shared_layout(shape, dt.primitive_bitwidth)
+    if unwrap(layout) is None:
+        lay = L.default_shared_layout(shape, dt.primitive_bitwidth)
+    else:  # the user's layout is kept as given: the compiler never retags it to suit a consumer
+        lay = resolve_shared_layout(layout, shape, dt)
     t = T.MemDescType((num,) + shape, dt.ir, lay, num, True)
     op = semantic.emit("tlx.local_alloc", [None], [t])
     return buffered_tensor(op.result, dt)
@@ -76,7 +83,7 @@ def local_trans(input: Any, dims: Any = (1, 0)) -> buffered_tensor:
     dims = [unwrap(d) for d in unwrap(dims)]
     st = b.mtype
     if sorted(dims) != list(range(len(st.shape))):
-        raise TLXCompileError(f"local_trans dims {dims} do not permute the {len(st.shape)} dimensions")
+        raise TLXValueError(f"local_trans dims {dims} do not permute the {len(st.shape)} dimensions")
     lay = st.layout
     if isinstance(lay, L.NVMMASharedLayout) and len(st.shape) == 2 and dims == [1, 0]:
         lay = L.NVMMASharedLayout(lay.swizzle, lay.bits, not lay.transposed)
@@ -120,8 +127,15 @@ def local_reinterpret(src: Any, dtype: Any, shape: Any = None, layout: Any = Non
     nbytes = math.prod(new_shape) * max(1, dt.primitive_bitwidth // 8)
     if nbytes > st.nbytes:
         raise TLXCompileError(f"local_reinterpret to {new_shape} x {dt} needs {nbytes} bytes; the buffer has {st.nbytes}")
-    lay = L.default_shared_layout(new_shape[1:] if st.buffers else new_shape, dt.primitive_bitwidth)
-    t = T.MemDescType(new_shape, dt.ir, lay, st.buffers if new_shape[:1] == st.shape[:1] else 0, st.mutable, st.alloc_shape)
+    # the result is still an array of the same buffers when its leading dimension is theirs; a
+    # layout (explicit or the default) describes one buffer of it, else the whole view
+    keeps_buffers = bool(st.buffers) and new_shape[:1] == st.shape[:1]
+    one = new_shape[1:] if keeps_buffers else new_shape
+    if unwrap(layout) is None:
+        lay = L.default_shared_layout(one, dt.primitive_bitwidth)
+    else:
+        lay = resolve_shared_layout(layout, one, dt)
+    t = T.MemDescType(new_shape, dt.ir, lay, st.buffers if keeps_buffers else 0, st.mutable, st.alloc_shape)
     op = semantic.emit("tlx.memdesc_reinterpret", [b.handle], [t])
     return buffered_tensor(op.result, dt)
 
@@ -151,13 +165,90 @@ def local_store(dst: Any, src: Any) -> None:
 @builtin
 def local_load(src: Any, token: Any = None, layout: Any = None, relaxed: Any = False,
                rematerialize_coordinates: Any = False, rematerialize_coordinates_group: Any = None) -> tensor:
-    """Load a shared-memory view into registers (a generic-proxy read)."""
+    """Load a shared-memory view into registers (a generic-proxy read). `layout=` a
+    `tlx.layout(shape=, stride=)` pins the result's register layout (which lane and register hold
+    each element; the compiler keeps it); `relaxed=` and the rematerialization hints are accepted
+    and ignored on Hopper."""
     b = _as_buffer(src, "local_load's source")
     tok = unwrap(token)
     st = b.mtype
+    lay = unwrap(layout)
+    pinned = None
+    if lay is not None:
+        if not isinstance(lay, layout_cls):
+            raise TLXTypeError(f"local_load's layout= is a register layout, tlx.layout(shape=, stride=); got "
+                               f"{type(lay).__name__}", hint="a shared-memory layout belongs to tlx.local_alloc")
+        pinned = {"layout": lay.to_linear_layout(tuple(st.shape))}  # the layout pass gives it to the result
     op = semantic.emit("tlx.local_load", [b.handle, tok.handle if isinstance(tok, async_token) else None],
-                       [T.TensorType(st.shape, st.element)])
+                       [T.TensorType(st.shape, st.element)], pinned)
     return tensor(op.result, b.dtype, st.shape)
+
+
+def _axis(axis: Any, rank: int, what: str) -> int:
+    a = unwrap(axis)
+    if isinstance(a, core.Handle) or isinstance(a, tensor):
+        raise TLXCompileError(f"{what}'s axis must be a compile-time integer, got a runtime value")
+    if not isinstance(a, int) or isinstance(a, bool) or not 0 <= a < rank:
+        raise TLXValueError(f"{what}'s axis must be a dimension of the rank-{rank} buffer (0..{rank - 1}), got {a!r}")
+    return a
+
+
+def _gather_indices(b: buffered_tensor, indices: Any, axis: int, what: str) -> tensor:
+    idx = semantic.to_tensor(unwrap(indices))
+    st = b.mtype
+    if st.buffers:
+        raise TLXCompileError(f"{what} of a whole buffer array {list(st.shape)}",
+                              hint="pick one buffer first: buf[i] / tlx.local_view(buf, i)")
+    if not idx.dtype.is_int() or idx.dtype.is_bool():
+        raise TLXTypeError(f"{what}'s indices must be an integer tensor, got {idx.type}")
+    if len(idx.shape) != len(st.shape):
+        raise TLXValueError(f"{what}'s indices {list(idx.shape)} must have the rank of the buffer {list(st.shape)}")
+    for d, (i, n) in enumerate(zip(idx.shape, st.shape)):
+        if d != axis and i > n:
+            raise TLXValueError(f"{what}'s indices {list(idx.shape)} exceed the buffer {list(st.shape)} along "
+                                f"dimension {d} (only the axis, {axis}, is indexed)")
+    return idx
+
+
+@builtin
+def local_gather(src: Any, indices: Any, axis: Any, token: Any = None) -> tensor:
+    """Gather from shared memory along `axis`: result[I] = src[I with I[axis] replaced by
+    indices[I]]; the result has the shape of `indices` (an integer tensor of the buffer's rank). A
+    generic-proxy read. Indices outside the axis are undefined behaviour, as on the GPU (the
+    interpreter reports them; the GPU reads them modulo the axis length, inside the buffer)."""
+    b = _as_buffer(src, "local_gather's source")
+    ax = _axis(axis, len(b.mtype.shape), "local_gather")
+    idx = _gather_indices(b, indices, ax, "local_gather")
+    st = b.mtype
+    op = semantic.emit("tlx.local_gather", [b.handle, idx.handle], [T.TensorType(idx.shape, st.element)], {"axis": ax})
+    return tensor(op.result, b.dtype, idx.shape)
+
+
+@builtin
+def local_scatter(dst: Any, src: Any, indices: Any, axis: Any, token: Any = None) -> None:
+    """Scatter into shared memory along `axis`: dst[I with I[axis] replaced by indices[I]] =
+    src[I]; `src` (converted to nothing: it must hold the buffer's dtype) has the shape of
+    `indices`. A generic-proxy write. Two elements sent to one place leave one of them, which one
+    undefined (the interpreter keeps the last in row-major order)."""
+    b = _as_buffer(dst, "local_scatter's destination")
+    ax = _axis(axis, len(b.mtype.shape), "local_scatter")
+    idx = _gather_indices(b, indices, ax, "local_scatter")
+    v = semantic.to_tensor(unwrap(src))
+    if v.dtype != b.dtype:
+        raise TLXTypeError(f"local_scatter of {v.dtype} values into a {b.dtype} buffer", hint="convert first: x.to(...)")
+    if tuple(v.shape) != tuple(idx.shape):
+        if v.shape:
+            raise TLXValueError(f"local_scatter's values {list(v.shape)} and indices {list(idx.shape)} differ in shape")
+        v = semantic.splat(v, idx.shape)
+    semantic.emit("tlx.local_scatter", [b.handle, v.handle, idx.handle], [], {"axis": ax})
+
+
+@builtin
+def subslice(local_allocated_buffer: Any, offset: Any, size: Any) -> buffered_tensor:
+    """A column slice of a tensor-memory buffer (Blackwell). Hopper has no tensor memory: slice
+    shared memory with `tlx.local_slice`."""
+    raise TLXAssertionError("tlx.subslice slices tensor memory (Blackwell only); tlx buffers live in shared memory",
+                            hint="use tlx.local_slice(buf, offsets, shape) for a sub-rectangle of a shared buffer")
 
 
 # ---- fences ------------------------------------------------------------------------------------------
@@ -172,7 +263,7 @@ def fence(scope: Any) -> None:
     elif s in ("gpu", "sys"):
         semantic.emit("tlx.fence", [], [], {"scope": s})
     else:
-        raise TLXCompileError(f"unknown fence scope {s!r}", hint='use tlx.fence("async_shared"), ("gpu") or ("sys")')
+        raise TLXValueError(f"unknown fence scope {s!r}", hint='use tlx.fence("async_shared"), ("gpu") or ("sys")')
 
 
 _warned_fence_alias = [False]
@@ -351,6 +442,32 @@ def async_descriptor_prefetch_tensor(desc: Any, offsets: Any, pred: Any = None, 
     """Prefetch a tile into L2."""
     d = _desc(desc)
     semantic.emit("tlx.tma_prefetch", [d.handle, _offsets(offsets, len(d.block_shape), "prefetch")], [])
+
+
+@builtin
+def prefetch(pointer: Any, level: Any = "L2", mask: Any = None, tensormap: Any = False) -> None:
+    """A prefetch hint: every pointer of `pointer` (where `mask` holds) into L2 (`level="L2"`) or
+    L1 and L2 (`"L1"`); with `tensormap=True`, `pointer` is a tensor descriptor and its 128-byte
+    tensormap is prefetched for the TMA copies that follow (level and mask do not apply)."""
+    if unwrap(tensormap):
+        d = _desc(pointer)
+        semantic.emit("tlx.prefetch_tensormap", [d.handle], [])
+        return
+    lv = unwrap(level)
+    if lv not in ("L1", "L2"):
+        raise TLXValueError(f"prefetch level must be 'L1' or 'L2', got {lv!r}")
+    p = semantic.to_tensor(unwrap(pointer))
+    if not p.dtype.is_ptr():
+        raise TLXTypeError(f"prefetch needs a pointer or a block of pointers, got {p.type}",
+                           hint="pass tensormap=True to prefetch a tensor descriptor")
+    m = unwrap(mask)
+    if m is not None:
+        m = semantic.cast(semantic.to_tensor(m), core.int1)
+        if m.shape != p.shape:
+            if not p.shape:
+                raise TLXValueError(f"prefetch of one pointer with a {list(m.shape)} mask")
+            m = semantic.broadcast_to(m, p.shape)
+    semantic.emit("tlx.prefetch", [p.handle, m.handle if m is not None else None], [], {"level": lv})
 
 
 @builtin

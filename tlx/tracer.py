@@ -245,7 +245,8 @@ class Tracer:
             raise
         except TLXCompileError as e:
             if e.loc is None:  # raised by a builtin: it belongs to the innermost node being traced
-                raise TLXCompileError(e.message, loc, e.hint) from (e.__cause__ or e)
+                # (keeping its class: a TLXValueError is also the ValueError the real TLX raises)
+                raise type(e)(e.message, loc, e.hint) from (e.__cause__ or e)
             raise
         except Exception as e:  # a builtin rejected its arguments: report it at this line
             msg = str(e) or type(e).__name__
@@ -257,7 +258,7 @@ class Tracer:
 
     def _attach(self, e: TLXCompileError, node: ast.AST) -> TLXCompileError:
         if e.loc is None:
-            return TLXCompileError(e.message, self.loc_of(node), e.hint)
+            return type(e)(e.message, self.loc_of(node), e.hint)
         return e
 
     # ---- statements ------------------------------------------------------------------------------

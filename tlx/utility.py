@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tlx.compiler.errors import TLXCompileError
+from tlx.compiler.errors import TLXAssertionError, TLXCompileError, TLXValueError
 
 from .language import core, semantic
 from .language.core import builtin, tensor, unwrap
@@ -15,7 +15,7 @@ def thread_id(axis: Any) -> tensor:
     """threadIdx along `axis` (0, 1, 2) as int32."""
     a = unwrap(axis)
     if a not in (0, 1, 2):
-        raise TLXCompileError(f"thread_id axis must be 0, 1 or 2, got {a!r}")
+        raise TLXValueError(f"thread_id axis must be 0, 1 or 2, got {a!r}")
     return semantic.emit1("tlx.thread_id", [], core.int32, (), {"axis": a})
 
 
@@ -39,7 +39,7 @@ def dtype_of(v: Any) -> core.dtype:
         return v.dtype.element_ty if v.dtype.is_ptr() else v.dtype  # type: ignore[attr-defined]
     if isinstance(v, (core.tensor_descriptor, core.buffered_tensor)):
         return v.dtype
-    raise TLXCompileError(f"dtype_of needs a pointer, a tensor descriptor or a buffer, got {type(v).__name__}")
+    raise TLXValueError(f"dtype_of needs a pointer, a tensor descriptor or a buffer, got {type(v).__name__}")
 
 
 @builtin
@@ -47,7 +47,7 @@ def size_of(dtype: Any) -> int:
     """Bytes per element of `dtype` (a compile-time int)."""
     d = unwrap(dtype)
     if not isinstance(d, core.dtype):
-        raise TLXCompileError(f"size_of needs a dtype, got {d!r}")
+        raise TLXAssertionError(f"size_of needs a dtype, got {d!r}")
     return 8 if d.is_ptr() else max(1, d.primitive_bitwidth // 8)
 
 
@@ -59,7 +59,8 @@ def get_fp8_format_name(dtype: Any) -> str:
         return "e5m2"
     if d == core.float8e4nv:
         return "e4m3"
-    raise TLXCompileError(f"get_fp8_format_name needs an fp8 dtype, got {d}")
+    raise TLXAssertionError(f"get_fp8_format_name only supports tl.float8e5 (e5m2) and tl.float8e4nv (e4m3), but "
+                            f"got {d}")
 
 
 @builtin

@@ -393,13 +393,20 @@ def broadcast_src_map(m: LinearMap, src_shape: Tuple[int, ...]) -> LinearMap:
 class SharedMap:
     """The byte offset of every element of a power-of-two shared buffer of `shape`, as a linear
     map: `bases[d][k]` is the offset contributed by bit k of coordinate d; offsets combine by
-    XOR (they are disjoint bit fields except where a swizzle XORs row bits into chunk bits)."""
+    XOR (they are disjoint bit fields except where a swizzle XORs row bits into chunk bits).
+
+    A padded layout adds padding on top of the linear offset: `padding` lists, per interval,
+    (log2 of the interval in bytes, padding bytes), and the byte a linear offset `o` is stored at
+    is `padded(o)` = o + sum (o >> shift) * pad. Every other layout has no padding
+    (`padded(o) == o`)."""
 
     shape: Tuple[int, ...]
     elem_bytes: int
     bases: Tuple[Tuple[int, ...], ...]
+    padding: Tuple[Tuple[int, int], ...] = ()
 
     def offset(self, coord: Sequence[int]) -> int:
+        """The linear (unpadded) byte offset of `coord`."""
         o = 0
         for d, c in enumerate(coord):
             k = 0
@@ -409,6 +416,14 @@ class SharedMap:
                 c >>= 1
                 k += 1
         return o
+
+    def padded(self, linear: int) -> int:
+        """The byte a linear offset is stored at (the padding inserted before it added)."""
+        return linear + sum((linear >> sh) * pad for sh, pad in self.padding)
+
+    def byte_of(self, coord: Sequence[int]) -> int:
+        """The byte offset `coord` is stored at."""
+        return self.padded(self.offset(coord))
 
     @property
     def nbytes(self) -> int:
@@ -471,10 +486,56 @@ def shared_map(layout: L.SharedLayout, shape: Tuple[int, ...], elem_bytes: int) 
             f = lambda c: nvmma_offset(layout, shape, elem_bytes, c)  # noqa: E731
     elif isinstance(layout, L.SwizzledSharedLayout):
         f = lambda c: swizzled_offset(layout, shape, elem_bytes, c)  # noqa: E731
+    elif isinstance(layout, (L.SharedLinearLayout, L.PaddedSharedLayout)):
+        inv = invert_offset_bases(layout.bases, shape)
+        bases = tuple(tuple(o * elem_bytes for o in dim) for dim in inv)
+        padding: Tuple[Tuple[int, int], ...] = ()
+        if isinstance(layout, L.PaddedSharedLayout):
+            padding = tuple((log2(i * elem_bytes), p * elem_bytes) for i, p in zip(layout.intervals, layout.paddings))
+        return SharedMap(shape, elem_bytes, bases, padding)
     else:
         raise TLXCompileError(f"no index math for shared layout {layout}")
     bases = tuple(tuple(f(b) for b in dim_bits) for dim_bits in _bits_of(shape))
     return SharedMap(shape, elem_bytes, bases)
+
+
+def invert_offset_bases(offset_bases: Sequence[Sequence[int]], shape: Tuple[int, ...]) -> Tuple[Tuple[int, ...], ...]:
+    """Invert a shared layout given as offset bits -> coordinates (`offset_bases[k]` is the
+    coordinate of element offset 2**k; coordinates combine by XOR) into coordinate bits ->
+    element offsets: `out[d][j]` is the offset of the element with coordinate 2**j along dim d
+    and 0 elsewhere. The bases must be a bijection of the buffer's offsets and coordinates
+    (one basis per offset bit, each inside `shape`, none a combination of the others)."""
+    rank = len(shape)
+    widths = [log2(s) for s in shape]
+    nbits = sum(widths)
+    if len(offset_bases) != nbits:
+        raise TLXCompileError(f"a shared layout of a {list(shape)} buffer needs {nbits} offset bases (one per bit of "
+                              f"the element offset), got {len(offset_bases)}")
+    starts = [sum(widths[:d]) for d in range(rank)]
+    # pivot row -> (coordinate bits, offset bits): Gaussian elimination over GF(2)
+    rows: Dict[int, Tuple[int, int]] = {}
+    for k, b in enumerate(offset_bases):
+        if len(b) != rank or any(not 0 <= x < s for x, s in zip(b, shape)):
+            raise TLXCompileError(f"offset basis {list(b)} is not a coordinate of the {list(shape)} buffer")
+        vec = 0
+        for d, x in enumerate(b):
+            vec |= x << starts[d]
+        off = 1 << k
+        for piv in sorted(rows, reverse=True):
+            if vec >> piv & 1:
+                pv, po = rows[piv]
+                vec, off = vec ^ pv, off ^ po
+        if not vec:
+            raise TLXCompileError(f"the offset bases {[list(x) for x in offset_bases]} map two offsets to one element "
+                                  "(a basis is the XOR of others)", hint="give each offset bit its own coordinate bit")
+        piv = vec.bit_length() - 1
+        for q in list(rows):  # keep every row reduced in the new pivot column
+            qv, qo = rows[q]
+            if qv >> piv & 1:
+                rows[q] = (qv ^ vec, qo ^ off)
+        rows[piv] = (vec, off)
+    # the rows are now unit vectors: coordinate bit `piv` is the offset `off`
+    return tuple(tuple(rows[starts[d] + j][1] for j in range(widths[d])) for d in range(rank))
 
 
 def swizzled_offset(layout: L.SwizzledSharedLayout, shape: Tuple[int, ...], elem_bytes: int,
@@ -486,10 +547,11 @@ def swizzled_offset(layout: L.SwizzledSharedLayout, shape: Tuple[int, ...], elem
     inner = order[0]
     c = list(coord)
     if len(shape) >= 2:
+        # the row's phase, XORed into the column as whole vec-element groups; a pattern wider
+        # than the row wraps around it (as Triton's swizzled_shared does: `% numCols`)
         row = c[order[1]]
         phase = (row // layout.per_phase) % layout.max_phase
-        v = layout.vec
-        c[inner] = (((c[inner] // v) ^ phase) * v) + c[inner] % v
+        c[inner] ^= (phase * layout.vec) % shape[inner]
     off = 0
     stride = 1
     for d in order:

@@ -29,7 +29,16 @@ from ..ir.ops import OPS, effects_of
 GENERIC, ASYNC, BARRIER = "generic", "async", "barrier"
 READ, WRITE = "read", "write"
 
-GENERIC_WRITERS = frozenset({"tlx.local_alloc", "tlx.local_store", "tlx.async_load"})
+
+
+def _ops_with(access: str, proxy: str) -> frozenset:
+    """The op names whose catalogue entry declares a `proxy` `access` of shared memory."""
+    return frozenset(n for n, d in OPS.items() if any(e.access == access and e.proxy == proxy for e in d.effects))
+
+
+# the generic writers, read from the catalogue (a new op's declared effects are all the passes
+# need; an allocation writes only when it has a source, which `effects_of` says per op)
+GENERIC_WRITERS = _ops_with(WRITE, GENERIC) | {"tlx.local_alloc"}
 FENCE = "tlx.fence_async_shared"
 # ops after which another partition may observe this partition's earlier accesses
 HANDOFF_RELEASE = frozenset({"tlx.barrier_arrive", "tlx.barrier_expect_bytes", "tlx.named_barrier_arrive",

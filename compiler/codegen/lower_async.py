@@ -187,6 +187,22 @@ def _coords(lw: KernelLowering, offs: List[Value], deltas: Tuple[int, ...]) -> s
     return "{" + ", ".join(regs) + "}"
 
 
+def _l2_policy(lw: KernelLowering, op: Operation) -> Optional[str]:
+    """The 64-bit L2 cache policy of a TMA copy with an `evict_first` / `evict_last` eviction
+    hint (made once per partition by createpolicy), or None: other hints leave the default."""
+    evict = op.attrs.get("evict", "")
+    if evict not in ("evict_first", "evict_last"):
+        return None
+    key = ("l2_policy", evict)
+    reg = lw.part.cache.get(key)
+    if reg is None:
+        with lw.in_prologue():
+            reg = lw.e.new("b64", f"createpolicy.fractional.L2::{evict}.b64", "1.0")
+        lw.part.cache[key] = reg
+        lw.pinned.add(reg)
+    return reg
+
+
 def _tma_load(lw: KernelLowering, op: Operation) -> None:
     if op.attrs.get("multicast"):
         raise TLXCompileError("TMA multicast (multicast_targets) has no PTX lowering yet", op.loc,
@@ -198,9 +214,11 @@ def _tma_load(lw: KernelLowering, op: Operation) -> None:
     box, pieces = _tma_geometry(lw, view, desc, op)
     p = lw.and_pred(lw.part.leader, _opt_pred(lw, op))
     rank = len(offs)
+    policy = _l2_policy(lw, op)
     for off, dl in pieces:
-        lw.e(f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes",
-             _view_addr(lw, view, off), f"[{desc.addr}, {_coords(lw, offs, dl)}]", f"[{bar}]", pred=p)
+        lw.e(f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes"
+             + (".L2::cache_hint" if policy else ""), _view_addr(lw, view, off),
+             f"[{desc.addr}, {_coords(lw, offs, dl)}]", f"[{bar}]", *((policy,) if policy else ()), pred=p)
 
 
 def _tma_store(lw: KernelLowering, op: Operation) -> None:
@@ -210,9 +228,11 @@ def _tma_store(lw: KernelLowering, op: Operation) -> None:
     box, pieces = _tma_geometry(lw, view, desc, op)
     p = lw.part.leader
     rank = len(offs)
+    policy = _l2_policy(lw, op)
     for off, dl in pieces:
-        lw.e(f"cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group",
-             f"[{desc.addr}, {_coords(lw, offs, dl)}]", _view_addr(lw, view, off), pred=p)
+        lw.e(f"cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group" + (".L2::cache_hint" if policy else ""),
+             f"[{desc.addr}, {_coords(lw, offs, dl)}]", _view_addr(lw, view, off), *((policy,) if policy else ()),
+             pred=p)
     lw.e("cp.async.bulk.commit_group", pred=p)
 
 

@@ -197,9 +197,38 @@ class SmemAccess:
         self.reg_off = [view.element_bases(b) for b in m.reg]
         self.lane_off = [view.element_bases(b) for b in m.lane]
         self.warp_off = [view.element_bases(b) for b in m.warp]
-        self.vec = LM.contiguous_regs(self.reg_off, self.eb, max_bytes)
+        self.padding = view.smap().padding
+        for sh, pad in self.padding:
+            # a vector must not straddle a padding gap, and the gaps keep only pad's alignment
+            max_bytes = min(max_bytes, 1 << sh, pad & -pad)
+        vec = LM.contiguous_regs(self.reg_off, self.eb, max_bytes)
+        # a vector is one aligned run of bytes only if nothing else the address is XORed with (the
+        # other registers, the lane, the warp, the view's origin) touches its low bits: a swizzle
+        # finer than the vector permutes the elements inside it
+        others = self.lane_off + self.warp_off + [self._origin_bits()]
+        while vec > 1:
+            low = vec * self.eb - 1
+            if not any(o & low for o in self.reg_off[LM.log2(vec):] + others):
+                break
+            vec //= 2
+        self.vec = vec
         self.K = 0
         self._thread(self.lane_off)
+
+    def _origin_bits(self) -> int:
+        """Bits the view's origin may have: the origin itself when static; for a dynamic sub-slice,
+        the offsets of the coordinate bits at and above the view's extent (slices start at
+        multiples of their shape), OR-ed."""
+        view = self.view
+        if isinstance(view.origin, int):
+            return view.origin
+        smap = view.smap()
+        shape = view.shape[1:] if view.buffers else view.shape
+        bits = 0
+        for extent, sd in zip(shape, view.perm):
+            for b in smap.bases[sd][LM.log2(extent):]:
+                bits |= b
+        return bits
 
     def _thread(self, lane_vals) -> None:
         """The per-thread address part from lane values `lane_vals` (and the warp offsets)."""
@@ -221,7 +250,7 @@ class SmemAccess:
     def matrix_plan(self) -> Optional[MatrixPlan]:
         """ldmatrix / stmatrix for this access (see `matrix_plan`), with the thread part switched
         to the row addresses; None when not applicable."""
-        if isinstance(self.view.origin, int) and self.view.origin % 16:
+        if (isinstance(self.view.origin, int) and self.view.origin % 16) or self.padding:
             return None
         plan = matrix_plan(self.eb, self.reg_off, self.lane_off, self.warp_off)
         if plan is None:
@@ -238,17 +267,30 @@ class SmemAccess:
         rx, ra = ro & self.tmask, ro & ~self.tmask
         em = self.lw.e
         base = self.view.base
+        if self.padding:
+            # thread and register parts have disjoint bits, so their sum never carries and each
+            # is padded on its own: the register part at compile time
+            ra = self.view.smap().padded(ra)
         if self.t is None:
             return f"[{base}+{ra}]" if ra else f"[{base}]"
         if rx == 0:
             if self.base_plus_t is None:
-                self.base_plus_t = em.tmp("b32")
-                em("add.s32", self.base_plus_t, base, self.t)
+                self.base_plus_t = em.new("b32", "add.s32", base, pad_reg(self.lw, self.t, self.padding))
             a = self.base_plus_t
         else:
             xr = em.new("b32", "xor.b32", self.t, str(rx))
-            a = em.new("b32", "add.s32", base, xr)
+            a = em.new("b32", "add.s32", base, pad_reg(self.lw, xr, self.padding))
         return f"[{a}+{ra}]" if ra else f"[{a}]"
+
+
+def pad_reg(lw: KernelLowering, linear: str, padding) -> str:
+    """A register holding the padded byte offset of the linear offset in register `linear`
+    (`SharedMap.padded` at run time); `linear` itself when the layout has no padding."""
+    out = linear
+    for sh, pad in padding:
+        q = lw.e.new("b32", "shr.u32", linear, str(sh))
+        out = lw.e.new("b32", "mad.lo.u32", q, str(pad), out)
+    return out
 
 
 def _matrix_groups(n: int, sel: List[int], word_bits: int = 1):
@@ -332,7 +374,7 @@ def view_of_alloc(lw: KernelLowering, base: str, t: T.MemDescType) -> SmemView:
     if t.layout is None:
         raise TLXCompileError(f"buffer {t} has no shared layout: run the layout pass before code generation")
     return SmemView(base, t.element, t.layout, tuple(shape), tuple(range(len(shape))), tuple(t.shape),
-                    t.buffers, t.element.bytes * math.prod(shape))
+                    t.buffers, t.nbytes // max(t.buffers, 1))  # one buffer's bytes, padding included
 
 
 def _local_alloc(lw: KernelLowering, op: Operation) -> None:

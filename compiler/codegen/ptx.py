@@ -139,6 +139,13 @@ class Emitter:
         """Emit an instruction that must be kept even if its destinations look unused."""
         self.code.append(Ins(pred, op, args, self.loc, True))
 
+    def asm(self, text: str, dsts: Sequence[str], srcs: Sequence[str], side_effects: bool) -> None:
+        """Inline PTX (operands already substituted) that writes `dsts` and reads `srcs`; kept when
+        it has side effects or something reads a destination."""
+        ins = Ins(None, ":asm", (text,), self.loc, side_effects)
+        ins.dsts, ins.srcs = tuple(dsts), tuple(srcs)
+        self.code.append(ins)
+
     def new_label(self, hint: str) -> str:
         self.label_count += 1
         return f"$L_{hint}_{self.label_count}"
@@ -194,6 +201,10 @@ class Emitter:
         for ins in self.code:
             if ins.op == ":label":
                 out.append(f"{ins.args[0]}:")
+                continue
+            if ins.op == ":asm":
+                writes = f": writes {', '.join(ins.dsts)}" if ins.dsts else ""
+                out += [f"\t// begin inline asm{writes}", "\t" + ins.args[0], "\t// end inline asm"]
                 continue
             loc = ins.loc
             if loc is not None:

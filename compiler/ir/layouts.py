@@ -122,10 +122,41 @@ class SwizzledSharedLayout(SharedLayout):
     order: Tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class SharedLinearLayout(SharedLayout):
+    """A shared layout given by its bases: bit k of an element's offset (in elements, inside one
+    buffer) contributes coordinate `bases[k]`; coordinates combine by XOR. The bases must name
+    every coordinate bit once (a bijection of offsets and coordinates). `alignment` is the
+    buffer's byte alignment."""
+
+    TAG = "shared_linear"
+    bases: Tuple[Tuple[int, ...], ...]
+    alignment: int = 16
+
+
+@dataclass(frozen=True)
+class PaddedSharedLayout(SharedLayout):
+    """Triton's padded shared layout: elements sit at the offsets of the linear map `bases`
+    (offset bit k -> coordinate, as in `SharedLinearLayout`), and after every `intervals[i]`
+    elements `paddings[i]` elements of padding are inserted (all powers of two): element offset
+    o is stored at o + sum_i (o // intervals[i]) * paddings[i]."""
+
+    TAG = "padded"
+    intervals: Tuple[int, ...]
+    paddings: Tuple[int, ...]
+    bases: Tuple[Tuple[int, ...], ...]
+
+    def padded_numel(self, numel: int) -> int:
+        """Elements one buffer of `numel` elements occupies, padding included."""
+        return numel + sum((numel // i) * p for i, p in zip(self.intervals, self.paddings))
+
+
 LAYOUT_CLASSES: Dict[str, PyType[Layout]] = {
     c.TAG: c for c in (BlockedLayout, SliceLayout, MmaLayout, DotOperandLayout, LinearLayout,
-                       NVMMASharedLayout, SwizzledSharedLayout)
+                       NVMMASharedLayout, SwizzledSharedLayout, SharedLinearLayout, PaddedSharedLayout)
 }
+
+_DEFAULTED_FIELDS = ("transposed", "alignment")
 
 
 def make_layout(tag: str, values: Dict[str, object]) -> Layout:
@@ -138,7 +169,7 @@ def make_layout(tag: str, values: Dict[str, object]) -> Layout:
         return v
 
     names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
-    missing = [n for n in names if n not in values and n != "transposed"]
+    missing = [n for n in names if n not in values and n not in _DEFAULTED_FIELDS]
     if missing:
         raise ValueError(f"#{tag} needs fields {missing}")
     extra = [k for k in values if k not in names]

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from ..errors import IRVerifyError
+from . import layouts as L
 from . import types as T
 from .core import Operation, OperandSpec, Value
 
@@ -486,6 +487,10 @@ def _v_local_load(op: Operation) -> None:
     rt = op.result.type
     need(op, isinstance(rt, T.TensorType) and rt.shape == st.shape and rt.element == st.element,
          f"result must be tensor of {st.shape}x{st.element}")
+    pinned = op.attrs.get("layout")
+    if pinned is not None:  # a register layout the user pinned: the result gets it from the layout pass
+        need(op, isinstance(pinned, L.DistributedLayout), f"layout {pinned} is not a register layout")
+        need(op, rt.layout is None or rt.layout == pinned, f"the result's layout {rt.layout} is not the pinned {pinned}")
 
 
 def _v_fence_async_shared(op: Operation) -> None:
@@ -619,6 +624,77 @@ def _v_async_dot(op: Operation) -> None:
     need(op, isinstance(rt, T.TensorType) and rt.shape == (m, n), f"result must be {m}x{n}")
     if acc is not None:
         need(op, acc.type == rt, f"accumulator type {acc.type} != result type {rt}")
+
+
+def _v_local_gather(op: Operation) -> None:
+    st = _memdesc(op, op.arg("src"), "source")
+    idx, rt = op.arg("indices").type, op.result.type
+    ax = op.attrs.get("axis")
+    need(op, isinstance(idx, T.TensorType) and idx.element.is_int and not idx.element.is_bool,
+         f"indices must be an integer tensor, got {idx}")
+    need(op, len(idx.shape) == len(st.shape), f"indices {idx} and source {st} differ in rank")
+    need(op, isinstance(ax, int) and 0 <= ax < len(st.shape), f"axis {ax!r} is not a dimension of {st}")
+    need(op, all(i <= s for d, (i, s) in enumerate(zip(idx.shape, st.shape)) if d != ax),
+         f"indices {idx} exceed the source {st} along a dimension other than the axis")
+    need(op, isinstance(rt, T.TensorType) and rt.shape == idx.shape and rt.element == st.element,
+         f"result must be tensor of {idx.shape} x {st.element}, got {rt}")
+    need(op, rt.layout == idx.layout, "indices and result share one layout")
+
+
+def _v_local_scatter(op: Operation) -> None:
+    dt = _memdesc(op, op.arg("dst"), "destination")
+    vals, idx = op.arg("values").type, op.arg("indices").type
+    ax = op.attrs.get("axis")
+    need(op, isinstance(idx, T.TensorType) and idx.element.is_int and not idx.element.is_bool,
+         f"indices must be an integer tensor, got {idx}")
+    need(op, len(idx.shape) == len(dt.shape), f"indices {idx} and destination {dt} differ in rank")
+    need(op, isinstance(ax, int) and 0 <= ax < len(dt.shape), f"axis {ax!r} is not a dimension of {dt}")
+    need(op, all(i <= s for d, (i, s) in enumerate(zip(idx.shape, dt.shape)) if d != ax),
+         f"indices {idx} exceed the destination {dt} along a dimension other than the axis")
+    need(op, isinstance(vals, T.TensorType) and vals.shape == idx.shape and vals.element == dt.element,
+         f"values must be tensor of {idx.shape} x {dt.element}, got {vals}")
+    need(op, vals.layout == idx.layout, "values and indices share one layout")
+    need(op, dt.mutable, "cannot scatter into an immutable buffer")
+
+
+def _v_vote_ballot(op: Operation) -> None:
+    p, rt = op.arg("pred").type, op.result.type
+    m = op.attrs.get("mask")
+    need(op, isinstance(m, int) and 0 <= m <= 0xFFFFFFFF, "mask is a 32-bit constant")
+    need(op, T.element_of(p) == T.i1, f"pred must be i1, got {p}")
+    need(op, T.element_of(rt) == T.i32 and _same_shape(rt, p), f"result must be i32 of the predicate's shape, got {rt}")
+
+
+WARP_REDUX_KINDS = ("max", "min", "abs_max", "abs_min")
+
+
+def _v_warp_redux(op: Operation) -> None:
+    (a,) = op.operands
+    need(op, op.attrs.get("kind") in WARP_REDUX_KINDS, f"kind must be one of {WARP_REDUX_KINDS}")
+    need(op, T.element_of(a.type) == T.f32, f"operand must be f32, got {a.type}")
+    need(op, op.result.type == a.type, "the result has the operand's type")
+
+
+def _v_inline_asm(op: Operation) -> None:
+    need(op, isinstance(op.attrs.get("asm"), str), "asm is a string")
+    need(op, isinstance(op.attrs.get("constraints"), str), "constraints is a string")
+    pack = op.attrs.get("pack")
+    need(op, isinstance(pack, int) and pack >= 1, "pack is a positive constant")
+    need(op, isinstance(op.attrs.get("pure"), bool), "pure is a bool")
+    need(op, len(op.results) >= 1, "inline asm has at least one result")
+    shapes = {T.shape_of(v.type) for v in list(op.operands) + list(op.results)}
+    need(op, len(shapes) == 1, "arguments and results share one shape")
+
+
+def _v_prefetch(op: Operation) -> None:
+    p, m = op.arg("ptr"), op.arg("mask")
+    need(op, isinstance(T.element_of(p.type), T.PointerType), f"prefetch needs pointers, got {p.type}")
+    need(op, op.attrs.get("level") in ("L1", "L2"), "level is L1 or L2")
+    _v_mask(op, p, m)
+
+
+def _v_prefetch_tensormap(op: Operation) -> None:
+    need(op, isinstance(op.arg("desc").type, T.TensorDescType), "operand must be a tensor descriptor")
 
 
 def _v_dot_wait(op: Operation) -> None:
@@ -781,6 +857,12 @@ _def("tlx.local_store", [("dst", "one"), ("src", "one")], results=0,
 _def("tlx.local_load", [("src", "one"), ("token", "opt")],
      effects=[Effect("src", "read", "generic")], verify=_v_local_load)
 
+_def("tlx.local_gather", [("src", "one"), ("indices", "one")], effects=[Effect("src", "read", "generic")],
+     verify=_v_local_gather, summary="result[I] = src[I with I[axis] replaced by indices[I]] (ld.shared per element)")
+_def("tlx.local_scatter", [("dst", "one"), ("values", "one"), ("indices", "one")], results=0,
+     effects=[Effect("dst", "write", "generic")], verify=_v_local_scatter,
+     summary="dst[I with I[axis] replaced by indices[I]] = values[I] (st.shared per element)")
+
 _def("tlx.fence_async_shared", results=0, traits=["fence"], verify=_v_fence_async_shared,
      summary="fence.proxy.async.shared::{cta,cluster}: order generic-proxy SMEM accesses before async-proxy ones")
 _def("tlx.fence", results=0, verify=_v_fence, summary="fence.acq_rel.{gpu,sys}")
@@ -820,6 +902,17 @@ _def("tlx.async_dot", [("a", "one"), ("b", "one"), ("acc", "opt")],
      effects=[Effect("a", "read", "async"), Effect("b", "read", "async")], verify=_v_async_dot,
      summary="wgmma.mma_async (one commit group)")
 _def("tlx.async_dot_wait", [("values", "var")], results=None, verify=_v_dot_wait, summary="wgmma.wait_group")
+
+_def("tlx.vote_ballot_sync", [("pred", "one")], verify=_v_vote_ballot,
+     summary="vote.sync.ballot.b32 per register: bit l of the result is lane l's predicate (lanes in mask)")
+_def("tlx.warp_redux", [("src", "one")], verify=_v_warp_redux,
+     summary="each element becomes the max / min (of |x|) of its register across the warp's 32 lanes")
+_def("tt.elementwise_inline_asm", [("args", "var")], results=None, verify=_v_inline_asm,
+     summary="inline PTX applied to `pack` elements per call; opaque to the fence passes")
+_def("tlx.prefetch", [("ptr", "one"), ("mask", "opt")], results=0, verify=_v_prefetch,
+     summary="prefetch.global.{L1,L2} of every (unmasked) pointer")
+_def("tlx.prefetch_tensormap", [("desc", "one")], results=0, verify=_v_prefetch_tensormap,
+     summary="prefetch.tensormap: bring a TMA descriptor into the cache")
 
 _def("tlx.thread_id", traits=["pure"], verify=_v_i32_result)
 _def("tlx.clock64")

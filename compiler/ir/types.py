@@ -169,7 +169,14 @@ class MemDescType(Type):
 
     @property
     def nbytes(self) -> int:
-        return self.numel * self.element.bytes
+        """Bytes the buffer (or view) spans: a padded layout's padding included."""
+        padded = getattr(self.layout, "padded_numel", None)
+        if padded is None:
+            return self.numel * self.element.bytes
+        n = 1
+        for d in self.buffer_shape:
+            n *= d
+        return padded(n) * max(self.buffers, 1) * self.element.bytes
 
     def replace(self, **kw) -> "MemDescType":
         d = dict(shape=self.shape, element=self.element, layout=self.layout, buffers=self.buffers,

@@ -56,10 +56,16 @@ _MEMORY_GROUPS = {
     "tt.atomic_rmw": ("ptr", "value", "mask"),
     "tt.atomic_cas": ("ptr", "cmp", "value"),
     "tlx.async_load": ("src", "mask", "other"),
+    "tlx.prefetch": ("ptr", "mask"),
 }
 
 _ELEMENTWISE_PREFIXES = ("arith.", "math.")
 _ELEMENTWISE = {"tt.fp_to_fp", "tt.int_to_ptr", "tt.ptr_to_int", "tt.addptr", "tt.hint"}
+# ops whose register tensors all share one layout but that are not rematerialized in another one:
+# what a warp's lanes hold together is their meaning (a ballot, a warp reduction, inline asm over
+# `pack` registers), or they touch shared memory (gather / scatter)
+_SAME_LAYOUT = {"tlx.vote_ballot_sync", "tlx.warp_redux", "tt.elementwise_inline_asm", "tlx.local_gather",
+                "tlx.local_scatter"}
 
 
 def _is_tensor(v: Value) -> bool:
@@ -157,7 +163,7 @@ class LayoutPass:
                 self._reg(a, warps)
             for o in r.block.ops:
                 self._collect(o, warps)
-        if _is_elementwise(op):
+        if _is_elementwise(op) or n in _SAME_LAYOUT:
             self._same(list(op.operands) + list(op.results))
         elif n in _MEMORY_GROUPS:
             pass  # no relation edges: the anchor gives the pointer (and what is unassigned) its layout
@@ -296,6 +302,10 @@ class LayoutPass:
             self._collect(o, self.nw)
         all_ops: List[Operation] = []
         self._walk(f.regions[0].block.ops, all_ops.append)
+        # register layouts the user pinned (local_load(layout=...)) come before everything
+        for op in all_ops:
+            if op.name == "tlx.local_load" and op.attrs.get("layout") is not None:
+                self._pin(op)
         # wgmma accumulators first (what they flow into follows them, so a conversion lands where
         # the data is narrowest, e.g. after the cast of an epilogue), then global-memory ops
         for op in all_ops:
@@ -331,6 +341,19 @@ class LayoutPass:
         _assign_shared_layouts(self.m)
         _assign_scratch(self.m)
 
+    def _pin(self, op: Operation) -> None:
+        """Give a result the register layout the user pinned (its op's `layout`), if the partition
+        has the warps for it."""
+        lay = op.attrs["layout"]
+        if not isinstance(lay, L.DistributedLayout):
+            raise TLXCompileError(f"{op.name}: its layout attribute {lay} is not a register layout", op.loc)
+        warps = self._warps(op)
+        m = LM.to_map(lay, op.result.type.shape)
+        if m.num_warps > warps:
+            raise TLXCompileError(f"the register layout given to local_load spans {m.num_warps} warps; the code runs "
+                                  f"on {warps}", op.loc, hint="give the layout's thread modes num_warps * 32 threads")
+        self.assign(op.result, lay)
+
     def _warps(self, op: Operation) -> int:
         return partition_warps(op, self.nw)
 
@@ -342,9 +365,7 @@ class LayoutPass:
         w = self._warps(op)
         cdim = None
         if op.name == "tlx.local_load" and isinstance(op.arg("src").type, T.MemDescType):
-            lay = op.arg("src").type.layout
-            if isinstance(lay, L.NVMMASharedLayout) and lay.transposed and v.type.rank == 2:
-                cdim = 0
+            cdim = _contiguous_dim(op.arg("src").type)
         return R.default_blocked(v.type.shape, w, self._eb(v), cdim)
 
     # -- legalization -------------------------------------------------------------------------
@@ -367,6 +388,12 @@ class LayoutPass:
                 for i, v in enumerate(op.operands):
                     if _is_tensor(v):
                         self._require(op, i, want)
+            elif n in _SAME_LAYOUT:
+                lead = op.results[0] if op.results else op.arg("indices")
+                if _is_tensor(lead):
+                    for i, v in enumerate(op.operands):
+                        if _is_tensor(v):
+                            self._require(op, i, lead.type.layout)
             elif n in _MEMORY_GROUPS:
                 ptr = op.arg(_MEMORY_GROUPS[n][0])
                 if _is_tensor(ptr):
@@ -588,9 +615,34 @@ def alloc_layout(t: T.MemDescType) -> L.SharedLayout:
     return lay
 
 
+def _contiguous_dim(t: T.MemDescType) -> Optional[int]:
+    """The view dimension whose consecutive elements are consecutive in memory (so a load along it
+    vectorizes), when the view's layout says; None for the default (the last)."""
+    lay, rank = t.layout, len(t.shape)
+    if isinstance(lay, L.NVMMASharedLayout):
+        return 0 if lay.transposed and rank == 2 else None
+    if isinstance(lay, L.SwizzledSharedLayout) and len(lay.order) == rank:
+        return lay.order[0]
+    if isinstance(lay, (L.SharedLinearLayout, L.PaddedSharedLayout)) and lay.bases and len(lay.bases[0]) == rank:
+        first = lay.bases[0]  # the coordinate of element offset 1
+        nz = [d for d, x in enumerate(first) if x]
+        return nz[0] if len(nz) == 1 and first[nz[0]] == 1 else None
+    return None
+
+
 def _check_shared(t: T.MemDescType, loc) -> None:
-    """An NVMMA buffer must hold whole swizzle atoms: rows of the atom width, 8 rows per pattern."""
+    """An NVMMA buffer must hold whole swizzle atoms: rows of the atom width, 8 rows per pattern;
+    a swizzled layout orders every dimension; an explicit linear (or padded) layout maps the
+    buffer's offsets one to one onto its elements."""
     lay = t.layout
+    if isinstance(lay, L.SwizzledSharedLayout) and sorted(lay.order) != list(range(len(t.buffer_shape))):
+        raise TLXCompileError(f"buffer {t}: its swizzled layout's order {list(lay.order)} does not order its "
+                              f"{len(t.buffer_shape)} dimensions", loc)
+    if isinstance(lay, (L.SharedLinearLayout, L.PaddedSharedLayout)):
+        try:
+            LM.shared_map(lay, tuple(t.buffer_shape), max(1, t.element.bits // 8))
+        except TLXCompileError as e:
+            raise TLXCompileError(f"buffer {t}: {e.message}", loc, e.hint) from None
     if isinstance(lay, L.NVMMASharedLayout):
         shape = t.buffer_shape
         if len(shape) < 2:
@@ -686,13 +738,17 @@ def _assign_shared_layouts(m: Module) -> None:
                 for g in ("a", "b"):
                     v = op.arg(g)
                     if isinstance(v.type, T.MemDescType) and not isinstance(v.type.layout, L.NVMMASharedLayout):
-                        raise TLXCompileError(f"async_dot operand {g.upper()} must be in an NVMMA shared layout, "
-                                              f"got {v.type.layout}", op.loc)
+                        raise TLXCompileError(f"async_dot operand {g.upper()} must be in an NVMMA shared layout "
+                                              f"(wgmma reads only that), got {v.type.layout}", op.loc,
+                                              hint="allocate the operand with the default layout or "
+                                                   "layout=tlx.nv_mma_shared_layout_encoding(...)")
             if n in ("tlx.tma_load", "tlx.tma_store"):
                 v = op.arg("dst" if n == "tlx.tma_load" else "src")
                 if not isinstance(v.type.layout, L.NVMMASharedLayout) or v.type.layout.transposed:
                     raise TLXCompileError(f"a TMA buffer needs a non-transposed NVMMA layout, got {v.type.layout}",
-                                          op.loc, hint="TMA writes rows of the descriptor's inner dimension")
+                                          op.loc, hint="TMA writes rows of the descriptor's inner dimension, swizzled "
+                                                       "the NVMMA way: allocate the buffer with the default layout or "
+                                                       "layout=tlx.nv_mma_shared_layout_encoding(...) of order [1, 0]")
 
     if m.func is not None:
         walk(m.func.regions[0].block.ops)

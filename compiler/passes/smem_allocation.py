@@ -44,7 +44,7 @@ from ..errors import TLXCompileError
 from ..fences import loc_text
 from ..ir import types as T
 from ..ir.core import Block, Module, Operation, Value
-from ..ir.layouts import NVMMASharedLayout, default_shared_layout
+from ..ir.layouts import NVMMASharedLayout, SharedLinearLayout, default_shared_layout
 from .manager import PassContext
 
 SMEM_LIMITS = {90: 232448, 80: 166912, 86: 101376, 87: 166912, 89: 101376}
@@ -66,6 +66,8 @@ def alignment_of(op: Operation) -> int:
     lay = t.layout if t.layout is not None else default_shared_layout(tuple(t.buffer_shape), t.element.bits)
     if isinstance(lay, NVMMASharedLayout):
         return {128: 1024, 64: 512, 32: 256}.get(lay.swizzle, 128)
+    if isinstance(lay, SharedLinearLayout):
+        return max(16, lay.alignment)
     return 16
 
 

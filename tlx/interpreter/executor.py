@@ -26,6 +26,7 @@ from .hazards import (Access, Agent, Checker, DeadlockError, SyncHazard, describ
                       join_clocks)
 from .memory import Descriptor, GlobalMemory, InterpreterError, SmemAlloc, SmemView
 from .sync import MBarrier, NamedBarrier, Transfer, Wait, wait_info
+from . import warp_ops as W
 
 
 class PendingDot:
@@ -167,7 +168,8 @@ def _uniform(th, op, v, what: str):
 _DIVERGENT_OK_PREFIXES = ("arith.", "math.", "scf.")
 _DIVERGENT_OK = {"tt.get_program_id", "tt.get_num_programs", "tt.addptr", "tt.load", "tt.store", "tt.atomic_rmw",
                  "tt.atomic_cas", "tt.int_to_ptr", "tt.ptr_to_int", "tt.hint", "tlx.fence", "tlx.fence_async_shared",
-                 "tlx.thread_id", "tlx.clock64", "tlx.cluster_cta_rank"}
+                 "tlx.thread_id", "tlx.clock64", "tlx.cluster_cta_rank", "tlx.vote_ballot_sync", "tlx.warp_redux",
+                 "tlx.prefetch"}
 
 
 _NONBLOCKING_OK = {"tlx.async_dot", "tlx.async_dot_wait", "scf.yield", "scf.for", "scf.if", "scf.condition",
@@ -932,6 +934,50 @@ def _local_load(it, th, op):
     _set(th, op, src.read())
 
 
+def _axis_indices(op, idx: np.ndarray, n: int, what: str) -> np.ndarray:
+    """The indices of a gather / scatter as int64, every one checked to lie in [0, n)."""
+    e = _elem(op.arg("indices"))
+    i = (N.as_signed(idx, e) if e.is_signed else N.as_unsigned(idx, e)).astype(np.int64)
+    bad = (i < 0) | (i >= n)
+    if bad.any():
+        at = tuple(int(x) for x in np.argwhere(bad)[0])
+        raise InterpreterError(f"{op.name}: index {int(i[at])} at position {list(at)} of the indices is outside the "
+                               f"axis (length {n}) it {what}", op.loc,
+                               hint="keep every index in [0, axis length); on the GPU such an index wraps around the "
+                                    "axis and reads or writes another element")
+    return i
+
+
+def _axis_window(view: SmemView, idx_shape, axis: int) -> np.ndarray:
+    """The view's storage restricted to the indices' extent in every dimension but the axis."""
+    return view.arr[tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(idx_shape))]
+
+
+@handler("tlx.local_gather")
+def _local_gather(it, th, op):
+    src = th.env[op.arg("src")]
+    ax = op.attrs["axis"]
+    idx = np.asarray(th.env[op.arg("indices")])
+    r = th.record(op, "generic read (gather)")
+    it.checker.generic_read(src, r)
+    i = _axis_indices(op, idx, src.arr.shape[ax], "gathers from")
+    raw = np.take_along_axis(_axis_window(src, idx.shape, ax), i, axis=ax)
+    _set(th, op, np.array(N.decode(raw, src.element), dtype=N.compute_dtype(src.element)))
+
+
+@handler("tlx.local_scatter")
+def _local_scatter(it, th, op):
+    dst = th.env[op.arg("dst")]
+    ax = op.attrs["axis"]
+    idx = np.asarray(th.env[op.arg("indices")])
+    vals = np.broadcast_to(np.asarray(th.env[op.arg("values")]), idx.shape)
+    r = th.record(op, "generic write (scatter)")
+    it.checker.generic_write(dst, r)
+    i = _axis_indices(op, idx, dst.arr.shape[ax], "scatters into")
+    # several elements sent to one place: one of them lands (here the last in row-major order)
+    np.put_along_axis(_axis_window(dst, idx.shape, ax), i, N.encode(vals, dst.element), axis=ax)
+
+
 @handler("tlx.fence_async_shared")
 def _fence_async(it, th, op):
     if th.active is not None and not th.active.all():
@@ -942,9 +988,9 @@ def _fence_async(it, th, op):
     th.agent.fence()
 
 
-@handler("tlx.fence", "tlx.tma_prefetch")
+@handler("tlx.fence", "tlx.tma_prefetch", "tlx.prefetch", "tlx.prefetch_tensormap")
 def _noop(it, th, op):
-    pass  # global memory is sequentially consistent in the interpreter
+    pass  # global memory is sequentially consistent in the interpreter, and a prefetch is only a hint
 
 
 # -- cp.async ------------------------------------------------------------------------------------------
@@ -1398,3 +1444,65 @@ def _warp_specialize(it, th, op):
         th.agent.join(c.thread.agent.clock)
         # what a worker left in flight stays its own; the kernel exit completes it
     th.agent.tick()
+
+
+# -- warp-level ops and inline asm ----------------------------------------------------------------
+
+def _executing(th) -> np.ndarray:
+    """Which threads of the partition execute the op, as (warps, 32) booleans."""
+    n = th.agent.num_threads
+    act = np.ones(n, dtype=bool) if th.active is None else np.asarray(th.active, dtype=bool)
+    return act.reshape(n // 32, 32)
+
+
+def _warp_tensor_layout(th, op):
+    t = op.operands[0].type
+    if t.layout is None:
+        raise InterpreterError(f"{op.name} on a tensor needs its layout: run the layout pass first", op.loc)
+    if th.active is not None:
+        raise InterpreterError(f"{op.name} on a tensor inside a branch that only some threads take is not modelled",
+                               op.loc, hint="keep warp-level ops on tensors outside thread-divergent branches")
+    return t.layout
+
+
+@handler("tlx.vote_ballot_sync")
+def _vote_ballot(it, th, op):
+    mask = int(op.attrs["mask"])
+    p = th.env[op.arg("pred")]
+    rt = op.result.type
+    ex = _executing(th)
+    W.check_vote_mask(ex, mask, op.loc)
+    if isinstance(rt, T.TensorType):
+        layout = _warp_tensor_layout(th, op)
+        out = W.ballot_tensor(np.asarray(p, dtype=bool), layout, th.agent.num_threads // 32)
+        _set(th, op, out.view(np.int32))
+        return
+    per_thread = np.broadcast_to(np.asarray(p, dtype=bool), (ex.size,)).reshape(ex.shape) & ex
+    b = W.ballots(per_thread).view(np.int32)  # one per warp
+    if th.active is None and (b == b[0]).all():
+        _set(th, op, b[0])  # the same in every lane: a uniform scalar
+        return
+    _set(th, op, _scalar_or(np.repeat(b, 32), rt))
+
+
+@handler("tlx.warp_redux")
+def _warp_redux(it, th, op):
+    kind = op.attrs["kind"]
+    x = np.asarray(th.env[op.arg("src")], dtype=np.float32)
+    if isinstance(op.result.type, T.TensorType):
+        _set(th, op, W.redux_tensor(x, kind, _warp_tensor_layout(th, op), th.agent.num_threads // 32))
+        return
+    if not _varying(x):
+        _set(th, op, np.float32(np.abs(x) if kind.startswith("abs_") else x))
+        return
+    if not _executing(th).all():
+        raise InterpreterError("warp_redux inside a branch that only some threads take: the lanes that do not "
+                               "take it never contribute (the hardware's behaviour is undefined)", op.loc)
+    _set(th, op, W.redux_per_thread(x, kind))
+
+
+@handler("tt.elementwise_inline_asm")
+def _inline_asm(it, th, op):
+    raise InterpreterError("inline PTX (tl.inline_asm_elementwise) cannot run on the CPU interpreter", op.loc,
+                           hint="run the kernel on the GPU, or write the computation with tl operations for the "
+                                "interpreter")

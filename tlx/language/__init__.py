@@ -11,6 +11,7 @@ from typing import Any
 from tlx.compiler.errors import TLXCompileError
 
 from . import math, semantic
+from .core import dtype as dtype_cls
 from .core import (block_type, bfloat16, builtin, constexpr, dtype, float8e4nv, float8e5, float16, float32,
                    float64, int1, int8, int16, int32, int64, pointer_type, tensor, tensor_descriptor, uint8,
                    uint16, uint32, uint64, unwrap, shape_arg)
@@ -29,7 +30,7 @@ __all__ = [
     "rsqrt", "sigmoid", "split", "sqrt", "static_assert", "static_print", "static_range", "store", "sum",
     "tensor", "tensor_descriptor", "trans", "uint8", "uint16", "uint32", "uint64", "where", "xor_sum",
     "zeros", "zeros_like", "abs", "floor", "ceil", "sin", "cos", "cumsum", "reduce", "clamp", "view",
-    "umulhi", "full_like", "assume",
+    "umulhi", "full_like", "assume", "inline_asm_elementwise",
 ]
 
 
@@ -338,6 +339,48 @@ def reduce(input: Any, axis: Any, combine_fn: Any, keep_dims: Any = False) -> te
 @builtin
 def cumsum(input: Any, axis: Any = 0, reverse: Any = False) -> tensor:
     raise TLXCompileError("tl.cumsum is not supported by tlx yet")
+
+
+# ---- inline PTX ----------------------------------------------------------------------------------
+
+@builtin
+def inline_asm_elementwise(asm: Any, constraints: Any, args: Any, dtype: Any, is_pure: Any, pack: Any) -> Any:
+    """Run PTX `asm` on every element: the arguments are broadcast to one shape, each call of the
+    asm handles `pack` elements per thread (narrow operands packed into 32-bit registers), `$N`
+    names its operands (outputs first) and `constraints` their registers ("=r,r,r"). `dtype` is
+    the result dtype, or a tuple of dtypes for several results (then a tuple is returned).
+    `is_pure=False` keeps the asm even when its results are unused. The fence passes and the CPU
+    interpreter cannot see inside the asm."""
+    from tlx.compiler.codegen import inline_asm
+
+    text, cons = unwrap(asm), unwrap(constraints)
+    if not isinstance(text, str) or not isinstance(cons, str):
+        raise TLXCompileError("inline_asm_elementwise needs the asm and the constraints as compile-time strings")
+    pure, npack = unwrap(is_pure), unwrap(pack)
+    if not isinstance(pure, bool):
+        raise TLXCompileError(f"inline_asm_elementwise is_pure must be a compile-time bool, got {pure!r}")
+    dts = unwrap(dtype)
+    many = isinstance(dts, (list, tuple))
+    dts = [unwrap(d) for d in dts] if many else [dts]
+    for d in dts:
+        if not isinstance(d, dtype_cls) or d.is_ptr():
+            raise TLXCompileError(f"inline_asm_elementwise dtype must be a scalar dtype (or a tuple of them), got {d!r}")
+    vals = [semantic.to_tensor(unwrap(a)) for a in unwrap(args)]
+    shape: tuple = ()
+    for v in vals:
+        shape = semantic.broadcast_shapes(shape, v.shape)
+    if shape:
+        vals = [semantic.broadcast_to(v, shape) for v in vals]
+
+    def bits(d: Any) -> int:
+        return 64 if d.is_ptr() else d.primitive_bitwidth
+
+    inline_asm.plan(cons, [bits(v.dtype) for v in vals], [bits(d) for d in dts], npack)
+    op = semantic.emit("tt.elementwise_inline_asm", [[v.handle for v in vals]],
+                       [semantic.ir_type(d, shape) for d in dts],
+                       {"asm": text, "constraints": cons, "pure": pure, "pack": npack})
+    outs = tuple(tensor(r, d, shape) for r, d in zip(op.results, dts))
+    return outs if many else outs[0]
 
 
 # ---- dot and hints -----------------------------------------------------------------------------

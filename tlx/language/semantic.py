@@ -12,7 +12,7 @@ import math
 import numbers
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from tlx.compiler.errors import TLXCompileError
+from tlx.compiler.errors import TLXCompileError, TLXValueError
 from tlx.compiler.ir import layouts as L
 from tlx.compiler.ir import types as T
 
@@ -1020,17 +1020,20 @@ def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any
     block = [unwrap(b) for b in unwrap(block_shape)]
     rank = len(block)
     if not 1 <= rank <= 5 or len(shape) != rank or len(strides) != rank:
-        raise err(f"make_tensor_descriptor needs 1..5 dimensions and one shape and stride per block dimension")
+        raise TLXValueError(f"make_tensor_descriptor needs 1..5 dimensions and one shape and stride per block "
+                            f"dimension; got block {block}, {len(shape)} shape and {len(strides)} stride entries")
     last = unwrap(strides[-1])
     if not (isinstance(last, int) and last == 1):
-        raise err("the last stride of a tensor descriptor must be the constant 1")
+        raise TLXValueError(f"the last stride of a tensor descriptor must be the constant 1, got {last!r}")
     elt = base.dtype.element_ty  # type: ignore[attr-defined]
     if block[-1] * elt.primitive_bitwidth // 8 < 16:
         raise err(f"the inner block dimension must span at least 16 bytes, got {block[-1]} x {elt}")
     check_shape(block)
     pad = unwrap(padding_option)
     if pad not in ("zero", "nan"):
-        raise err(f"padding_option must be 'zero' or 'nan', got {pad!r}")
+        raise TLXValueError(f"padding_option must be 'zero' or 'nan', got {pad!r}")
+    if pad == "nan" and not elt.is_floating():
+        raise TLXValueError(f"padding_option 'nan' needs floating-point elements, the base holds {elt}")
     sh = [cast(to_tensor(unwrap(s)), int32).handle for s in shape]
     st = [cast(to_tensor(unwrap(s)), int64).handle for s in strides]
     dt = T.TensorDescType(tuple(block), elt.ir)

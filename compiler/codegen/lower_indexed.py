@@ -1,0 +1,185 @@
+"""Lowering of shared-memory accesses at run-time indices (`tlx.local_gather`,
+`tlx.local_scatter`) and of prefetch hints (`tlx.prefetch`, `tlx.prefetch_tensormap`).
+
+Gather / scatter: the element a thread holds in register r has view coordinates c (its layout);
+the access goes to c with c[axis] replaced by the index it holds. The buffer's element -> byte
+map is linear, so that address is the XOR of three parts: the thread's part of c without the
+axis (computed once per partition), a constant per register, and the XOR of the byte offsets of
+the index's set bits (only the bits below the axis length are read, so every access stays inside
+the buffer: an out-of-range index wraps, where the hardware would read another CTA's memory). A
+padded layout's padding is added last. One ld.shared / st.shared per element; a scatter is made
+by one thread of each group holding copies of the same element.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, List, Optional
+
+from ..errors import TLXCompileError
+from ..ir import types as T
+from ..ir.core import Operation
+from ..analysis import layout_math as LM
+from .layout_rules import elem_bytes
+from .lower_memory import _ld_type, global_vec, pack_words, pad_reg, unpack_words, word_regs
+from .values import Desc, Scalar, SmemView, Tensor, reg_kind
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .lower import KernelLowering
+
+
+def _u32(lw: KernelLowering, reg: str, e: T.ScalarType) -> str:
+    """An index register as 32 bits (only its low bits are used)."""
+    k = reg_kind(e)
+    if k == "b32":
+        return reg
+    return lw.e.new("b32", "cvt.u32.u64" if k == "b64" else "cvt.u32.u16", reg)
+
+
+def _index_part(lw: KernelLowering, idx: str, offs: List[int]) -> Optional[str]:
+    """XOR over the set bits k of register `idx` of offs[k] (None when every offset is 0).
+    Runs of bits whose offsets double (a plain stride) are extracted and scaled at once."""
+    em = lw.e
+    acc: Optional[str] = None
+    k = 0
+    while k < len(offs):
+        o = offs[k]
+        if not o:
+            k += 1
+            continue
+        n = 1
+        while k + n < len(offs) and offs[k + n] == o << n:
+            n += 1
+        t = em.tmp("b32")
+        em("bfe.u32", t, idx, str(k), str(n))
+        s = em.tmp("b32")
+        if LM.is_pow2(o):
+            em("shl.b32", s, t, str(LM.log2(o)))
+        else:
+            em("mul.lo.u32", s, t, str(o))
+        if acc is None:
+            acc = s
+        else:
+            x = em.tmp("b32")
+            em("xor.b32", x, acc, s)
+            acc = x
+        k += n
+    return acc
+
+
+class IndexedAccess:
+    """Addresses of the elements of a register tensor with layout `m` in `view`, with the
+    coordinate along `axis` taken from an index register per element."""
+
+    def __init__(self, lw: KernelLowering, view: SmemView, m: LM.LinearMap, axis: int, loc):
+        if view.buffers:
+            raise TLXCompileError("a gather / scatter needs one buffer (index the buffer array first)", loc)
+        self.lw, self.view, self.axis = lw, view, axis
+
+        def off(b: LM.Basis) -> int:
+            return view.element_bases(tuple(0 if d == axis else x for d, x in enumerate(b)))
+
+        self.reg_off = [off(b) for b in m.reg]
+        t, tmask = lw.thread_linear([off(b) for b in m.lane], [off(b) for b in m.warp])
+        origin = view.origin
+        self.K = origin if isinstance(origin, int) else 0
+        if isinstance(origin, str) and origin:
+            if t is None:
+                t = origin
+            else:
+                x = lw.e.tmp("b32")
+                lw.e("xor.b32", x, t, origin)
+                t = x
+        self.t = t
+        rank = len(view.shape)
+        self.axis_off = [view.element_bases(tuple((1 << k) if d == axis else 0 for d in range(rank)))
+                         for k in range(LM.log2(view.shape[axis]))]
+        self.padding = view.smap().padding
+
+    def address(self, r: int, idx: str) -> str:
+        """The address operand of register r's element, whose axis coordinate is in `idx`."""
+        em = self.lw.e
+        K = self.K
+        i = 0
+        x = r
+        while x:
+            if x & 1:
+                K ^= self.reg_off[i]
+            x >>= 1
+            i += 1
+        parts = [p for p in (self.t, _index_part(self.lw, idx, self.axis_off)) if p is not None]
+        if not parts:
+            return f"[{self.view.base}+{self.view.smap().padded(K)}]" if K else f"[{self.view.base}]"
+        u = parts[0]
+        for p in parts[1:]:
+            y = em.tmp("b32")
+            em("xor.b32", y, u, p)
+            u = y
+        if K:
+            y = em.tmp("b32")
+            em("xor.b32", y, u, str(K))
+            u = y
+        a = em.tmp("b32")
+        em("add.s32", a, self.view.base, pad_reg(self.lw, u, self.padding))
+        return f"[{a}]"
+
+
+def _local_gather(lw: KernelLowering, op: Operation) -> None:
+    view: SmemView = lw.val(op.arg("src"))  # type: ignore[assignment]
+    t = op.result.type
+    m = lw.lmap(t)
+    idx = lw.tensor(op.arg("indices"))
+    ie = op.arg("indices").type.element
+    acc = IndexedAccess(lw, view, m, int(op.attrs["axis"]), op.loc)
+    elem = t.element
+    eb = elem_bytes(elem)
+    regs = lw.e.named_array(reg_kind(elem), m.num_regs, lw.hint(op.result, "gather"))
+    for r in range(m.num_regs):
+        words, wt = word_regs(lw, elem, eb)
+        lw.e(f"ld.shared.{_ld_type(wt)}", words[0], acc.address(r, _u32(lw, idx.regs[r], ie)))
+        unpack_words(lw, words, wt, [regs[r]], elem)
+    lw.set(op.result, Tensor(regs, m, elem))
+
+
+def _local_scatter(lw: KernelLowering, op: Operation) -> None:
+    view: SmemView = lw.val(op.arg("dst"))  # type: ignore[assignment]
+    vals = lw.tensor(op.arg("values"))
+    idx = lw.tensor(op.arg("indices"))
+    ie = op.arg("indices").type.element
+    m = vals.lmap
+    acc = IndexedAccess(lw, view, m, int(op.attrs["axis"]), op.loc)
+    owner = lw.owner_pred(m)
+    for r in range(m.num_regs):
+        words, wt = pack_words(lw, [vals.regs[r]], vals.elem, elem_bytes(vals.elem))
+        lw.e(f"st.shared.{wt}", acc.address(r, _u32(lw, idx.regs[r], ie)), words[0], pred=owner)
+
+
+def _prefetch(lw: KernelLowering, op: Operation) -> None:
+    ptr_v, mask_v = op.arg("ptr"), op.arg("mask")
+    level = op.attrs["level"]
+    p = lw.val(ptr_v)
+    ins = f"prefetch.global.{level}"
+    if isinstance(p, Scalar):
+        pred = lw.part.leader
+        if mask_v is not None:
+            pred = lw.and_pred(pred, lw.scalar(mask_v))
+        lw.e(ins, f"[{p.reg}]", pred=pred)
+        return
+    if not isinstance(p, Tensor):
+        raise TLXCompileError("internal: prefetch of a non-pointer value", op.loc)
+    e = op.arg("ptr").type.element.pointee  # type: ignore[union-attr]
+    v = global_vec(lw, ptr_v, p.lmap, max(1, e.bits // 8), mask_v)  # one prefetch per contiguous vector
+    masks = lw.tensor(mask_v).regs if mask_v is not None else None
+    owner = lw.owner_pred(p.lmap)
+    for r0 in range(0, len(p.regs), v):
+        pred = owner if masks is None else lw.and_pred(owner, masks[r0])
+        lw.e(ins, f"[{p.regs[r0]}]", pred=pred)
+
+
+def _prefetch_tensormap(lw: KernelLowering, op: Operation) -> None:
+    desc: Desc = lw.val(op.arg("desc"))  # type: ignore[assignment]
+    lw.e("prefetch.tensormap", f"[{desc.addr}]", pred=lw.part.leader)
+
+
+#: op name -> its lowering (lower.py merges the tables of the lower_* modules)
+LOWERINGS = {"tlx.local_gather": _local_gather, "tlx.local_scatter": _local_scatter, "tlx.prefetch": _prefetch,
+             "tlx.prefetch_tensormap": _prefetch_tensormap}
