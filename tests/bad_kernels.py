@@ -253,7 +253,25 @@ def nested_function_definition(x_ptr, n):
 def dot_too_small(x_ptr, n):
     a = tl.zeros((64, 8), dtype=tl.float16)
     b = tl.zeros((8, 64), dtype=tl.float16)
-    c = tl.dot(a, b)  # ERR: every dimension >= 16
+    c = tl.dot(a, b)  # ERR: needs K >= 16
+
+
+@tlx.jit
+def dot_int8_short_k(x_ptr, n):
+    a = tl.zeros((16, 16), dtype=tl.int8)
+    c = tl.dot(a, a)  # ERR: needs K >= 32 for int8 operands
+
+
+@tlx.jit
+def dot_unknown_precision(x_ptr, n):
+    a = tl.zeros((16, 16), dtype=tl.float32)
+    c = tl.dot(a, a, input_precision="tf64")  # ERR: input_precision must be one of
+
+
+@tlx.jit
+def dot_accumulator_dtype(x_ptr, n):
+    a = tl.zeros((16, 16), dtype=tl.float16)
+    c = tl.dot(a, a, tl.zeros((16, 16), dtype=tl.int32))  # ERR: accumulates in fp32 or fp16, not int32
 
 
 @tlx.jit

@@ -38,7 +38,7 @@ class Tensor:
         self._pinned = pinned
         self.shape = tuple(shape)
         self.dtype = Tensor.DTYPES.setdefault(dtype, Tensor._Dtype(dtype))
-        self.is_cuda = cuda
+        self.is_cuda, self.is_cpu = cuda, not cuda
         self.device = "cuda:0" if cuda else "cpu"
         self.requires_grad = requires_grad
         if strides is None:

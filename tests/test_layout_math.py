@@ -383,27 +383,37 @@ def test_contiguous_registers_give_16_byte_vectors():
     assert LM.contiguous_regs(reg, 2) == 8
 
 
-@pytest.mark.parametrize("layout,shape,smem", [
-    (L.MmaLayout(3, (4, 1), (16, 128, 16)), (64, 128), L.NVMMASharedLayout(128, 16, False)),
-    (L.MmaLayout(3, (8, 1), (16, 256, 16)), (128, 256), L.NVMMASharedLayout(128, 16, False)),
-    (L.DotOperandLayout(0, L.MmaLayout(3, (4, 1), (16, 64, 16)), 2), (64, 64), L.NVMMASharedLayout(64, 16, False)),
-    (L.MmaLayout(3, (4, 1), (16, 64, 16)), (64, 64), L.NVMMASharedLayout(32, 16, True)),
+_V2 = L.MmaLayout(2, (2, 2), (16, 8, 16))
+
+
+@pytest.mark.parametrize("layout,shape,smem,bits,trans", [
+    (L.MmaLayout(3, (4, 1), (16, 128, 16)), (64, 128), L.NVMMASharedLayout(128, 16, False), 16, False),
+    (L.MmaLayout(3, (8, 1), (16, 256, 16)), (128, 256), L.NVMMASharedLayout(128, 16, False), 16, False),
+    (L.DotOperandLayout(0, L.MmaLayout(3, (4, 1), (16, 64, 16)), 2), (64, 64), L.NVMMASharedLayout(64, 16, False), 16,
+     False),
+    # an accumulator into a column-major buffer: neighbours a row apart, the .trans form
+    (L.MmaLayout(3, (4, 1), (16, 64, 16)), (64, 64), L.NVMMASharedLayout(32, 16, True), 16, True),
+    # mma.sync operands: A as rows (plain), a K x N B with N contiguous (.trans), 8-bit A (plain)
+    (L.DotOperandLayout(0, _V2, 2), (32, 64), L.NVMMASharedLayout(128, 16, False), 16, False),
+    (L.DotOperandLayout(1, _V2, 2), (64, 32), L.NVMMASharedLayout(64, 16, False), 16, True),
+    (L.DotOperandLayout(1, _V2, 2), (16, 16), L.NVMMASharedLayout(32, 16, False), 16, True),
+    (L.DotOperandLayout(0, L.MmaLayout(2, (4, 1), (16, 8, 32)), 4), (64, 64), L.NVMMASharedLayout(64, 8, False), 8,
+     False),
 ], ids=str)
-def test_stmatrix_ldmatrix_row_addresses(layout, shape, smem):
-    """ldmatrix/stmatrix semantics (PTX ISA): lane t supplies the address of row t%8 of matrix
-    t//8; in matrix j, lane l holds in its register j the two elements at row l/4, columns
-    2(l%4), +1 of that matrix. Every element of every register must land at its buffer offset."""
+def test_stmatrix_ldmatrix_row_addresses(layout, shape, smem, bits, trans):
+    """ldmatrix/stmatrix semantics (PTX ISA, 8x8 matrices of 16-bit cells): lane t supplies the
+    address of row t%8 of matrix t//8. Plain: in matrix j, lane l holds in its word j the 4 bytes
+    of row l/4 at bytes 4(l%4).. (two 16-bit or four 8-bit elements). .trans: lane l holds the
+    16-bit cells (row 2(l%4), column l/4) and (row 2(l%4)+1, column l/4). Every element of every
+    register must land at its buffer offset."""
     from tlx.compiler.codegen.lower_memory import _matrix_groups, matrix_plan
 
+    eb = bits // 8
     m = LM.to_map(layout, shape)
-    sm = LM.shared_map(smem, shape, 2)
+    sm = LM.shared_map(smem, shape, eb)
     reg, lane, warp = LM.compose(m, sm)
-    plan = matrix_plan(2, list(reg), list(lane), list(warp))
-    if smem.transposed:  # neighbours are a row apart: no 8x8-matrix instruction
-        assert plan is None
-        return
-    assert plan is not None
-    sel, lane_vals = plan
+    plan = matrix_plan(eb, list(reg), list(lane), list(warp))
+    assert plan is not None and plan.trans == trans and plan.word_bits == 2 // eb
 
     def xor_bits(vals, x):
         o = 0
@@ -412,16 +422,29 @@ def test_stmatrix_ldmatrix_row_addresses(layout, shape, smem):
                 o ^= v
         return o
 
+    per_word = 4 // eb
     for w in range(m.num_warps):
-        for g, mats in _matrix_groups(m.num_regs, sel):
+        for g, mats in _matrix_groups(m.num_regs, plan.sel, plan.word_bits):
             static = xor_bits(reg, g)
-            row_addr = [static ^ xor_bits(lane_vals, t) ^ xor_bits(warp, w) for t in range(32)]
+            row_addr = [static ^ xor_bits(plan.lane_vals, t) ^ xor_bits(warp, w) for t in range(32)]
             for j, r in enumerate(mats):
                 for ln in range(32):
-                    for e in range(2):
+                    for e in range(per_word):
                         want = sm.offset(m.coord(r | e, ln, w))
-                        got = row_addr[8 * j + ln // 4] + 2 * (2 * (ln % 4) + e)
+                        if trans:
+                            got = row_addr[8 * j + 2 * (ln % 4) + e] + 2 * (ln // 4)
+                        else:
+                            got = row_addr[8 * j + ln // 4] + 4 * (ln % 4) + eb * e
                         assert got == want, (w, g, j, ln, e)
+
+
+def test_no_matrix_instruction_for_an_8bit_kxn_operand():
+    """An 8-bit B fragment holds four K rows of one column in a word: no 8x8 b16 matrix form."""
+    from tlx.compiler.codegen.lower_memory import matrix_plan
+
+    m = LM.to_map(L.DotOperandLayout(1, L.MmaLayout(2, (2, 2), (16, 8, 32)), 4), (64, 32))
+    reg, lane, warp = LM.compose(m, LM.shared_map(L.NVMMASharedLayout(32, 8, False), (64, 32), 1))
+    assert matrix_plan(1, list(reg), list(lane), list(warp)) is None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -124,6 +124,15 @@ def test_host_numpy_base_is_for_the_interpreter_and_refused_at_gpu_encode():
         base_pointer(host.base, -1)
 
 
+def test_host_torch_base_is_for_the_interpreter_and_refused_at_gpu_encode():
+    from tlx.runtime.tma import base_pointer
+
+    host = TensorDescriptor(Tensor(0x40000, (64, 64), "float16", cuda=False), [64, 64], [64, 1], [64, 64])
+    assert host.signature() == "tensordesc<fp16[64, 64]>"
+    with pytest.raises(TLXRuntimeError, match="on 'cpu'"):  # what encoding for a launch reads
+        base_pointer(host.base, -1)
+
+
 def test_from_tensor_reads_shape_and_strides():
     t = Tensor(0x20000, (128, 64), "float16", strides=(72, 1))
     d = TensorDescriptor.from_tensor(t, [64, 64])

@@ -171,11 +171,12 @@ def blocked_map(b: L.BlockedLayout, shape: Tuple[int, ...]) -> LinearMap:
 
 
 def mma_map(m: L.MmaLayout, shape: Tuple[int, ...]) -> LinearMap:
-    """The wgmma accumulator layout. Warp w of a warpgroup holds rows 16w..16w+15 of the
-    warpgroup's m64 tile; in a warp, lane t holds rows t/4 and t/4+8 and columns 2(t%4)+{0,1}
-    of every 8-column group. Register bits: column+1, row+8, then the 8-column groups of one
-    instruction (N/8 of them), then repetitions along N, then along M. Warp bits: two within the
-    warpgroup (rows 16, 32), then warpgroups along M, then along N."""
+    """The MMA accumulator layout: wgmma's (version 3) and mma.sync's (version 2, instruction
+    n = 8). In a warp, lane t holds rows t/4 and t/4+8 and columns 2(t%4)+{0,1} of every
+    8-column group of its 16-row tile. Register bits: column+1, row+8, then the 8-column groups
+    of one instruction (N/8 of them), then repetitions along N, then along M. Warp bits: rows 16,
+    32, ... for the `wpc[0]` warps along M (for wgmma the first two are the warps of a
+    warpgroup, which covers 64 rows), then columns n, 2n, ... for the `wpc[1]` warps along N."""
     if len(shape) != 2:
         raise TLXCompileError(f"the wgmma accumulator layout is 2-D, got shape {list(shape)}")
     wm, wn = m.wpc
@@ -195,22 +196,60 @@ def mma_map(m: L.MmaLayout, shape: Tuple[int, ...]) -> LinearMap:
 
 
 def dotop_map(d: L.DotOperandLayout, shape: Tuple[int, ...]) -> LinearMap:
-    """The wgmma register-A operand layout (operand 0 of an mma parent): per instruction a warp
-    holds 16 rows x (8*kwidth) K columns; lane t holds rows t/4 and t/4+8 and `kwidth`
-    consecutive K elements at columns kwidth*(t%4) and kwidth*(t%4) + 4*kwidth. Register bits:
-    the kwidth elements of one 32-bit register, row+8, K+4*kwidth, then repetitions along K,
-    then along M. Warps split M as in the accumulator; warps along N hold copies."""
-    if d.idx != 0 or not isinstance(d.parent, L.MmaLayout):
-        raise TLXCompileError("only operand A of a wgmma accumulator layout can live in registers",
-                              hint="keep operand B of async_dot in shared memory")
+    """A register operand of an MMA (`kwidth` = 32 / element bits: one 32-bit register holds
+    `kwidth` consecutive K elements).
+
+    Operand A (idx 0; wgmma's register A and mma.sync's A): per instruction a warp holds 16 rows
+    x (8*kwidth) K columns; lane t holds rows t/4 and t/4+8 and `kwidth` consecutive K elements at
+    columns kwidth*(t%4) and kwidth*(t%4) + 4*kwidth. Register bits: the kwidth elements of one
+    32-bit register, row+8, K+4*kwidth, then repetitions along K, then along M. Warps split M as
+    in the accumulator; warps along N hold copies.
+
+    Operand B (idx 1; mma.sync only, whose accumulator is `#mma<version=2>`): per instruction a
+    warp holds (8*kwidth) K rows x 8 columns; lane t holds column t/4 and `kwidth` consecutive K
+    elements at rows kwidth*(t%4) and kwidth*(t%4) + 4*kwidth. Register bits: the kwidth elements,
+    K+4*kwidth, then repetitions along K, then along N. Warps split N as in the accumulator;
+    warps along M hold copies."""
+    if isinstance(d.parent, L.BlockedLayout) and d.idx in (0, 1) and len(shape) == 2:
+        return fma_operand_map(d, shape)
+    if not isinstance(d.parent, L.MmaLayout) or d.idx not in (0, 1) or (d.idx == 1 and d.parent.version != 2):
+        raise TLXCompileError("only operand A of a wgmma accumulator layout, or either operand of an mma.sync one, "
+                              "can live in registers", hint="keep operand B of async_dot in shared memory")
     if len(shape) != 2:
         raise TLXCompileError(f"a dot operand is 2-D, got shape {list(shape)}")
     wm, wn = d.parent.wpc
     kw = d.kwidth
-    reg: List[Basis] = [(0, 1 << i) for i in range(log2(kw))] + [(8, 0), (0, 4 * kw)]
-    lane: List[Basis] = [(0, kw), (0, 2 * kw), (1, 0), (2, 0), (4, 0)]
-    warp: List[Basis] = [(16 << i, 0) for i in range(log2(wm))] + [(0, 0)] * log2(wn)
-    return _fit(reg, lane, warp, [16 * wm, 8 * kw], shape, (1, 0))
+    if d.idx == 0:
+        reg: List[Basis] = [(0, 1 << i) for i in range(log2(kw))] + [(8, 0), (0, 4 * kw)]
+        lane: List[Basis] = [(0, kw), (0, 2 * kw), (1, 0), (2, 0), (4, 0)]
+        warp: List[Basis] = [(16 << i, 0) for i in range(log2(wm))] + [(0, 0)] * log2(wn)
+        return _fit(reg, lane, warp, [16 * wm, 8 * kw], shape, (1, 0))
+    reg = [(1 << i, 0) for i in range(log2(kw))] + [(4 * kw, 0)]
+    lane = [(kw, 0), (2 * kw, 0), (0, 1), (0, 2), (0, 4)]
+    warp = [(0, 0)] * log2(wm) + [(0, 8 << i) for i in range(log2(wn))]
+    return _fit(reg, lane, warp, [8 * kw, 8 * wn], shape, (0, 1))
+
+
+def fma_operand_map(d: L.DotOperandLayout, shape: Tuple[int, ...]) -> LinearMap:
+    """An operand of the FMA dot over a blocked accumulator layout: each thread holds, for the
+    rows (operand A) or columns (operand B) of the accumulator it owns, the whole K extent in
+    registers (K bits lowest, so a thread's K run is consecutive registers); threads that differ
+    only along the other accumulator dim hold copies."""
+    if not isinstance(d.parent, L.BlockedLayout) or d.parent.rank != 2:
+        raise TLXCompileError(f"an FMA dot operand needs a 2-D blocked parent, got {d.parent}")
+    mn = 0 if d.idx == 0 else 1  # the accumulator dim this operand shares
+    kdim = 1 - mn if d.idx == 0 else 0
+    pshape = [1, 1]
+    pshape[mn] = shape[0] if d.idx == 0 else shape[1]
+    p = blocked_map(d.parent, tuple(pshape))
+
+    def move(b: Basis) -> Basis:
+        out = [0, 0]
+        out[mn if d.idx == 0 else 1] = b[mn]
+        return tuple(out)
+
+    reg = [_unit(2, kdim, 1 << i) for i in range(log2(shape[kdim]))] + [move(b) for b in p.reg]
+    return LinearMap(tuple(reg), tuple(map(move, p.lane)), tuple(map(move, p.warp)), tuple(shape))
 
 
 def slice_map(s: L.SliceLayout, shape: Tuple[int, ...]) -> LinearMap:

@@ -90,9 +90,38 @@ def mma_layout(m: int, n: int, num_warps: int, ab_bits: int, loc=None) -> L.MmaL
     return L.MmaLayout(3, (wm, wn), (16, ninstr, 256 // ab_bits))
 
 
-def dot_operand_layout(mma: L.MmaLayout, a_bits: int) -> L.DotOperandLayout:
-    """The register-A operand layout for `mma`: 32 bits of consecutive K elements per register."""
-    return L.DotOperandLayout(0, mma, 32 // a_bits)
+def dot_operand_layout(mma: L.MmaLayout, bits: int, idx: int = 0) -> L.DotOperandLayout:
+    """The register layout of operand `idx` (0 = A, 1 = B) of `mma`: 32 bits of consecutive K
+    elements per register."""
+    return L.DotOperandLayout(idx, mma, 32 // bits)
+
+
+def mma_sync_warps(m: int, n: int, num_warps: int, chained: bool = False) -> Tuple[int, int]:
+    """Warps along (M, N) of an mma.sync accumulator, as Triton's MMAv2 picks them. A dot whose
+    result feeds another dot puts every warp along its larger dimension (the next dot's operand
+    then needs no exchange between warps). Otherwise warps are doubled along M or N so that the
+    instruction repetitions per warp, M/16 and N/8, stay balanced (ties go to M: an A fragment is
+    four registers, a B fragment two); warps beyond the tile hold copies."""
+    if chained:
+        return (num_warps, 1) if m >= n else (1, num_warps)
+    reps = [max(1, m // 16), max(1, n // 8)]
+    warps = [1, 1]
+    while warps[0] * warps[1] < num_warps:
+        if reps[0] >= reps[1]:
+            warps[0] *= 2
+            if reps[0] > 1:
+                reps[0] //= 2
+        else:
+            warps[1] *= 2
+            reps[1] //= 2
+    return warps[0], warps[1]
+
+
+def mma_sync_layout(m: int, n: int, num_warps: int, ab_bits: int, chained: bool = False) -> L.MmaLayout:
+    """The mma.sync accumulator layout (`#mma<version=2>`): m16n8 tiles per warp, K per
+    instruction 256 / element bits (k16 for 16-bit, k8 for tf32, k32 for 8-bit operands)."""
+    wm, wn = mma_sync_warps(m, n, num_warps, chained)
+    return L.MmaLayout(2, (wm, wn), (16, 8, 256 // ab_bits))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,12 +246,53 @@ def span(shape: Tuple[int, ...], vecs) -> frozenset:
     return frozenset(basis)
 
 
-def convert_scratch_bytes(shape: Tuple[int, ...], element: T.ElementType) -> int:
-    """Scratch bytes of a conversion through shared memory: the whole tile, once."""
+def convert_rounds(src: LM.LinearMap, dst: LM.LinearMap, ebytes: int) -> Tuple[LM.Basis, ...]:
+    """The bases a conversion through shared memory can walk in rounds (as Triton's "reps"):
+    register bases of both layouts that are one coordinate bit which no other basis of either
+    layout touches, leaving out the lowest log2(16 / ebytes) register bases of each side (those
+    form the 16-byte vectors and the ldmatrix / stmatrix groups of one access). For each value
+    of these bits, every thread stores and loads the same sub-tile in both layouts, so the
+    scratch holds one sub-tile: the tile's size over 2 ** len(rounds)."""
+    keep = max(0, LM.log2(max(1, 16 // ebytes)))
+    others = list(src.reg) + list(src.lane) + list(src.warp) + list(dst.reg) + list(dst.lane) + list(dst.warp)
+    out = []
+    for b in src.reg[keep:]:
+        nz = [d for d, x in enumerate(b) if x]
+        if len(nz) != 1 or not LM.is_pow2(b[nz[0]]) or b not in dst.reg[keep:]:
+            continue
+        d, bit = nz[0], b[nz[0]]
+        if sum(1 for o in others if o[d] & bit) != 2:  # itself, once in each layout
+            continue
+        out.append(b)
+    return tuple(out)
+
+
+def drop_round_bits(m: LM.LinearMap, rounds: Sequence[LM.Basis]) -> LM.LinearMap:
+    """`m` restricted to one round's sub-tile: the rounds' register bases removed and their
+    coordinate bits squeezed out of every other basis and of the shape."""
+    bits = [(d, b[d]) for b in rounds for d in range(len(b)) if b[d]]
+
+    def squeeze(c: LM.Basis) -> LM.Basis:
+        out = list(c)
+        for d, bit in sorted(bits, key=lambda x: -x[1]):
+            x = out[d]
+            out[d] = ((x >> 1) & ~(bit - 1)) | (x & (bit - 1))
+        return tuple(out)
+
+    shape = list(m.shape)
+    for d, _ in bits:
+        shape[d] //= 2
+    reg = tuple(squeeze(b) for b in m.reg if b not in rounds)
+    return LM.LinearMap(reg, tuple(map(squeeze, m.lane)), tuple(map(squeeze, m.warp)), tuple(shape))
+
+
+def convert_scratch_bytes(shape: Tuple[int, ...], element: T.ElementType, rounds: int = 0) -> int:
+    """Scratch bytes of a conversion through shared memory: the tile, or one of its
+    2 ** `rounds` sub-tiles when it goes in rounds (see `convert_rounds`)."""
     n = elem_bytes(element)
     for s in shape:
         n *= s
-    return n
+    return n >> rounds
 
 
 def reduce_warps_along(m: LM.LinearMap, axis: int) -> int:

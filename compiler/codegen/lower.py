@@ -28,14 +28,14 @@ from ..ir import types as T
 from ..ir.core import Module, Operation, Value
 from ..analysis import layout_math as LM
 from ..analysis.axis_info import AxisAnalysis
-from . import lower_arith, lower_async, lower_control, lower_indexed, lower_memory, lower_tensor, lower_warp
+from . import lower_arith, lower_async, lower_control, lower_indexed, lower_memory, lower_mma, lower_tensor, lower_warp
 from .ptx import Emitter
 from .values import Barriers, Desc, Lowered, Partition, Scalar, SmemView, Tensor, Token, even_register_split, reg_kind
 
 #: op name -> the function that lowers it: each lower_* module's table
 LOWERINGS: Dict[str, Callable[["KernelLowering", Operation], None]] = {
     **lower_arith.LOWERINGS, **lower_async.LOWERINGS, **lower_control.LOWERINGS, **lower_memory.LOWERINGS,
-    **lower_tensor.LOWERINGS, **lower_indexed.LOWERINGS, **lower_warp.LOWERINGS}
+    **lower_mma.LOWERINGS, **lower_tensor.LOWERINGS, **lower_indexed.LOWERINGS, **lower_warp.LOWERINGS}
 
 # non-root instructions that touch memory (a barrier cannot be skipped across them)
 _MEMORY_PREFIXES = ("ld.", "ldmatrix", "cp.", "st.", "stmatrix", "atom.", "red.", "mbarrier.", "wgmma.", "tensormap")

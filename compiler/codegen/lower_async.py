@@ -555,6 +555,6 @@ LOWERINGS = {
     "tlx.barrier_inval": _inval, "tlx.barrier_wait": _wait, "tlx.tma_load": _tma_load, "tlx.tma_store": _tma_store,
     "tlx.tma_store_wait": _tma_store_wait, "tlx.tma_prefetch": _tma_prefetch, "tlx.async_bulk_load": _bulk_load,
     "tlx.async_store": _bulk_store, "tt.make_tensor_descriptor": _make_desc, "tlx.async_dot": _async_dot,
-    "tlx.async_dot_wait": _async_dot_wait, "tt.dot": _must_be_lowered, "tt.descriptor_load": _must_be_lowered,
+    "tlx.async_dot_wait": _async_dot_wait, "tt.descriptor_load": _must_be_lowered,
     "tt.descriptor_store": _must_be_lowered,
 }

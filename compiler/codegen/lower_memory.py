@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import TYPE_CHECKING, List, NamedTuple, Optional, Tuple
 
 from ..errors import TLXCompileError
 from ..ir import layouts as L
@@ -144,20 +144,47 @@ def _ld_type(wt: str) -> str:
 # shared memory: generic register <-> buffer access
 # ---------------------------------------------------------------------------------------------
 
-def matrix_plan(eb: int, reg_off: List[int], lane_off: List[int], warp_off: List[int]):
-    """For 16-bit elements laid out as mma fragments in a shared buffer — register bit 0 the
-    right neighbour (+2 bytes), lane bits 0-1 along one 16-byte chunk (+4, +8), lane bits 2-4
-    down the rows (16-byte aligned) — the 8x8-matrix instructions apply: returns (the register
-    bits selecting matrices 1..3 of an x4 (x2, x1 when fewer), the byte offsets each lane bit
-    adds to the row address a lane supplies: lane t gives row t % 8 of matrix t // 8), else None."""
+class MatrixPlan(NamedTuple):
+    """How ldmatrix / stmatrix move a register tensor: `word_bits` register bits form one 32-bit
+    word (1 for 16-bit elements, 2 for 8-bit), `sel` the register bits selecting matrices 1..3 of
+    an x4 (x2, x1 when fewer), `lane_vals` the byte offset each lane bit adds to the row address a
+    lane supplies (lane t gives row t % 8 of matrix t // 8), `trans` the .trans form."""
+
+    sel: List[int]
+    lane_vals: List[int]
+    trans: bool
+    word_bits: int
+
+
+def matrix_plan(eb: int, reg_off: List[int], lane_off: List[int], warp_off: List[int]) -> Optional[MatrixPlan]:
+    """The 8x8-matrix instructions (16-bit cells; rows of 16 bytes, each row address supplied by
+    one lane, every row 16-byte aligned) apply to a register tensor whose element -> byte map
+    (`reg_off`, `lane_off`, `warp_off`: the byte offset of each register, lane and warp bit) is an
+    mma fragment of the rows:
+
+    * plain: the 4 bytes of a 32-bit word consecutive (register bit 0, +2, for 16-bit elements;
+      bits 0-1, +1 +2, for 8-bit), lane bits 0-1 along one 16-byte row (+4, +8), lane bits 2-4
+      down 8 rows — lane l holds the word at row l/4, bytes 4(l%4).. of each matrix;
+    * `.trans` (16-bit only): the two halves of a word a row apart (register bit 0), lane bits 0-1
+      down the rows (2 and 4 rows), lane bits 2-4 along one row (+2, +4, +8) — lane l holds the
+      elements of column l/4 at rows 2(l%4) and 2(l%4)+1.
+
+    The register bits after the word's select the matrices. Returns None when neither fits."""
     ro, lo = reg_off, lane_off
-    if eb != 2 or not ro or len(lo) != 5 or ro[0] != 2 or lo[0] != 4 or lo[1] != 8:
+    if eb not in (1, 2) or len(lo) != 5 or any(x % 16 for x in warp_off):
         return None
-    if any(x % 16 or not x for x in lo[2:5]) or any(x % 16 for x in ro[1:]) or any(x % 16 for x in warp_off):
+    w = 2 // eb
+    if len(ro) >= w and all(ro[i] == eb << i for i in range(w)) and lo[0] == 4 and lo[1] == 8:
+        rows, trans = [lo[2], lo[3], lo[4]], False
+    elif eb == 2 and ro and list(lo[2:5]) == [2, 4, 8]:
+        rows, trans = [ro[0], lo[0], lo[1]], True
+    else:
         return None
-    sel = list(range(1, len(ro)))[:2]
-    lane_vals = [lo[2], lo[3], lo[4]] + [ro[k] for k in sel] + [0] * (2 - len(sel))
-    return sel, lane_vals
+    if any(x % 16 or not x for x in rows) or any(x % 16 for x in ro[w:]) or len(set(rows)) != 3:
+        return None
+    sel = list(range(w, len(ro)))[:2]
+    lane_vals = rows + [ro[k] for k in sel] + [0] * (2 - len(sel))
+    return MatrixPlan(sel, lane_vals, trans, w)
 
 
 class SmemAccess:
@@ -220,17 +247,16 @@ class SmemAccess:
             self.tmask = 0xFFFFFFFF
         self.base_plus_t = None
 
-    def matrix_plan(self) -> Optional[List[int]]:
-        """ldmatrix / stmatrix for this access (see `matrix_plan`): the matrix-select register
-        bits, with the thread part switched to the row addresses; None when not applicable."""
+    def matrix_plan(self) -> Optional[MatrixPlan]:
+        """ldmatrix / stmatrix for this access (see `matrix_plan`), with the thread part switched
+        to the row addresses; None when not applicable."""
         if (isinstance(self.view.origin, int) and self.view.origin % 16) or self.padding:
             return None
         plan = matrix_plan(self.eb, self.reg_off, self.lane_off, self.warp_off)
         if plan is None:
             return None
-        sel, lane_vals = plan
-        self._thread(lane_vals)
-        return sel
+        self._thread(plan.lane_vals)
+        return plan
 
     def address(self, r0: int) -> str:
         """The address operand ("[reg+imm]") of the register group starting at register r0."""
@@ -267,9 +293,10 @@ def pad_reg(lw: KernelLowering, linear: str, padding) -> str:
     return out
 
 
-def _matrix_groups(n: int, sel: List[int]):
-    """Register groups of one ldmatrix / stmatrix: (first register, registers of each matrix)."""
-    fixed = 1 | sum(1 << k for k in sel)
+def _matrix_groups(n: int, sel: List[int], word_bits: int = 1):
+    """Register groups of one ldmatrix / stmatrix: (first register, first register of each
+    matrix's word); the word's own registers are the next 2 ** word_bits - 1."""
+    fixed = ((1 << word_bits) - 1) | sum(1 << k for k in sel)
     for g in range(n):
         if g & fixed:
             continue
@@ -280,13 +307,15 @@ def smem_store(lw: KernelLowering, view: SmemView, x: Tensor) -> None:
     """Store every register of tensor x into the view (stmatrix for mma fragments of 16-bit
     elements, else st.shared, vectorized)."""
     acc = SmemAccess(lw, view, x.lmap, x.elem)
-    sel = acc.matrix_plan() if reg_kind(x.elem) == "b16" else None
-    if sel is not None:
-        nm = 1 << len(sel)
-        for g, mats in _matrix_groups(len(x.regs), sel):
-            words = [lw.e.new("b32", "mov.b32", "{" + x.regs[r] + ", " + x.regs[r | 1] + "}") for r in mats]
+    plan = acc.matrix_plan() if reg_kind(x.elem) == "b16" else None
+    if plan is not None:
+        nm = 1 << len(plan.sel)
+        trans = ".trans" if plan.trans else ""
+        n = 1 << plan.word_bits
+        for g, mats in _matrix_groups(len(x.regs), plan.sel, plan.word_bits):
+            words = [pack_words(lw, x.regs[r:r + n], x.elem, 4)[0][0] for r in mats]
             # ldmatrix / stmatrix take a vector operand even for one matrix ({%r}, not %r)
-            lw.e(f"stmatrix.sync.aligned.m8n8.x{nm}.shared.b16", acc.address(g), "{" + ", ".join(words) + "}")
+            lw.e(f"stmatrix.sync.aligned.m8n8.x{nm}{trans}.shared.b16", acc.address(g), "{" + ", ".join(words) + "}")
         return
     v = acc.vec
     nbytes = v * acc.eb
@@ -300,14 +329,16 @@ def smem_load(lw: KernelLowering, view: SmemView, m: LM.LinearMap, elem, hint: s
     """Load a tensor with layout m from the view (ld.shared, vectorized); its registers."""
     regs = lw.e.named_array(reg_kind(elem), m.num_regs, hint)
     acc = SmemAccess(lw, view, m, elem)
-    sel = acc.matrix_plan() if reg_kind(elem) == "b16" else None
-    if sel is not None:
-        nm = 1 << len(sel)
-        for g, mats in _matrix_groups(len(regs), sel):
+    plan = acc.matrix_plan() if reg_kind(elem) == "b16" else None
+    if plan is not None:
+        nm = 1 << len(plan.sel)
+        trans = ".trans" if plan.trans else ""
+        n = 1 << plan.word_bits
+        for g, mats in _matrix_groups(len(regs), plan.sel, plan.word_bits):
             words = [lw.e.tmp("b32") for _ in mats]
-            lw.e(f"ldmatrix.sync.aligned.m8n8.x{nm}.shared.b16", "{" + ", ".join(words) + "}", acc.address(g))
+            lw.e(f"ldmatrix.sync.aligned.m8n8.x{nm}{trans}.shared.b16", "{" + ", ".join(words) + "}", acc.address(g))
             for w, r in zip(words, mats):
-                lw.e("mov.b32", "{" + regs[r] + ", " + regs[r | 1] + "}", w)
+                unpack_words(lw, [w], "b32", regs[r:r + n], elem)
         return regs
     v = acc.vec
     nbytes = v * acc.eb

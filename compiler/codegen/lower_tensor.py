@@ -121,11 +121,43 @@ def _convert(lw: KernelLowering, op: Operation) -> None:
     if kind in ("none", "regs"):
         _on_src_regs(lw, op, remap(lw, s, m, lambda c: c, op.name, op.loc) if kind == "regs" else list(s.regs), m)
         return
-    view = scratch_view(lw, op, tuple(t.shape), t.element)
-    smem_store(lw, view, s)
-    lw.part_barrier()  # other threads' stores before this thread's loads (around the op: CTA-barrier pass)
-    regs = smem_load(lw, view, m, t.element, lw.hint(op.result, "cvt"))
+    rounds = R.convert_rounds(s.lmap, m, R.elem_bytes(t.element))
+    if not rounds:
+        view = scratch_view(lw, op, tuple(t.shape), t.element)
+        smem_store(lw, view, s)
+        lw.part_barrier()  # other threads' stores before this thread's loads (around the op: CTA-barrier pass)
+        regs = smem_load(lw, view, m, t.element, lw.hint(op.result, "cvt"))
+        lw.set(op.result, Tensor(regs, m, t.element))
+        return
+    # one sub-tile at a time through a scratch of its size (R.convert_rounds)
+    sub_s, sub_d = R.drop_round_bits(s.lmap, rounds), R.drop_round_bits(m, rounds)
+    view = scratch_view(lw, op, sub_d.shape, t.element)
+    regs: List[str] = [""] * m.num_regs
+    for r in range(1 << len(rounds)):
+        if r:
+            lw.part_barrier()  # every thread's loads of the last round before this round's stores
+        smem_store(lw, view, Tensor([s.regs[i] for i in _round_regs(s.lmap, rounds, r)], sub_s, s.elem))
+        lw.part_barrier()
+        part = smem_load(lw, view, sub_d, t.element, lw.hint(op.result, "cvt"))
+        for i, x in zip(_round_regs(m, rounds, r), part):
+            regs[i] = x
     lw.set(op.result, Tensor(regs, m, t.element))
+
+
+def _round_regs(m: LM.LinearMap, rounds, r: int) -> List[int]:
+    """Register indices of layout `m` in round `r` (bit j of r: the value of rounds[j]), in the
+    order of the round's sub-tile layout (`R.drop_round_bits`)."""
+    pos = [m.reg.index(b) for b in rounds]
+    fixed = sum(1 << p for j, p in enumerate(pos) if (r >> j) & 1)
+    free = [i for i in range(len(m.reg)) if i not in pos]
+    out = []
+    for k in range(1 << len(free)):
+        idx = fixed
+        for j, p in enumerate(free):
+            if (k >> j) & 1:
+                idx |= 1 << p
+        out.append(idx)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -65,8 +65,9 @@ class SliceLayout(DistributedLayout):
 
 @dataclass(frozen=True)
 class MmaLayout(DistributedLayout):
-    """The wgmma (NVMMA v3) accumulator layout: `wpc` warps per CTA, instruction shape
-    `instr` = (16, N, K) per warp (a warpgroup covers 64 rows)."""
+    """An MMA accumulator layout: `version` 3 is wgmma's (a warpgroup covers 64 rows), 2 is
+    mma.sync's (instruction n = 8); `wpc` warps along (M, N), instruction shape `instr` =
+    (16, N, K) per warp."""
 
     TAG = "mma"
     version: int
@@ -77,7 +78,7 @@ class MmaLayout(DistributedLayout):
 @dataclass(frozen=True)
 class DotOperandLayout(DistributedLayout):
     """A register operand of an MMA: operand `idx` (0 = A, 1 = B) of `parent`, `kwidth` consecutive
-    K elements per thread."""
+    K elements per 32-bit register (B in registers only for mma.sync, version 2)."""
 
     TAG = "dotop"
     idx: int

@@ -836,7 +836,9 @@ _def("tt.load", [("ptr", "one"), ("mask", "opt"), ("other", "opt")], verify=_v_l
 _def("tt.store", [("ptr", "one"), ("value", "one"), ("mask", "opt")], results=0, verify=_v_store)
 _def("tt.atomic_rmw", [("ptr", "one"), ("value", "one"), ("mask", "opt")], verify=_v_atomic_rmw)
 _def("tt.atomic_cas", [("ptr", "one"), ("cmp", "one"), ("value", "one")], verify=_v_atomic_cas)
-_def("tt.dot", [("a", "one"), ("b", "one"), ("acc", "one")], traits=["pure"], verify=_v_dot)
+_def("tt.dot", [("a", "one"), ("b", "one"), ("acc", "one")], traits=["pure"], verify=_v_dot,
+     summary="D = A @ B + acc on register operands; LowerDot stages the wgmma ones (tlx.async_dot), the rest "
+             "are mma.sync or FMA on registers: no shared-memory access, no async proxy (no effects)")
 
 _def("tt.make_tensor_descriptor", [("base", "one"), ("shape", "var"), ("strides", "var")], verify=_v_make_desc)
 _def("tt.descriptor_load", [("desc", "one"), ("offsets", "var")], verify=_v_desc_load,

@@ -4,18 +4,23 @@ buffer a shared layout, and every op that needs scratch shared memory a `scratch
 Rule. Runs after the fence passes' structured stage and before shared-memory allocation.
 
 1. *Anchors.* Results and accumulators of `tlx.async_dot` get the wgmma accumulator layout of
-   their partition's warps, and propagate first (step 2). Then global-memory ops (`tt.load`,
-   `tt.store`, `tt.atomic_*`, `tlx.async_load`) get a coalesced blocked layout for their pointer
-   tensor, and so do their mask, other, value and result unless already reached: 16-byte vectors
-   per thread along the most contiguous dimension where contiguity and alignment allow (axis
-   analysis over `tt.make_range`, `tt.hint` and the function's ``divisibility``), lanes and warps
-   filled along that dimension first.
+   their partition's warps, those of a `tt.dot` (the mma.sync ones LowerDot left) the mma.sync
+   accumulator layout (`R.mma_sync_layout`; dots that pass values on share one, all warps
+   along M where a result becomes the next dot's A) or, for an exact fp32
+   dot, a blocked one; an operand of such a dot that a `tlx.local_load` produces gets the
+   operand layout there (read from the buffer with ldmatrix, no conversion). They propagate
+   first (step 2). Then global-memory ops (`tt.load`, `tt.store`, `tt.atomic_*`,
+   `tlx.async_load`) get a coalesced blocked layout for their pointer tensor, and so do their
+   mask, other, value and result unless already reached: 16-byte vectors per thread along the
+   most contiguous dimension where contiguity and alignment allow (axis analysis over
+   `tt.make_range`, `tt.hint` and the function's ``divisibility``), lanes and warps filled along
+   that dimension first.
 2. *Propagation.* From the anchors, layouts flow to unassigned values through elementwise ops
    (one layout for all operands and results), broadcasts, `expand_dims` / reductions (slice
    layouts), trans / reshape / join / split (linear layouts), loop-carried values and `if`
    results — the nearest anchor wins. Requirements that are left (a register A of async_dot
-   gets the wgmma operand layout) and then defaults (a blocked layout with 16-byte vectors
-   along the contiguous dim) seed what no anchor reaches.
+   gets the wgmma operand layout, the operands of a `tt.dot` theirs) and then defaults (a
+   blocked layout with 16-byte vectors along the contiguous dim) seed what no anchor reaches.
 3. *Legalization.* Where an op's operand arrives in another layout than the op needs, a cheap
    producer (constants, splats, ranges and pure elementwise trees of them) is rematerialized in
    the needed layout; anything else gets a `tt.convert_layout` right after its definition
@@ -25,9 +30,9 @@ Rule. Runs after the fence passes' structured stage and before shared-memory all
    inner dimension allows (no swizzle when fewer than 8 rows would share the pattern) — 1-D
    buffers the unswizzled layout; views derive theirs (`memdesc_trans` flips NVMMA's
    `transposed`). wgmma operands and TMA buffers must be NVMMA.
-5. *Scratch.* `tt.convert_layout` that must go through shared memory, reductions across warps,
-   scalar atomics whose result is used, and device-side descriptor creation get
-   `scratch_bytes` (and `scratch_align`).
+5. *Scratch.* `tt.convert_layout` that must go through shared memory (one round's sub-tile:
+   `R.convert_rounds`), reductions across warps, scalar atomics whose result is used, and
+   device-side descriptor creation get `scratch_bytes` (and `scratch_align`).
 """
 
 from __future__ import annotations
@@ -209,6 +214,8 @@ class LayoutPass:
             acc = op.arg("acc")
             if acc is not None:
                 self._same([acc, op.result])
+        elif n == "tt.dot":
+            self._same([op.arg("acc"), op.result])
         elif n == "tlx.async_dot_wait":
             for v, r in zip(op.group("values"), op.results):
                 self._same([v, r])
@@ -242,11 +249,42 @@ class LayoutPass:
             r = op.result
             if isinstance(r.type, T.TensorType):
                 self.assign(r, self._mma_for(op, warps))
+        elif not memory and n == "tt.dot":
+            acc = self._dot_acc_layout(op, warps)
+            self.assign(op.result, acc)
+            # an operand read from a buffer is read in the operand layout (ldmatrix), not converted
+            for idx, g in enumerate(("a", "b")):
+                v = op.arg(g)
+                d = v.defining_op
+                if d is not None and d.name == "tlx.local_load" and len(v.uses) == 1:
+                    self.assign(v, self._dot_operand(op, acc, idx))
 
     def _mma_for(self, op: Operation, warps: int) -> L.MmaLayout:
         m, n = op.result.type.shape  # type: ignore[union-attr]
         bits = op.arg("b").type.element.bits  # type: ignore[union-attr]
         return R.mma_layout(m, n, warps, bits, op.loc)
+
+    def _dot_acc_layout(self, op: Operation, warps: int) -> L.DistributedLayout:
+        """The accumulator layout of a `tt.dot` left for the code generator (lower_dot took the
+        wgmma ones): mma.sync's, or a blocked one for the FMA loop."""
+        from .lower_dot import FMA, dot_instruction
+
+        m, n = op.result.type.shape  # type: ignore[union-attr]
+        if dot_instruction(op, warps, 0) == FMA:
+            return R.default_blocked((m, n), warps, R.elem_bytes(op.result.type.element))  # type: ignore[union-attr]
+        bits = op.arg("a").type.element.bits  # type: ignore[union-attr]
+        chain, feeds_a = _chained_dots(op)
+        for other in chain:  # dots that pass values on share their warps (the first laid out decides)
+            lay = self.layout.get(id(other.result))
+            if isinstance(lay, L.MmaLayout) and lay.version == 2 and self._warps(other) == warps:
+                return L.MmaLayout(2, lay.wpc, (16, 8, 256 // bits))
+        return R.mma_sync_layout(m, n, warps, bits, feeds_a)
+
+    @staticmethod
+    def _dot_operand(op: Operation, acc: L.DistributedLayout, idx: int) -> L.DotOperandLayout:
+        if isinstance(acc, L.MmaLayout):
+            return R.dot_operand_layout(acc, op.operands[idx].type.element.bits, idx)  # type: ignore[union-attr]
+        return L.DotOperandLayout(idx, acc, 1)
 
     def _walk(self, ops, fn) -> None:
         for op in ops:
@@ -281,6 +319,10 @@ class LayoutPass:
             if op.name == "tlx.async_dot" and _is_tensor(op.arg("a")) and id(op.arg("a")) not in self.layout:
                 mma = self.layout.get(id(op.result)) or self._mma_for(op, self._warps(op))
                 self.assign(op.arg("a"), R.dot_operand_layout(mma, op.arg("a").type.element.bits))  # type: ignore
+            elif op.name == "tt.dot":
+                for idx in (0, 1):
+                    if id(op.operands[idx]) not in self.layout:
+                        self.assign(op.operands[idx], self._dot_operand(op, self.layout[id(op.result)], idx))
         self._drain()
         # defaults, in program order
         for op in all_ops:
@@ -426,6 +468,11 @@ class LayoutPass:
                 for k, r in enumerate(op.results):
                     if _is_tensor(r):
                         self._require(op, k, r.type.layout)
+            elif n == "tt.dot":
+                acc = op.result.type.layout
+                self._require(op, 2, acc)
+                for idx in (0, 1):
+                    self._require(op, idx, self._dot_operand(op, acc, idx))
 
     def _require(self, op: Operation, idx: int, want: Optional[L.DistributedLayout]) -> None:
         v = op.operands[idx]
@@ -494,6 +541,43 @@ class LayoutPass:
             out = cv.result
         self.converted[key] = out
         return out
+
+
+def _chained_dots(op: Operation) -> Tuple[List[Operation], bool]:
+    """The other dots that dot `op` exchanges register values with, through register ops of its
+    block (forward from its result, backward from its operands), and whether one of those
+    exchanges is a dot's result becoming another's A operand (attention's P @ V after
+    Q @ K^T), rather than an accumulator passed on."""
+    seen = {id(op)}
+    out: List[Operation] = []
+    feeds_a = False
+    fwd: List[Value] = [op.result]
+    bwd: List[Tuple[Value, bool]] = [(v, i == 0) for i, v in enumerate(op.operands)]
+    while fwd or bwd:
+        if fwd:
+            for user, idx in fwd.pop().uses:
+                if user.parent is not op.parent:
+                    continue
+                if user.name in ("tt.dot", "tlx.async_dot"):
+                    feeds_a = feeds_a or idx == 0
+                    if id(user) not in seen:
+                        out.append(user)
+                elif id(user) not in seen and not user.regions and user.name != "tt.convert_layout":
+                    fwd.extend(r for r in user.results if _is_tensor(r))
+                seen.add(id(user))
+        else:
+            v, from_a = bwd.pop()
+            d = v.defining_op
+            if d is None or d.parent is not op.parent:
+                continue
+            if d.name in ("tt.dot", "tlx.async_dot"):
+                feeds_a = feeds_a or from_a
+                if id(d) not in seen:
+                    out.append(d)
+            elif id(d) not in seen and not d.regions and d.name != "tt.convert_layout":
+                bwd.extend((x, from_a) for x in d.operands if _is_tensor(x))
+            seen.add(id(d))
+    return out, feeds_a
 
 
 def _regroup(op: Operation, flat: List[Value]) -> List:
@@ -681,9 +765,10 @@ def _assign_scratch(m: Module) -> None:
             nbytes, align = 0, 16
             if n == "tt.convert_layout":
                 s, r = op.arg("src").type, op.result.type
-                kind = R.convert_kind(LM.to_map(s.layout, s.shape), LM.to_map(r.layout, r.shape))
-                if kind == "smem":
-                    nbytes = R.convert_scratch_bytes(s.shape, s.element)
+                sm, dm = LM.to_map(s.layout, s.shape), LM.to_map(r.layout, r.shape)
+                if R.convert_kind(sm, dm) == "smem":
+                    rounds = R.convert_rounds(sm, dm, R.elem_bytes(s.element))
+                    nbytes = R.convert_scratch_bytes(s.shape, s.element, len(rounds))
             elif n == "tt.reduce":
                 s = op.arg("src").type
                 nbytes = R.reduce_scratch_bytes(LM.to_map(s.layout, s.shape), op.attrs["axis"], s.element,

@@ -861,33 +861,114 @@ def reduce(x: Any, axis: Any, kind: str, keep_dims: bool = False) -> tensor:
 # ---------------------------------------------------------------------------------------------
 
 
+_DOT_INPUTS = (float16, bfloat16, core.float8e4nv, core.float8e5, int8, float32, float64)
+
+
 def dot(a: Any, b: Any, acc: Any = None, input_precision: Any = None, allow_tf32: Any = None,
         max_num_imprecise_acc: Any = None, out_dtype: Any = float32) -> tensor:
-    """tl.dot on register tensors (lowered to shared-memory staging + wgmma)."""
+    """tl.dot on register tensors, with Triton's rules on Hopper: operands of one dtype among
+    fp16, bf16, fp32 (tf32, or "ieee" for exact fp32), fp64, int8, or fp8 (e4m3 / e5m2, which may
+    mix); K >= 16 (32 for 8-bit operands), M and N any; the result is int32 for int8, fp32 for fp32
+    and bf16, fp64 for fp64, `out_dtype` (fp32 or fp16) for fp16 and fp8 — or the accumulator's
+    dtype. LowerDot picks
+    wgmma or mma.sync (compiler/passes/lower_dot.py)."""
     a, b, acc, out_dtype = to_tensor(a), to_tensor(b), unwrap(acc), unwrap(out_dtype)
     if len(a.shape) != 2 or len(b.shape) != 2:
         raise err(f"tl.dot needs 2-D operands, got shapes {list(a.shape)} and {list(b.shape)}")
-    if a.dtype != b.dtype:
+    if a.dtype != b.dtype and not (a.dtype.is_fp8() and b.dtype.is_fp8()):
         raise err(f"tl.dot operands must have one dtype, got {a.dtype} and {b.dtype}", hint="convert one of them")
-    if a.dtype not in (float16, bfloat16, core.float8e4nv, core.float8e5, int8, float32):
-        raise err(f"tl.dot does not support {a.dtype} operands on sm_90a")
+    if a.dtype not in _DOT_INPUTS or b.dtype not in _DOT_INPUTS:
+        raise err(f"tl.dot does not support {a.dtype} operands on sm_90a",
+                  hint="use fp16, bf16, fp32, fp64, int8 or fp8 (e4m3 / e5m2) operands")
     (m, k), (k2, n) = a.shape, b.shape
     if k != k2:
         raise err(f"tl.dot inner dimensions differ: {list(a.shape)} @ {list(b.shape)}")
-    if m < 16 or n < 16 or k < 16:
-        raise err(f"tl.dot needs every dimension >= 16, got M={m}, N={n}, K={k}")
+    kmin = 32 if a.dtype.primitive_bitwidth == 8 else 16
+    if k < kmin:
+        raise err(f"tl.dot needs K >= {kmin} for {a.dtype} operands (one tensor-core step), got K={k}")
+    ip, ait = unwrap(input_precision), unwrap(allow_tf32)
+    if ip is not None and ait is not None:
+        raise err("tl.dot takes input_precision or allow_tf32, not both", hint="drop allow_tf32 (deprecated)")
+    if ip is None:
+        ip = "ieee" if ait is False else "tf32"
+    ip = str(ip).lower()
+    if ip not in ("tf32", "ieee") + tuple(_SPLIT_PRECISIONS):
+        raise err(f"tl.dot input_precision must be one of 'tf32', 'tf32x3', 'bf16x3', 'bf16x6', 'ieee', got {ip!r}")
+    if a.dtype == int8:
+        allowed = (int32,)
+    elif a.dtype == float64:
+        allowed = (float64,)
+    elif a.dtype in (float32, bfloat16):
+        allowed = (float32,)
+    else:
+        allowed = (float32, float16)
     if acc is None:
-        odt = out_dtype if a.dtype != int8 else int32
+        if out_dtype == bfloat16:
+            raise err("tl.dot out_dtype=bfloat16 is unsupported", hint="use float32 or float16 and cast the result")
+        if len(allowed) > 1 and out_dtype not in allowed:
+            raise err(f"tl.dot of {a.dtype} operands gives float32 or float16, not out_dtype={out_dtype}")
+        odt = out_dtype if out_dtype in allowed else allowed[0]  # int8, fp32, bf16: Triton's fixed type
         acc = full((m, n), 0, odt)
     else:
         acc = to_tensor(acc)
         if acc.shape != (m, n):
             raise err(f"tl.dot accumulator must be {m}x{n}, got {list(acc.shape)}")
-    attrs = {}
-    ip = unwrap(input_precision)
-    if ip is not None:
-        attrs["input_precision"] = str(ip)
+        if acc.dtype not in allowed:
+            raise err(f"tl.dot of {a.dtype} operands accumulates in {' or '.join(str(x) for x in allowed)}, "
+                      f"not {acc.dtype}", hint="convert the accumulator")
+    if ip in _SPLIT_PRECISIONS and a.dtype == float32:
+        return _split_dot(a, b, acc, ip)
+    attrs: Dict[str, Any] = {}
+    if ip in _SPLIT_PRECISIONS:
+        ip = "tf32"  # only fp32 operands are split; others are what they are
+    if unwrap(input_precision) is not None or ip == "ieee":
+        attrs["input_precision"] = ip
+    mnia = unwrap(max_num_imprecise_acc)
+    if mnia is not None and a.dtype.is_fp8():
+        if int(mnia) > k:
+            raise err(f"tl.dot max_num_imprecise_acc ({mnia}) must be <= K ({k})")
+        attrs["max_num_imprecise_acc"] = int(mnia)
     return emit1("tt.dot", [a.handle, b.handle, acc.handle], acc.dtype, acc.shape, attrs)
+
+
+# input_precision -> (the narrow type fp32 operands are split into, parts, the (i, j) products
+# a_i @ b_j summed, smallest first) — Triton's F32DotTC decomposition
+_SPLIT_PRECISIONS = {
+    "tf32x3": ("tf32", 2, ((1, 0), (0, 1), (0, 0))),
+    "bf16x3": ("bf16", 2, ((1, 0), (0, 1), (0, 0))),
+    "bf16x6": ("bf16", 3, ((2, 0), (1, 1), (0, 2), (1, 0), (0, 1), (0, 0))),
+}
+
+
+def _split_fp32(x: tensor, kind: str, parts: int) -> List[tensor]:
+    """fp32 `x` as the sum of `parts` values of the narrow `kind` (each the narrow rounding of what
+    the previous ones leave, the last one the rest): tf32 keeps the top 19 bits of an fp32, as
+    the tensor core reads it; bf16 is rounded to nearest even."""
+    out: List[tensor] = []
+    rest = x
+    for i in range(parts):
+        if i == parts - 1 and kind == "tf32":
+            out.append(rest)  # the tensor core truncates it itself
+            break
+        if kind == "tf32":
+            hi = cast(and_(cast(rest, int32, bitcast=True), -8192), float32, bitcast=True)
+        else:
+            hi = cast(rest, bfloat16)
+        out.append(hi)
+        rest = sub(rest, cast(hi, float32))
+    return out
+
+
+def _split_dot(a: tensor, b: tensor, acc: tensor, ip: str) -> tensor:
+    """An fp32 dot with input_precision tf32x3 / bf16x3 / bf16x6: the operands split into tf32 or
+    bf16 parts, the leading products summed on the tensor cores (smallest first) into the fp32
+    accumulator — nearly fp32's accuracy at three or six tensor-core passes."""
+    kind, parts, products = _SPLIT_PRECISIONS[ip]
+    sa, sb = _split_fp32(a, kind, parts), _split_fp32(b, kind, parts)
+    for i, j in products:
+        acc = emit1("tt.dot", [sa[i].handle, sb[j].handle, acc.handle], acc.dtype, acc.shape,
+                    {"input_precision": "tf32"} if kind == "tf32" else {})
+    return acc
 
 
 # ---------------------------------------------------------------------------------------------
