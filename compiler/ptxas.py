@@ -114,7 +114,21 @@ def assemble(ptx: str, arch: str = "sm_90a", extra: Optional[List[str]] = None) 
         p = subprocess.run(cmd, capture_output=True, text=True)
         log = (p.stdout or "") + (p.stderr or "")
         if p.returncode != 0:
-            raise PTXASError(f"ptxas rejected the generated PTX (this is a compiler bug):\n{log.strip()}")
+            raise PTXASError(_rejection(ptx, log.strip()))
         with open(out, "rb") as f:
             cubin = f.read()
     return cubin, parse_report(log), log
+
+
+def _rejection(ptx: str, log: str) -> str:
+    """What to say when ptxas rejects the PTX: a line inside a kernel's inline asm
+    (tl.inline_asm_elementwise) is the kernel author's PTX, shown with the line; anything else is
+    the compiler's bug."""
+    lines = ptx.splitlines()
+    for m in re.finditer(r"kernel\.ptx, line (\d+);", log):
+        n = int(m.group(1))
+        before = [ln.strip() for ln in lines[max(0, n - 4):n - 1]]
+        if 0 < n <= len(lines) and any(ln.startswith("// begin inline asm") for ln in before):
+            return (f"ptxas rejected the PTX of an inline asm (tl.inline_asm_elementwise), registers substituted:\n"
+                    f"    {lines[n - 1].strip()}\n{log}")
+    return f"ptxas rejected the generated PTX (this is a compiler bug):\n{log}"

@@ -372,3 +372,17 @@ def test_a_register_layout_that_does_not_fit_is_refused(layout, nw, cls, match):
     with pytest.raises(cls, match=match):
         tlx.compile(pinned_rows_redux, signature={"x_ptr": "*fp32", "out_ptr": "*fp32"}, constexprs={"LAYOUT": layout},
                     num_warps=nw)
+
+
+def test_ptx_the_asm_author_got_wrong_is_blamed_on_the_asm_not_the_compiler():
+    from tlx.compiler.ptxas import PTXASError
+
+    @tlx.jit
+    def wrong(x_ptr):
+        x = tl.load(x_ptr + tl.arange(0, 128))
+        tl.store(x_ptr + tl.arange(0, 128), tl.inline_asm_elementwise("mov.b16 $0, $1;", "=r,r", [x], dtype=tl.int32,
+                                                                       is_pure=True, pack=1))
+
+    with pytest.raises(PTXASError, match=r"PTX of an inline asm .*\n    mov\.b16 %\w+, %\w+;") as e:
+        tlx.compile(wrong, signature={"x_ptr": "*i32"})
+    assert "compiler bug" not in str(e.value)
