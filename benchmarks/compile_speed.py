@@ -1,6 +1,6 @@
 """Cold compile speed: trace -> PTX of the pipelined (cp.async) and warp-specialized (TMA) GEMMs,
-with ptxas timed separately, next to the real TLX (triton 3.8 + triton-utlx in /work/tlxref-venv,
-or $TLX_REF_PYTHON) compiling the same TLX kernels (tests/tlx_sources/*, unchanged) on the same
+with ptxas timed separately, next to the real TLX (triton 3.8 + triton-utlx, in the Python that
+$TLX_REF_PYTHON names) compiling the same TLX kernels (tests/tlx_sources/*, unchanged) on the same
 machine, in the same run.
 
 Times are the process's CPU time (`time.process_time`) — the development machines are shared, and
@@ -34,7 +34,7 @@ TARGET_MS = 30.0
 TARGET_RATIO = 10.0
 SAMPLES = int(os.environ.get("TLX_BENCH_SAMPLES", "15"))
 REF_SAMPLES = int(os.environ.get("TLX_BENCH_REF_SAMPLES", "5"))
-REF_PYTHON = os.environ.get("TLX_REF_PYTHON", "/work/tlxref-venv/bin/python")
+REF_PYTHON = os.environ.get("TLX_REF_PYTHON", "")
 
 PIPE_ARGS = ["a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
              "stride_cm", "stride_cn"]
@@ -51,7 +51,7 @@ KERNELS = {
 
 
 def _clear_caches() -> None:
-    from tlx.compiler.codegen import layout_math as LM
+    from tlx.compiler.analysis import layout_math as LM
     for f in (LM.to_map, LM.shared_map, LM._reg_coords, LM._reg_index):
         f.cache_clear()
 
@@ -132,7 +132,7 @@ print(json.dumps(out))
 
 def reference(name: str):
     """The real TLX's compile samples in ms (None when it is not installed or fails)."""
-    if not os.path.exists(REF_PYTHON):
+    if not REF_PYTHON or not os.path.exists(REF_PYTHON):
         return None, "real TLX not installed (set TLX_REF_PYTHON)"
     src, kname, nw = KERNELS[name]
     script = _REF_SCRIPT % dict(pipe_args=PIPE_ARGS, pipe_const=PIPE_CONST, ones=UNIT_STRIDES, ws_sig=WS_SIG,

@@ -13,7 +13,7 @@ on a noisy machine the minimum is the steadiest measure; lower_dot .. cta_barrie
 code generator's layout pass, which is timed once for reference; IR snapshots off), time per op,
 the anchor (one walk over every op of the module, measured in the same run) and the ratio to it,
 the per-pass split, and the fences and barriers placed; the target line also lists every run's time
-(how often 1 s is met, not only the best); the last line, how much time per op grows from the
+(how often 1.5 s is met, not only the best); the last line, how much time per op grows from the
 smallest size to the largest, beside the anchor walk's own growth (what the caches add once the
 IR outgrows them) and the passes' growth over the anchor's. Targets: time per op
 roughly constant across sizes (within 2x from 1 000 to 100 000 ops), 100 000 ops in <= 1.5 s
@@ -23,6 +23,7 @@ on the 2-core CI machine.
     python benchmarks/fence_passes.py 100000     # one size
     python benchmarks/fence_passes.py --synthetic  # GEMM-tile units, 3 fences per 69 ops
     python benchmarks/fence_passes.py --dense    # stress: nearly every op touches shared memory
+    python benchmarks/fence_passes.py 1000 --gemm  # and the GEMM examples' passes (tlx.compile)
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from tlx.compiler.ir import parse_module, verify_module
 from tlx.compiler.options import CompileOptions
 from tlx.compiler.pipeline import PIPELINE, compile_module
 
+TARGET_S = 1.5  # 100 000 ops, from source, on the 2-core CI machine (issue 30)
 NV = "#nvmma<swizzle=128, bits=16, transposed=false>"
 RING = f"!smem<2x64x64xf16, {NV}, buffers=2, mutable>"
 VIEW = f"!smem<64x64xf16, {NV}, alloc=2x64x64, mutable>"
@@ -315,9 +317,9 @@ def main(argv) -> None:
     big = [r for r in rows if r[0] >= 90000]
     if big:
         n, dt, runs = big[0][0], big[0][1], big[0][-1]
-        within = sum(1 for t in runs if t <= 1.0)
-        print(f"target: {n} ops in {dt:.3f} s (<= 1 s): {'met' if dt <= 1.0 else 'NOT met'} "
-              f"(all runs: {' / '.join(f'{t:.3f}' for t in runs)} s; {within} of {len(runs)} within 1 s)")
+        within = sum(1 for t in runs if t <= TARGET_S)
+        print(f"target: {n} ops in {dt:.3f} s (<= {TARGET_S} s): {'met' if dt <= TARGET_S else 'NOT met'} "
+              f"(all runs: {' / '.join(f'{t:.3f}' for t in runs)} s; {within} of {len(runs)} within {TARGET_S} s)")
     if len(rows) >= 2:
         by_size = sorted(rows, key=lambda r: r[0])
         per = [r[1] / r[0] for r in by_size]
@@ -328,6 +330,28 @@ def main(argv) -> None:
         grows, walk_grows = per[-1] / per[0], walk[-1] / walk[0]
         print(f"time per op, largest / smallest size: {grows:.2f} (roughly linear when close to 1); "
               f"the anchor walk's own: {walk_grows:.2f}; the passes over the anchor: {grows / walk_grows:.2f}")
+    if "--gemm" in argv:
+        gemm_pass_times()
+
+
+def gemm_pass_times(repeat: int = 5) -> None:
+    """The IR passes of the GEMM examples (examples/gemm_kernels.py) as `tlx.compile` reports
+    them (`pass_times`, code generation left out), each pass the best of `repeat` compilations;
+    target: <= 15 ms per kernel."""
+    import numpy as np
+    from tlx.examples import gemm
+
+    a = np.zeros((1024, 1024), np.float16)
+    for kind, plan in gemm.ALL_PLANS.items():
+        launch = plan(a, a)
+        best: dict = {}
+        for _ in range(repeat):
+            times = launch.compile(disabled_passes=("codegen",)).pass_times
+            for p in PIPELINE:
+                best[p.name] = min(best.get(p.name, float("inf")), times[p.name])
+        total = sum(best.values())
+        print(f"GEMM {kind:10s} passes {total * 1e3:5.2f} ms (<= 15 ms: {'met' if total <= 0.015 else 'NOT met'}) "
+              f"[ms: {', '.join(f'{k} {v * 1e3:.2f}' for k, v in best.items())}]")
 
 
 if __name__ == "__main__":

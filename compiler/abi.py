@@ -11,13 +11,48 @@ source order, then hidden parameters (for example a global scratch pointer). Kin
   to 32 bits, as Triton does); `dtype` is the Triton spelling (`i32`, `fp32`, ...)
 * ``tensordesc`` — a 128-byte CUtensorMap passed by value, `.param .align 64 .b8 name[128]`;
   `tma` says how the runtime must encode it (element type, box, swizzle)
+
+The encodings both sides must agree on live here too, once: the ABI's dtype spelling of each IR
+element type, the bits of a bf16 value (bf16 scalar parameters, bf16 immediates), and the
+CUtensorMap enums (data type, swizzle) that the runtime's encoder and the kernel's device-side
+`tensormap.replace` both write.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import struct
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
+
+#: the ABI's (Triton's) spelling of each IR element type
+ABI_DTYPE: Dict[str, str] = {
+    "i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u8": "u8", "u16": "u16", "u32": "u32",
+    "u64": "u64", "f16": "fp16", "bf16": "bf16", "f32": "fp32", "f64": "fp64", "f8e4m3": "fp8e4nv", "f8e5m2": "fp8e5",
+}
+
+TENSOR_MAP_BYTES = 128  # a CUtensorMap, passed by value and 64-byte aligned
+
+#: CUtensorMapDataType of each element type (ABI spelling). fp8 has no TMA type of its own: TMA
+#: moves bytes, so it is UINT8 (the bits are copied unchanged). The numbers are the driver's enum.
+TMA_DATA_TYPE: Dict[str, int] = {
+    "u8": 0, "i8": 0, "i1": 0, "fp8e4nv": 0, "fp8e5": 0, "fp8e4b8": 0, "fp8e5b16": 0, "fp8e4b15": 0,
+    "u16": 1, "i16": 1, "u32": 2, "i32": 3, "u64": 4, "i64": 5,
+    "fp16": 6, "fp32": 7, "fp64": 8, "bf16": 9,
+}
+TMA_TFLOAT32 = 11  # fp32 rounded to tf32 on load (TensorDescriptor(round_f32_to_tf32=True))
+TMA_SWIZZLE: Dict[int, int] = {0: 0, 32: 1, 64: 2, 128: 3}  # CUtensorMapSwizzle NONE/32B/64B/128B, by bytes
+
+
+def bf16_bits(value: Any) -> int:
+    """The bfloat16 bit pattern of a float, rounded to nearest even (NaN stays a quiet NaN of
+    the same sign); OverflowError beyond the fp32 range."""
+    f = float(value)
+    bits = struct.unpack("<I", struct.pack("<f", f))[0]
+    if math.isnan(f):
+        return 0x7FC0 | ((bits >> 16) & 0x8000)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,11 @@ class TLXCompileError(TLXError):
         return "\n".join(parts)
 
 
+class TLXValueError(TLXCompileError, ValueError):
+    """A compile-time argument with a value the construct does not accept (a register budget not
+    divisible by 8, a count out of range). Also a `ValueError`, as the real TLX raises for these."""
+
+
 class IRParseError(TLXError):
     """The IR text could not be parsed; names the line and column of the text."""
 

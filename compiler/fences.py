@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from .ir.core import Location, Operation, UNKNOWN_LOC
+from .ir.ops import is_pure
 
 ORIGINS = ("user", "tma_lowering", "fence_insertion", "proxy_fence_insertion")
 
@@ -145,9 +146,17 @@ def make_fence(origin: str, log: FenceLog, loc: Location, cluster: bool = False)
     return op, rec
 
 
-def redundant_user_fences(records: Iterable[FenceRecord]) -> List[FenceRecord]:
-    """The user fences that guard nothing (kept, because the user asked for them)."""
-    return [r for r in records if r.origin == "user" and r.redundant and not r.removed]
+def preceding_fence(anchor: Operation, cluster: bool = False) -> Optional[Operation]:
+    """The fence right before `anchor` with only pure ops in between, of at least the requested
+    scope (`cluster`); None when an effectful op, a region op or the block start comes first."""
+    o = anchor.prev_op
+    while o is not None:
+        if o.name == "tlx.fence_async_shared":
+            return o if o.attrs.get("cluster") or not cluster else None
+        if o.regions or not is_pure(o):
+            return None
+        o = o.prev_op
+    return None
 
 
 def explain_fences(records: Iterable[FenceRecord], include_removed: bool = True) -> str:

@@ -3,8 +3,9 @@
 `PIPELINE` is the ordered list of passes; each pass is one module of `compiler/passes` (or of
 `compiler/codegen`) with its rule in the docstring. To add a pass, insert a `Pass(name, run)`
 at its place in the list; `run(module, ctx)` gets the module and the shared `PassContext`
-(options, fence log, `asm`, `abi`, `resources`). A pass that produces no IR (PTX emission)
-sets ``changes_ir=False``.
+(options, fence log, `asm`, `abi`, `resources`, `analyses`). A pass that keeps analyses valid
+names them in ``preserves`` (the others are dropped after it); a pass that produces no IR (PTX
+emission) sets ``changes_ir=False``.
 """
 
 from __future__ import annotations
@@ -12,25 +13,31 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from .analysis.access_index import AccessIndex
+from .analysis.memory import FENCE, RegionAnalysis
+from .codegen import emit
 from .fences import FenceLog, FenceRecord, explain_fences
 from .gc_pause import gc_paused
 from .ir.core import Module
 from .ir.printer import print_module
 from .options import CompileOptions
-from .codegen import emit
 from .passes import (cta_barriers, fence_insertion, layouts, lower_dot, proxy_fence_insertion, smem_allocation,
                      tma_lowering)
 from .passes.manager import Pass, PassContext, run_passes
-from .passes.memory import FENCE, all_ops, take_census
 
+# what each pass keeps valid: no pass changes what an existing memdesc value names (the lowering
+# passes only add values), and the access index (absolute bytes, after allocation) is unchanged by
+# the fences and barriers the last two insert or remove
+_REGIONS = (RegionAnalysis,)
+_ACCESSES = (RegionAnalysis, AccessIndex)
 PIPELINE: List[Pass] = [
-    Pass("lower_dot", lower_dot.run, keeps_skeleton=True),
-    Pass("tma_lowering", tma_lowering.run, keeps_skeleton=True),
-    Pass("fence_insertion", fence_insertion.run, fence_mechanism=True, keeps_skeleton=True),
-    Pass("layouts", layouts.run),
-    Pass("smem_allocation", smem_allocation.run, keeps_skeleton=True),
-    Pass("proxy_fence_insertion", proxy_fence_insertion.run, keeps_skeleton=True),
-    Pass("cta_barriers", cta_barriers.run, keeps_skeleton=True),
+    Pass("lower_dot", lower_dot.run, preserves=_REGIONS),
+    Pass("tma_lowering", tma_lowering.run, preserves=_REGIONS),
+    Pass("fence_insertion", fence_insertion.run, fence_mechanism=True, preserves=_REGIONS),
+    Pass("layouts", layouts.run, preserves=_REGIONS),
+    Pass("smem_allocation", smem_allocation.run, preserves=_REGIONS),
+    Pass("proxy_fence_insertion", proxy_fence_insertion.run, preserves=_ACCESSES),
+    Pass("cta_barriers", cta_barriers.run, preserves=_ACCESSES),
 ]
 
 # After the IR passes: PTX generation and ptxas. `compile_module` runs them after PIPELINE when
@@ -82,14 +89,7 @@ class CompileResult:
 
 def fence_records_in_order(module: Module, log: FenceLog) -> List[FenceRecord]:
     """The records of the fence ops in `module`, in program order."""
-    return [log.of(op) for op in all_ops(module) if op.name == FENCE]
-
-
-def _final_fences(module: Module, ctx: PassContext) -> List[FenceRecord]:
-    order = ctx.cache.get("fence_order")  # program order as ProxyFenceInsertion left it
-    if order is None:
-        return fence_records_in_order(module, ctx.fences)
-    return [ctx.fences.of(f) for f in order if f.parent is not None]
+    return [log.of(op) for op in module.ops() if op.name == FENCE]
 
 
 def compile_module(module: Module, options: Optional[CompileOptions] = None, passes: Optional[List[Pass]] = None,
@@ -107,10 +107,7 @@ def _compile(module: Module, options: Optional[CompileOptions], passes: Optional
     ctx = PassContext(options)
     if snapshots:
         ctx.asm["ir"] = print_module(module)
-    # one walk tells the passes where the frontend's ops are (memory.census_ops); the user's fences
-    # get their records (ids in program order) first
-    for op in take_census(module, ctx)[FENCE]:
-        ctx.fences.of(op)
+    fence_records_in_order(module, ctx.fences)  # the user's fences get their records (ids in program order) first
     run_passes(module, PIPELINE + BACKEND if passes is None else passes, ctx, snapshots)
-    return CompileResult(module, ctx.asm, ctx.abi, _final_fences(module, ctx), ctx.pass_times, ctx.resources,
-                         ctx.fences, ctx.stats)
+    return CompileResult(module, ctx.asm, ctx.abi, fence_records_in_order(module, ctx.fences), ctx.pass_times,
+                         ctx.resources, ctx.fences, ctx.stats)

@@ -8,27 +8,27 @@ first load), so it works on machines without a GPU; launching there raises a
 The API the frontend uses (each module's docstring has the details):
 
 * `Launcher(abi, ptx=None, cubin=None, name=None)` (``launcher``) with
-  ``.launch(grid, args, stream=None)`` and ``.load()`` — one per kernel specialization;
-* `signature_of(arg) -> ArgSignature(type, divisibility)` (``arrays``) — the per-argument part
-  of the specialization key, Triton spellings (``*fp16``, ``i32``, ``tensordesc<fp16[64, 64]>``);
-* `signature_key(args)` (``arrays``) — the tuple of `signature_of` over the runtime arguments;
-* `bind(args, stream)` (``arrays``) — that key and the values for ``Launcher.launch_bound``;
+  ``.launch(grid, args, stream=None)``, ``.load()`` and ``.fast`` (the native launch and its
+  spec, which the frontend calls itself) — one per kernel specialization;
+* `describe(arg)` / `pointer_and_dtype(arg)` (``arrays``) — device arrays read without copies;
 * `TensorDescriptor` (``tma``) — the host TMA descriptor, re-exported as ``tlx.TensorDescriptor``;
 * `host_copy(array, write_back=True)` (``arrays``) — the explicit opt-in for host numpy arrays;
+* `set_allocator(fn)` (``scratch``) — where kernels' global scratch comes from (Triton's API);
 * `stream_handle(stream)` (``streams``) — torch/CuPy/numba/cuda.core streams or raw handles;
 * `Cache`, `CacheEntry`, `default_cache()` (``cache``) — the specialization store;
 * `TLXRuntimeError`, `NoCUDADeviceError`, `TMARuleError` — what goes wrong, said plainly.
 """
 
-from .arrays import ArgSignature, HostCopy, bind, describe, host_copy, signature_key, signature_of
+from .arrays import HostCopy, describe, host_copy, pointer_and_dtype
 from .cache import Cache, CacheEntry, CacheInfo, default_cache
 from .errors import NoCUDADeviceError, TLXRuntimeError
 from .launcher import Launcher
+from .scratch import get_allocator, set_allocator
 from .streams import stream_handle
 from .tma import TensorDescriptor, TMARuleError
 
 __all__ = [
-    "ArgSignature", "bind", "Cache", "CacheEntry", "CacheInfo", "HostCopy", "Launcher",
-    "NoCUDADeviceError", "TLXRuntimeError", "TMARuleError", "TensorDescriptor", "default_cache",
-    "describe", "host_copy", "signature_key", "signature_of", "stream_handle",
+    "Cache", "CacheEntry", "CacheInfo", "HostCopy", "Launcher", "NoCUDADeviceError", "TLXRuntimeError",
+    "TMARuleError", "TensorDescriptor", "default_cache", "describe", "get_allocator", "host_copy",
+    "pointer_and_dtype", "set_allocator", "stream_handle",
 ]

@@ -1,29 +1,7 @@
 """Kernel arguments as the runtime reads them: device arrays, scalars, host arrays.
 
-Public API (the frontend builds its specialization key with `signature_of`):
+Public API (the frontend's specializer, tlx/specialize.py, reads arguments through these):
 
-* ``signature_of(arg) -> ArgSignature(type, divisibility)`` — the Triton spelling of an
-  argument's type and its divisibility, as Triton specializes:
-
-  ====================================  ==========================  ============================
-  argument                              ``type``                    ``divisibility``
-  ====================================  ==========================  ============================
-  device array (torch/CuPy/numba/DLPack) ``*fp16``, ``*i32``, ...   16 if the address % 16 == 0
-  ``bool`` / ``numpy.bool_``            ``i1``                      1
-  ``int`` / numpy integer               ``i32`` (fits), ``i64``,    16 if the value % 16 == 0
-                                        ``u64`` (>= 2**63)
-  ``float`` / numpy float               ``fp32`` (numpy: its type)  1
-  `TensorDescriptor`                    ``tensordesc<fp16[64, 64]>`` 1
-  ``None``                              ``constexpr``               1 (a constexpr None)
-  `HostCopy`                            ``*<dtype>``                16
-  ====================================  ==========================  ============================
-
-* ``signature_key(args) -> tuple`` — `signature_of` over a sequence, for the cache key.
-* ``bind(args, stream) -> (key, values)`` — the key and the values `Launcher.launch_bound`
-  packs, in one pass (each array is read once per launch).
-* ``bind_source(names, stream) -> (lines, env)`` — the same binding as straight-line Python for
-  a generated per-kernel dispatcher (the frontend's ``kernel[grid](...)``): no loop, no call for
-  CUDA torch tensors, Python ints and floats; ``bind_arg`` for everything else.
 * ``describe(arg, stream=-1) -> ArrayInfo`` — pointer, dtype, shape, strides (in elements) of a
   device array, never copying; host numpy arrays are rejected with a `TLXRuntimeError`.
 * ``pointer_and_dtype(arg, stream) -> (ptr, dtype)`` — the launch fast path: one cached getter
@@ -38,21 +16,13 @@ launch stream wait for it (an event, no host sync); DLPack producers are handed 
 
 from __future__ import annotations
 
-import sys
 import threading
-from typing import Any, Callable, Dict, List, NamedTuple, Sequence, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Tuple
 
 import numpy as np
 
 from .dtypes import ELEMENT_BYTES, dtype_of_numpy, dtype_of_torch, dtype_of_typestr
 from .errors import TLXRuntimeError
-
-
-class ArgSignature(NamedTuple):
-    """How an argument specializes a kernel: its Triton type spelling and divisibility (16 or 1)."""
-
-    type: str
-    divisibility: int
 
 
 class ArrayInfo(NamedTuple):
@@ -161,7 +131,6 @@ def kind_of(arg: Any) -> str:
 # Reading device arrays.
 
 _TORCH_DTYPES: Dict[Any, str] = {}  # torch dtype object -> Triton spelling, filled on first sight
-_TORCH_PTR_SIGS: Dict[Any, Tuple[Any, Any]] = {}  # ... -> its (unaligned, aligned) pointer signatures
 
 
 def _torch_pointer(t: Any, stream: int) -> Tuple[int, str]:
@@ -184,7 +153,6 @@ def _torch_pointer_slow(t: Any) -> Tuple[int, str]:
     if dtype is None:
         raise TLXRuntimeError(f"torch dtype {t.dtype} has no kernel type")
     _TORCH_DTYPES[t.dtype] = dtype
-    _TORCH_PTR_SIGS[t.dtype] = (_sig("*" + dtype, False), _sig("*" + dtype, True))
     return t.data_ptr(), dtype
 
 
@@ -352,209 +320,3 @@ def describe(arg: Any, stream: int = -1) -> ArrayInfo:
         return ArrayInfo(int(view.ptr), dtype, shape, strides)
     ptr, dtype = _GETTERS[kind](arg, stream)  # raises for host / other / hostcopy
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-# ---------------------------------------------------------------------------------------------
-# Specialization signatures.
-
-_I32_MIN, _I32_MAX = -(2 ** 31), 2 ** 31 - 1
-_I64_MIN, _U64_MAX = -(2 ** 63), 2 ** 64 - 1
-
-
-# Signatures are interned: building a NamedTuple costs more than the rest of signature_of.
-_SIGS: Dict[str, Tuple[ArgSignature, ArgSignature]] = {}
-
-
-def _sig(ty: str, divisible: bool) -> ArgSignature:
-    pair = _SIGS.get(ty)
-    if pair is None:
-        pair = _SIGS[ty] = (ArgSignature(ty, 1), ArgSignature(ty, 16))
-    return pair[divisible]
-
-
-_PTR_SIGS = {d: (ArgSignature("*" + d, 1), ArgSignature("*" + d, 16)) for d in ELEMENT_BYTES}
-_I1 = ArgSignature("i1", 1)
-_I32_SIGS = (_sig("i32", False), _sig("i32", True))
-_FP32 = ArgSignature("fp32", 1)
-_CONSTEXPR = ArgSignature("constexpr", 1)
-
-
-def int_signature(value: int) -> ArgSignature:
-    """i32 when the value fits, i64, or u64 for 2**63..2**64-1 (Triton's rule); divisibility 16
-    when the value is a multiple of 16."""
-    if _I32_MIN <= value <= _I32_MAX:
-        ty = "i32"
-    elif value >= 2 ** 63:
-        if value > _U64_MAX:
-            raise TLXRuntimeError(f"integer argument {value} does not fit in 64 bits")
-        ty = "u64"
-    elif value >= _I64_MIN:
-        ty = "i64"
-    else:
-        raise TLXRuntimeError(f"integer argument {value} does not fit in 64 bits")
-    return _sig(ty, value % 16 == 0)
-
-
-def _numpy_scalar_signature(arg: Any) -> ArgSignature:
-    dtype = dtype_of_numpy(arg.dtype)
-    if dtype is None:
-        raise TLXRuntimeError(f"numpy scalar of type {arg.dtype} has no kernel type")
-    if dtype == "i1":
-        return _I1
-    if dtype[0] in "iu":
-        return _sig(dtype, int(arg) % 16 == 0)
-    return _sig(dtype, False)
-
-
-def signature_of(arg: Any) -> ArgSignature:
-    """The specialization signature of one (non-constexpr) kernel argument; see the table in
-    the module docstring. Raises `TLXRuntimeError` for host arrays and unsupported objects."""
-    tp = type(arg)
-    if tp is int:
-        return int_signature(arg)
-    getter = _GETTER_BY_TYPE.get(tp)
-    if getter is _torch_pointer or getter is _cai_pointer:  # the common case, first
-        ptr, dtype = getter(arg, -1)
-        pair = _PTR_SIGS.get(dtype)
-        if pair is not None:
-            return pair[ptr % 16 == 0]
-        return _sig("*" + dtype, ptr % 16 == 0)
-    if tp is bool:
-        return _I1
-    if tp is float:
-        return _FP32
-    if arg is None:
-        return _CONSTEXPR
-    kind = kind_of(arg)
-    if kind in ("torch", "cai", "dlpack"):
-        ptr, dtype = pointer_and_dtype(arg, -1)
-        return _sig("*" + dtype, ptr % 16 == 0)
-    if kind == "hostcopy":
-        return _sig("*" + arg.dtype, True)
-    from .tma import TensorDescriptor
-
-    if isinstance(arg, TensorDescriptor):
-        return ArgSignature(arg.signature(), 1)
-    if isinstance(arg, np.generic):
-        return _numpy_scalar_signature(arg)
-    if isinstance(arg, bool):
-        return _I1
-    if isinstance(arg, int):
-        return int_signature(int(arg))
-    if isinstance(arg, float):
-        return _FP32
-    if kind == "host":
-        _host_pointer(arg, -1)
-    raise TLXRuntimeError(f"cannot pass {tp.__name__} as a kernel argument",
-                          hint="kernel arguments are device arrays, ints, floats, bools, "
-                               "TensorDescriptors or constexprs")
-
-
-def signature_key(args: Any) -> Tuple[ArgSignature, ...]:
-    """The runtime-argument part of a specialization key: ``signature_of`` of each argument, as
-    one tuple (interned signatures, so hashing and comparing it is cheap)."""
-    return tuple(map(signature_of, args))
-
-
-def bind(args: Any, stream: int = -1) -> Tuple[Tuple[ArgSignature, ...], list]:
-    """One pass over the runtime arguments for the frontend's hot path: the specialization key
-    (``signature_of`` of each) and the values `Launcher.launch_bound` packs (device arrays read
-    as their address, with the producer's stream ordered before `stream`; everything else as
-    given: scalars, TensorDescriptors, HostCopy)."""
-    if not args:
-        return (), []
-    key: list = []
-    values: list = []
-    kadd, vadd = key.append, values.append  # bound once: this loop runs on every launch
-    getters, torch_sigs, i32_sigs = _GETTER_BY_TYPE, _TORCH_PTR_SIGS, _I32_SIGS
-    for arg in args:
-        tp = type(arg)
-        if tp is int:  # inline: int32 is the common case
-            kadd(i32_sigs[arg & 15 == 0] if _I32_MIN <= arg <= _I32_MAX else int_signature(arg))
-            vadd(arg)
-            continue
-        if getters.get(tp) is _torch_pointer and arg.is_cuda:  # torch inline: no call, no tuple
-            pair = torch_sigs.get(arg.dtype)
-            if pair is not None:
-                ptr = arg.data_ptr()
-                kadd(pair[ptr & 15 == 0])
-                vadd(ptr)
-                continue
-        sig, value = bind_arg(arg, stream)
-        kadd(sig)
-        vadd(value)
-    return tuple(key), values
-
-
-def bind_arg(arg: Any, stream: int) -> Tuple[ArgSignature, Any]:
-    """One argument as `bind` reads it: its signature and the value `Launcher.launch_bound`
-    packs (a device array's address, with its producer's stream ordered before `stream`; any
-    other argument as given)."""
-    getter = _GETTER_BY_TYPE.get(type(arg))
-    if getter is _torch_pointer or getter is _cai_pointer or getter is _dlpack_pointer:
-        ptr, dtype = getter(arg, stream)
-        return _sig("*" + dtype, ptr % 16 == 0), ptr
-    sig = signature_of(arg)
-    if sig.type.startswith("*") and kind_of(arg) != "hostcopy":  # first sight of this type
-        return sig, pointer_and_dtype(arg, stream)[0]
-    return sig, arg
-
-
-def wide_int_type(value: int) -> str:
-    """The type of an integer argument outside int32: ``i64`` or ``u64`` (an error beyond)."""
-    return int_signature(value).type
-
-
-class _NoTorch:
-    """Stands for torch.Tensor where torch is not imported: no argument has this type."""
-
-
-def torch_tensor_class() -> type:
-    """``torch.Tensor`` if torch is imported, else a class no argument has: generated launch
-    code reads tensors of exactly this type inline (subclasses take the general path)."""
-    return getattr(sys.modules.get("torch"), "Tensor", _NoTorch)
-
-
-def torch_dtype_cache() -> Dict[Any, str]:
-    """The torch dtype -> Triton spelling map the fast path fills as it meets dtypes (a dtype
-    missing here is not unknown, only not yet seen: read it through `pointer_and_dtype`)."""
-    return _TORCH_DTYPES
-
-
-def bind_source(names: Sequence[str], stream: str, prefix: str = "__") -> Tuple[List[str], Dict[str, Any]]:
-    """Straight-line Python (lines indented for a function body, and the globals they use, all
-    named `prefix`...) that binds the arguments held in the locals `names` for a launch on the
-    stream handle held in the local `stream`. For argument ``i`` it sets
-
-    * ``<prefix>v<i>`` — the value `Launcher.launch_bound` packs, as `bind` gives it;
-    * ``<prefix>k<i>``, ``<prefix>d<i>`` — a pair that determines the argument's
-      specialization: its `signature_of` and, for a Python ``int``, whether it equals 1. A CUDA
-      torch tensor gives (its torch dtype, address % 16 == 0); an ``int`` (``value == 1``
-      within int32, else ``"i64"``/``"u64"``; value % 16 == 0); a ``float`` (fp32, None);
-      anything else (`signature_of`, None) through `bind_arg`, which raises `bind`'s errors.
-
-    A dispatcher keys its specializations by the tuple of these pairs: equal pairs, equal
-    specialization. CUDA torch tensors take the inline branch when torch is imported as the code
-    is generated (else `bind_arg`: slower, the same result); an unknown torch dtype reaches
-    `signature_of`'s error when its key misses."""
-    env: Dict[str, Any] = {f"{prefix}Tensor": torch_tensor_class(), f"{prefix}bind_arg": bind_arg,
-                           f"{prefix}wide_int_type": wide_int_type, f"{prefix}FP32": _FP32}
-    lines: List[str] = []
-    for i, x in enumerate(names):
-        v, k, d = f"{prefix}v{i}", f"{prefix}k{i}", f"{prefix}d{i}"
-        lines += [
-            f"    if type({x}) is {prefix}Tensor and {x}.is_cuda:",
-            f"        {v} = {x}.data_ptr()",
-            f"        {k} = {x}.dtype",
-            f"        {d} = {v} & 15 == 0",
-            f"    elif type({x}) is int:",
-            f"        {v} = {x}",
-            f"        {k} = {x} == 1 if {_I32_MIN} <= {x} <= {_I32_MAX} else {prefix}wide_int_type({x})",
-            f"        {d} = {x} & 15 == 0",
-            f"    elif type({x}) is float:",
-            f"        {v}, {k}, {d} = {x}, {prefix}FP32, None",
-            "    else:",
-            f"        {k}, {v} = {prefix}bind_arg({x}, {stream})",
-            f"        {d} = None",
-        ]
-    return lines, env

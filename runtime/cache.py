@@ -10,6 +10,7 @@ Integration API::
     cache.list() -> [CacheInfo]                  # for `tlx cache list`: name, compile time, size
     cache.clear() -> number of entries removed
     entry_from_compile_result(name, result, compile_time_s)   # CompileResult -> CacheEntry
+    write_atomic(path, data)                     # the atomic write the cache's files use
 
 Guarantees: writes are atomic (a temporary file in the cache folder, fsync, ``os.replace``), so a
 reader sees a whole old entry, a whole new one or none; every entry carries a SHA-256 of its
@@ -240,6 +241,26 @@ def decode_entry(key: str, data: bytes, source: str = "cache entry") -> CacheEnt
                       created=float(header.get("created", 0.0)), meta=header.get("meta", {}))
 
 
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that a reader sees the whole old file, the whole new one or none:
+    a temporary file in the same folder (created if missing), fsync, ``os.replace``. Raises
+    OSError when the folder cannot be written (the temporary file is removed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:16]}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 # -- the store ---------------------------------------------------------------------------------
 
 class Cache:
@@ -305,18 +326,9 @@ class Cache:
         self._memory[key] = entry
         if not self.disk:
             return None
-        data = encode_entry(key, entry)
         path = self.path_of(key)
-        tmp = None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=path.parent)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            tmp = None
+            write_atomic(path, encode_entry(key, entry))
             return path
         except OSError as exc:
             self.stats["write_errors"] += 1
@@ -325,12 +337,6 @@ class Cache:
                               "kernels are cached in memory only", RuntimeWarning, stacklevel=2)
                 self._warned = True
             return None
-        finally:
-            if tmp is not None:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
 
     def get_or_compile(self, key: str, compile: Callable[[], CacheEntry]) -> CacheEntry:
         """The entry for `key`; on a miss run ``compile()`` once (across processes, under a
@@ -338,7 +344,7 @@ class Cache:
         entry = self.get(key)
         if entry is not None:
             return entry
-        with _KeyLock(self.directory / (check_key(key) + ".lock") if self.disk else None,
+        with FileLock(self.directory / (check_key(key) + ".lock") if self.disk else None,
                       self.lock_timeout):
             entry = self._read(key)  # another process may have compiled it while we waited
             if entry is not None:
@@ -395,7 +401,7 @@ class Cache:
         return removed
 
 
-class _KeyLock:
+class FileLock:
     """An exclusive ``flock`` on a lock file, waited for at most `timeout` seconds; without
     ``fcntl`` or a writable folder it does nothing (both writers then produce whole files)."""
 
@@ -404,7 +410,7 @@ class _KeyLock:
         self.timeout = timeout
         self.fd: Optional[int] = None
 
-    def __enter__(self) -> "_KeyLock":
+    def __enter__(self) -> "FileLock":
         if self.path is None:
             return self
         try:

@@ -7,6 +7,7 @@
   `NoCUDADeviceError`.
 * `current_context(kernel)` — numba.cuda's current (primary) context, pushed on this thread.
   torch, CuPy and cuda.core share that primary context, so their pointers and streams work here.
+* `has_sm90_gpu()` — whether there is a Hopper-class GPU to run on (the demo and the GPU tests ask).
 """
 
 from __future__ import annotations
@@ -69,6 +70,17 @@ def current_context(kernel: Optional[str] = None) -> Any:
             raise no_device_error(kernel, exc) from exc
         raise TLXRuntimeError(f"numba.cuda.current_context() raised {type(exc).__name__}: {exc}",
                               kernel=kernel, call="current_context") from exc
+
+
+def has_sm90_gpu() -> bool:
+    """True when numba.cuda sees a GPU of compute capability 9.0 or newer; False without a
+    driver or a device (never raises)."""
+    try:
+        from numba import cuda
+
+        return cuda.is_available() and cuda.get_current_device().compute_capability >= (9, 0)
+    except Exception:
+        return False
 
 
 def device_attribute(device_id: int, name: str, kernel: Optional[str] = None) -> int:

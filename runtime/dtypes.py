@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
+from tlx.compiler.abi import ABI_DTYPE
+
 #: bytes per element, by Triton spelling
 ELEMENT_BYTES: Dict[str, int] = {
     "i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
@@ -21,10 +23,9 @@ ELEMENT_BYTES: Dict[str, int] = {
 FLOAT_DTYPES = frozenset({"fp16", "bf16", "fp32", "fp64", "fp8e4nv", "fp8e5", "fp8e4b8", "fp8e5b16",
                           "fp8e4b15"})
 
-# Other spellings of the same types: the IR's, numpy's and torch's names.
+# Other spellings of the same types: the IR's (the ABI's table), numpy's and torch's names.
 _ALIASES: Dict[str, str] = {
-    "f16": "fp16", "f32": "fp32", "f64": "fp64", "u1": "i1", "bool": "i1",
-    "f8e4m3": "fp8e4nv", "f8e5m2": "fp8e5",
+    **{ir: abi for ir, abi in ABI_DTYPE.items() if ir != abi}, "u1": "i1", "bool": "i1",
     "float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32",
     "float64": "fp64", "double": "fp64", "int8": "i8", "int16": "i16", "int32": "i32",
     "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
@@ -79,13 +80,3 @@ def dtype_of_torch(dtype: Any) -> Optional[str]:
         result = _ALIASES.get(name, name if name in ELEMENT_BYTES else None)
         _TORCH_CACHE[dtype] = result
         return result
-
-
-# The CUtensorMapDataType for each element type. fp8 has no TMA type of its own: TMA moves
-# bytes, so it is UINT8 (the bits are copied unchanged). The numbers are the driver's enum.
-TMA_DATA_TYPE: Dict[str, int] = {
-    "u8": 0, "i8": 0, "i1": 0, "fp8e4nv": 0, "fp8e5": 0, "fp8e4b8": 0, "fp8e5b16": 0, "fp8e4b15": 0,
-    "u16": 1, "i16": 1, "u32": 2, "i32": 3, "u64": 4, "i64": 5,
-    "fp16": 6, "fp32": 7, "fp64": 8, "bf16": 9,
-}
-TMA_TFLOAT32 = 11  # fp32 rounded to tf32 on load (TensorDescriptor(round_f32_to_tf32=True))

@@ -1,239 +1,281 @@
-/* tlx's native launch entry: one call from Python straight into the driver's cuLaunchKernelEx.
+/* tlx's native launch: packs one launch's arguments and calls the driver's cuLaunchKernelEx.
  *
- * Why: cuda.bindings' cuLaunchKernelEx wrapper adds its Python-to-C conversion to every launch:
- * on the H200's host the call measured 3.9-4.0 us through it and 3.2-3.3 us from here
- * (benchmarks/launch_overhead.py), and a launcher launch with four arguments 5.8 vs 4.6 us. The
- * launcher already keeps a prebuilt CUlaunchConfig (cuda.bindings' own struct, whose address it
- * passes here) and a pre-packed void** per specialization, so all this module does is turn
- * three Python ints into pointers and make the call, with the GIL released as the driver runs.
+ * cuda.bindings' cuLaunchKernelEx converts Python objects to C on every call; here one call
+ * takes the specialization's launch spec (bytes built once by runtime/packing.py: the
+ * function handle, block, shared memory, cluster shape, and per parameter its kind, size and
+ * offset), the grid, the stream handle and the arguments, packs the parameters on the stack
+ * (so threads never share a buffer) and launches with the GIL released.
  *
- * It needs neither cuda.h nor libcuda at build time: the driver's entry point arrives as an
- * address (`set_entry`), and the one struct it touches is declared below with cuda.h's layout.
- * `recording_entry()` is a C stand-in for cuLaunchKernelEx that records what it was given, so
- * tests and the CPU benchmark exercise this exact code on machines without a GPU.
+ * It decides nothing about specialization: the frontend has already chosen the spec from its
+ * key (tlx/specialize.py). An argument it cannot pack as given (a CAI or DLPack array, a value
+ * out of range) raises TypeError/OverflowError before anything is launched; the Python
+ * launcher then converts the arguments or explains the error. A bad grid raises ValueError.
  *
- * The module also holds the launch dispatcher (native_dispatch.c), which calls the same entry.
- *
- * Built on first use by tlx/runtime/native_launch.py (see there); the module name is fixed. */
+ * No cuda.h or libcuda is needed to build it: the driver entry arrives as an address
+ * (`set_entry`) and the two structs it fills are declared below with cuda.h's layouts.
+ * runtime/native_launch.py builds it once per machine and Python into the cache folder. */
 
-#include "native_launch.h"
-
-#include <pthread.h>
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-tlx_launch_fn tlx_launch_entry = NULL;
+typedef struct { /* cuda.h's CUlaunchConfig (CUDA >= 12.0) */
+    unsigned int gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    void *hStream;
+    void *attrs;
+    unsigned int numAttrs;
+} launch_config;
+
+typedef struct { /* cuda.h's CUlaunchAttribute: id, padding, a 64-byte value union */
+    int id;
+    int pad;
+    union { unsigned int cluster[3]; char bytes[64]; } value;
+} launch_attribute;
+
+#define CLUSTER_DIMENSION 4 /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION */
+
+typedef int (*launch_fn)(const launch_config *, void *, void **, void **);
+
+typedef struct { /* the spec's header (runtime/packing.py, `launch_spec`) */
+    uint64_t function;
+    uint32_t block, shared, cluster[3], grid_in_clusters, nparams, size;
+} spec_header;
+
+typedef struct { uint8_t kind, bits; uint16_t size; uint32_t offset; } spec_param;
+
+#if PY_VERSION_HEX < 0x030B0000 /* public from 3.11 */
+#define PyFloat_Pack2(x, p, le) _PyFloat_Pack2((x), (unsigned char *)(p), (le))
+#endif
+
+#define MAX_PARAM_BYTES 4096 /* packing.py's NATIVE_MAX_BYTES: larger kernels launch from Python */
+#define MAX_PARAMS 512
+
+static launch_fn entry = NULL;
+static PyObject *data_ptr_name = NULL;
 
 static PyObject *set_entry(PyObject *self, PyObject *address) {
     void *p = PyLong_AsVoidPtr(address);
     if (p == NULL && PyErr_Occurred())
         return NULL;
-    tlx_launch_entry = (tlx_launch_fn)p;
+    entry = (launch_fn)p;
     Py_RETURN_NONE;
 }
 
-/* launch(config_address, function_handle, params_address) -> CUresult as an int */
-static PyObject *launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "launch(config_address, function_handle, params_address)");
+static int noop_launch(const launch_config *c, void *f, void **params, void **extra) {
+    (void)c, (void)f, (void)params, (void)extra;
+    return 0;
+}
+
+static PyObject *noop_entry(PyObject *self, PyObject *unused) {
+    return PyLong_FromVoidPtr((void *)noop_launch);
+}
+
+static int fail(PyObject *type, int index, const char *what) {
+    PyErr_Format(type, "parameter %d: %s", index, what);
+    return -1;
+}
+
+/* One parameter into dst: kind 'p' pointer (an int, or the object's data_ptr()), 'i'/'u'
+ * integer of `bits` value bits stored in `size` bytes, 'f' IEEE float of `size` bytes, 'b'
+ * bfloat16, 'd' a 128-byte tensor map given as bytes. */
+static int pack(const spec_param *p, PyObject *arg, unsigned char *dst, int index) {
+    switch (p->kind) {
+    case 'p': {
+        PyObject *v = PyLong_Check(arg) ? (Py_INCREF(arg), arg) : PyObject_CallMethodNoArgs(arg, data_ptr_name);
+        if (v == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();
+            return fail(PyExc_TypeError, index, "a pointer is an int or an object with data_ptr()");
+        }
+        if (v == NULL)
+            return -1;
+        unsigned long long ptr = PyLong_Check(v) ? PyLong_AsUnsignedLongLong(v) : (unsigned long long)-1;
+        if (!PyLong_Check(v) && !PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "data_ptr() did not return an int");
+        Py_DECREF(v);
+        if (PyErr_Occurred())
+            return -1;
+        memcpy(dst, &ptr, 8);
+        return 0;
+    }
+    case 'i':
+    case 'u': {
+        PyObject *v = PyNumber_Index(arg);
+        if (v == NULL)
+            return -1;
+        long long s = 0;
+        unsigned long long u = 0;
+        if (p->kind == 'u' && p->bits == 64) {
+            u = PyLong_AsUnsignedLongLong(v);
+        } else {
+            s = PyLong_AsLongLong(v);
+            u = (unsigned long long)s;
+        }
+        Py_DECREF(v);
+        if (PyErr_Occurred())
+            return -1;
+        if (p->bits < 64) {
+            long long lo = p->kind == 'i' ? -(1LL << (p->bits - 1)) : 0;
+            long long hi = p->kind == 'i' ? (1LL << (p->bits - 1)) - 1 : (long long)((1ULL << p->bits) - 1);
+            if (s < lo || s > hi)
+                return fail(PyExc_OverflowError, index, "integer out of range for its type");
+        }
+        if (p->size == 8) memcpy(dst, &u, 8);
+        else if (p->size == 4) { uint32_t w = (uint32_t)u; memcpy(dst, &w, 4); }
+        else if (p->size == 2) { uint16_t w = (uint16_t)u; memcpy(dst, &w, 2); }
+        else if (p->size == 1) { uint8_t w = (uint8_t)u; memcpy(dst, &w, 1); }
+        else return fail(PyExc_ValueError, index, "bad integer size");
+        return 0;
+    }
+    case 'f':
+    case 'b': {
+        double d = PyFloat_AsDouble(arg);
+        if (d == -1.0 && PyErr_Occurred())
+            return -1;
+        if (p->kind == 'f' && p->size == 8) {
+            memcpy(dst, &d, 8);
+            return 0;
+        }
+        if (p->kind == 'f' && p->size == 2)
+            return PyFloat_Pack2(d, (char *)dst, 1) < 0 ? -1 : 0;
+        if (isfinite(d) && fabs(d) > FLT_MAX)
+            return fail(PyExc_OverflowError, index, "float too large for fp32");
+        float f = (float)d;
+        if (p->kind == 'f') {
+            memcpy(dst, &f, 4);
+            return 0;
+        }
+        uint32_t bits; /* bfloat16: the top half of the fp32 bits, rounded to nearest even */
+        memcpy(&bits, &f, 4);
+        uint16_t h = isnan(f) ? (uint16_t)(0x7FC0 | ((bits >> 16) & 0x8000))
+                              : (uint16_t)((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
+        memcpy(dst, &h, 2);
+        return 0;
+    }
+    case 'd':
+        if (!PyBytes_Check(arg) || PyBytes_GET_SIZE(arg) != 128)
+            return fail(PyExc_TypeError, index, "a tensor descriptor is passed as its 128 encoded bytes");
+        memcpy(dst, PyBytes_AS_STRING(arg), 128);
+        return 0;
+    }
+    return fail(PyExc_ValueError, index, "unknown parameter kind in the launch spec");
+}
+
+/* The grid in CTAs: an int or a tuple of 1 to 3 ints, times the cluster shape when the grid
+ * counts clusters, each within the driver's limit and a multiple of the cluster shape. */
+static int read_grid(PyObject *grid, const spec_header *h, unsigned int dims[3]) {
+    static const unsigned long long limit[3] = {2147483647ULL, 65535ULL, 65535ULL};
+    PyObject *items[3] = {grid, NULL, NULL};
+    Py_ssize_t n = 1;
+    if (PyTuple_Check(grid)) {
+        n = PyTuple_GET_SIZE(grid);
+        if (n < 1 || n > 3) {
+            PyErr_SetString(PyExc_ValueError, "grid: 1 to 3 dimensions");
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < n; i++)
+            items[i] = PyTuple_GET_ITEM(grid, i);
+    }
+    for (int i = 0; i < 3; i++) {
+        unsigned long long d = 1;
+        if (i < n) {
+            if (!PyLong_Check(items[i])) {
+                PyErr_SetString(PyExc_ValueError, "grid: not an int");
+                return -1;
+            }
+            d = PyLong_AsUnsignedLongLong(items[i]);
+            if (PyErr_Occurred()) {
+                PyErr_Clear();
+                PyErr_SetString(PyExc_ValueError, "grid: out of range");
+                return -1;
+            }
+        }
+        if (h->grid_in_clusters)
+            d *= h->cluster[i];
+        if (d > limit[i] || d % h->cluster[i]) {
+            PyErr_SetString(PyExc_ValueError, "grid: out of range or not a multiple of the cluster");
+            return -1;
+        }
+        dims[i] = (unsigned int)d;
+    }
+    return 0;
+}
+
+/* launch(spec, grid, stream, args, skip_if_env) -> CUresult as an int. `skip_if_env`: None,
+ * or the name (bytes) of an environment variable that, when set to anything but "" or "0",
+ * makes the call launch nothing and return -1 (the frontend's TLX_INTERPRET). */
+static PyObject *launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyBytes_Check(a[0]) || !PyTuple_Check(a[3])) {
+        PyErr_SetString(PyExc_TypeError, "launch(spec: bytes, grid, stream: int, args: tuple, skip_if_env)");
         return NULL;
     }
-    const tlx_launch_config *config = (const tlx_launch_config *)PyLong_AsVoidPtr(args[0]);
-    void *function = PyLong_AsVoidPtr(args[1]);
-    void **params = (void **)PyLong_AsVoidPtr(args[2]);
-    if (PyErr_Occurred())
-        return NULL;
-    if (tlx_launch_entry == NULL || config == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "tlx native launch: no driver entry point or config");
+    if (a[4] != Py_None) {
+        const char *v = PyBytes_Check(a[4]) ? getenv(PyBytes_AS_STRING(a[4])) : NULL;
+        if (v != NULL && v[0] != '\0' && strcmp(v, "0") != 0)
+            return PyLong_FromLong(-1);
+    }
+    const spec_header *h = (const spec_header *)PyBytes_AS_STRING(a[0]);
+    const spec_param *params = (const spec_param *)(h + 1);
+    if ((size_t)PyBytes_GET_SIZE(a[0]) < sizeof(spec_header) ||
+        (size_t)PyBytes_GET_SIZE(a[0]) != sizeof(spec_header) + h->nparams * sizeof(spec_param) ||
+        h->nparams > MAX_PARAMS || h->size > MAX_PARAM_BYTES) {
+        PyErr_SetString(PyExc_ValueError, "not a launch spec");
         return NULL;
     }
+    if (PyTuple_GET_SIZE(a[3]) != (Py_ssize_t)h->nparams) {
+        PyErr_Format(PyExc_TypeError, "the kernel takes %u arguments, got %zd", h->nparams, PyTuple_GET_SIZE(a[3]));
+        return NULL;
+    }
+    void *stream = PyLong_AsVoidPtr(a[2]);
+    if (stream == NULL && PyErr_Occurred())
+        return NULL;
+    unsigned int dims[3];
+    if (read_grid(a[1], h, dims) < 0)
+        return NULL;
+    if (dims[0] == 0 || dims[1] == 0 || dims[2] == 0)
+        return PyLong_FromLong(0); /* an empty grid launches nothing, as in Triton */
+    _Alignas(64) unsigned char buffer[MAX_PARAM_BYTES];
+    void *pointers[MAX_PARAMS];
+    for (uint32_t i = 0; i < h->nparams; i++) {
+        const spec_param *p = &params[i];
+        if (p->offset + p->size > h->size) {
+            PyErr_SetString(PyExc_ValueError, "launch spec: a parameter outside the buffer");
+            return NULL;
+        }
+        pointers[i] = buffer + p->offset;
+        if (pack(p, PyTuple_GET_ITEM(a[3], i), buffer + p->offset, (int)i) < 0)
+            return NULL;
+    }
+    if (entry == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "tlx native launch: no driver entry point (set_entry)");
+        return NULL;
+    }
+    launch_attribute cluster = {CLUSTER_DIMENSION, 0, {{h->cluster[0], h->cluster[1], h->cluster[2]}}};
+    int clustered = h->cluster[0] * h->cluster[1] * h->cluster[2] != 1;
+    launch_config config = {dims[0], dims[1], dims[2], h->block, 1, 1, h->shared, stream,
+                            clustered ? &cluster : NULL, clustered ? 1u : 0u};
     int err;
     Py_BEGIN_ALLOW_THREADS
-    err = tlx_launch_entry(config, function, params, NULL);
+    err = entry(&config, (void *)(uintptr_t)h->function, pointers, NULL);
     Py_END_ALLOW_THREADS
     return PyLong_FromLong(err);
 }
 
-/* The recording stand-in: keeps a copy of the last call's arguments, returns `recorded_result`. */
-static tlx_launch_config recorded_config;
-static void *recorded_function = NULL;
-static void **recorded_params = NULL;
-static unsigned long long recorded_first_param = 0;
-static unsigned long long recorded_calls = 0;
-static int recorded_result = 0;
-
-/* The call log the frontend's tests read (`logged_calls`): every call's config, function and
- * parameter bytes, for the function handles whose parameter sizes were registered
- * (`record_param_sizes`); parameters are copied during the call, as the driver copies them. */
-#define LOG_CAPACITY 4096
-#define LOG_KERNELS 256
-#define LOG_PARAMS 64
-typedef struct { void *function; int n; unsigned sizes[LOG_PARAMS]; } logged_kernel;
-typedef struct { tlx_launch_config config; void *function; int n; unsigned sizes[LOG_PARAMS]; unsigned char *bytes; } logged_call;
-static logged_kernel log_kernels[LOG_KERNELS];
-static int log_nkernels = 0;
-static logged_call call_log[LOG_CAPACITY];
-static int log_ncalls = 0;
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER; /* calls come without the GIL */
-
-static void log_call_locked(const tlx_launch_config *config, void *f, void **params) {
-    const logged_kernel *k = NULL;
-    for (int i = 0; i < log_nkernels; i++)
-        if (log_kernels[i].function == f) { k = &log_kernels[i]; break; }
-    if (k == NULL || log_ncalls >= LOG_CAPACITY) return;
-    size_t total = 0;
-    for (int i = 0; i < k->n; i++) total += k->sizes[i];
-    unsigned char *bytes = malloc(total ? total : 1);
-    if (bytes == NULL) return;
-    size_t at = 0;
-    for (int i = 0; i < k->n; i++) {
-        memcpy(bytes + at, params[i], k->sizes[i]);
-        at += k->sizes[i];
-    }
-    logged_call *c = &call_log[log_ncalls++];
-    c->config = *config;
-    c->function = f;
-    c->n = k->n;
-    memcpy(c->sizes, k->sizes, sizeof(c->sizes));
-    c->bytes = bytes;
-}
-
-static void log_call(const tlx_launch_config *config, void *f, void **params) {
-    pthread_mutex_lock(&log_lock);
-    log_call_locked(config, f, params);
-    pthread_mutex_unlock(&log_lock);
-}
-
-static PyObject *record_param_sizes(PyObject *self, PyObject *args) {
-    unsigned long long function;
-    PyObject *sizes;
-    if (!PyArg_ParseTuple(args, "KO!", &function, &PyTuple_Type, &sizes)) return NULL;
-    Py_ssize_t n = PyTuple_GET_SIZE(sizes);
-    if (n > LOG_PARAMS || log_nkernels >= LOG_KERNELS) {
-        PyErr_SetString(PyExc_ValueError, "record_param_sizes: too many parameters or kernels");
-        return NULL;
-    }
-    pthread_mutex_lock(&log_lock);
-    logged_kernel *k = &log_kernels[log_nkernels];
-    k->function = (void *)(uintptr_t)function;
-    k->n = (int)n;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned long v = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(sizes, i));
-        if (PyErr_Occurred() || v > 128) {
-            pthread_mutex_unlock(&log_lock);
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "record_param_sizes: a parameter over 128 bytes");
-            return NULL;
-        }
-        k->sizes[i] = (unsigned)v;
-    }
-    log_nkernels++;
-    pthread_mutex_unlock(&log_lock);
-    Py_RETURN_NONE;
-}
-
-static PyObject *reset_log(PyObject *self, PyObject *unused) {
-    pthread_mutex_lock(&log_lock);
-    for (int i = 0; i < log_ncalls; i++) free(call_log[i].bytes);
-    log_ncalls = 0;
-    log_nkernels = 0;
-    pthread_mutex_unlock(&log_lock);
-    Py_RETURN_NONE;
-}
-
-static PyObject *logged_calls_locked(void) {
-    PyObject *out = PyList_New(0);
-    if (out == NULL) return NULL;
-    for (int i = 0; i < log_ncalls; i++) {
-        logged_call *c = &call_log[i];
-        PyObject *params = PyList_New(c->n);
-        if (params == NULL) { Py_DECREF(out); return NULL; }
-        size_t at = 0;
-        for (int j = 0; j < c->n; j++) {
-            PyList_SET_ITEM(params, j, PyBytes_FromStringAndSize((const char *)c->bytes + at, c->sizes[j]));
-            at += c->sizes[j];
-        }
-        const tlx_launch_config *g = &c->config;
-        PyObject *d = Py_BuildValue("{s:K,s:(III),s:(III),s:I,s:K,s:I,s:N}",
-                                    "function", (unsigned long long)(uintptr_t)c->function,
-                                    "grid", g->gridDimX, g->gridDimY, g->gridDimZ,
-                                    "block", g->blockDimX, g->blockDimY, g->blockDimZ,
-                                    "shared_bytes", g->sharedMemBytes,
-                                    "stream", (unsigned long long)(uintptr_t)g->hStream,
-                                    "num_attrs", g->numAttrs, "params", params);
-        if (d == NULL || PyList_Append(out, d) < 0) { Py_XDECREF(d); Py_DECREF(out); return NULL; }
-        Py_DECREF(d);
-    }
-    for (int i = 0; i < log_ncalls; i++) free(call_log[i].bytes);
-    log_ncalls = 0;
-    return out;
-}
-
-static PyObject *logged_calls(PyObject *self, PyObject *unused) {
-    pthread_mutex_lock(&log_lock);
-    PyObject *out = logged_calls_locked();
-    pthread_mutex_unlock(&log_lock);
-    return out;
-}
-
-static int record_launch(const tlx_launch_config *config, void *f, void **params, void **extra) {
-    (void)extra;
-    log_call(config, f, params);
-    recorded_config = *config;
-    recorded_function = f;
-    recorded_params = params;
-    /* the first parameter's first 8 bytes: proves the void** is read as the driver reads it */
-    recorded_first_param = (params != NULL && params[0] != NULL) ? *(unsigned long long *)params[0] : 0;
-    recorded_calls++;
-    return recorded_result;
-}
-
-static PyObject *recording_entry(PyObject *self, PyObject *result) {
-    long r = PyLong_AsLong(result);
-    if (r == -1 && PyErr_Occurred())
-        return NULL;
-    recorded_result = (int)r;
-    recorded_calls = 0;
-    return PyLong_FromVoidPtr((void *)record_launch);
-}
-
-static PyObject *last_recorded(PyObject *self, PyObject *unused) {
-    const tlx_launch_config *c = &recorded_config;
-    return Py_BuildValue("{s:K,s:(III),s:(III),s:I,s:K,s:I,s:K,s:K,s:K}",
-                         "calls", recorded_calls,
-                         "grid", c->gridDimX, c->gridDimY, c->gridDimZ,
-                         "block", c->blockDimX, c->blockDimY, c->blockDimZ,
-                         "shared_bytes", c->sharedMemBytes,
-                         "stream", (unsigned long long)(uintptr_t)c->hStream,
-                         "num_attrs", c->numAttrs,
-                         "function", (unsigned long long)(uintptr_t)recorded_function,
-                         "params", (unsigned long long)(uintptr_t)recorded_params,
-                         "first_param", recorded_first_param);
-}
-
 static PyMethodDef methods[] = {
-    {"set_entry", (PyCFunction)set_entry, METH_O, "Set the address of cuLaunchKernelEx."},
+    {"set_entry", (PyCFunction)set_entry, METH_O, "set_entry(address): the cuLaunchKernelEx to call."},
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
-     "launch(config_address, function_handle, params_address) -> CUresult (int)."},
-    {"recording_entry", (PyCFunction)recording_entry, METH_O,
-     "recording_entry(result) -> address of a stand-in for cuLaunchKernelEx that records."},
-    {"last_recorded", (PyCFunction)last_recorded, METH_NOARGS, "What the stand-in last saw."},
-    {"record_param_sizes", (PyCFunction)record_param_sizes, METH_VARARGS,
-     "record_param_sizes(function_handle, sizes): log the stand-in's calls of this function."},
-    {"logged_calls", (PyCFunction)logged_calls, METH_NOARGS,
-     "The stand-in's logged calls since the last read (then cleared), oldest first."},
-    {"reset_log", (PyCFunction)reset_log, METH_NOARGS, "Forget the logged calls and sizes."},
+     "launch(spec, grid, stream, args, skip_if_env) -> CUresult as an int (-1: skipped)."},
+    {"noop_entry", (PyCFunction)noop_entry, METH_NOARGS,
+     "The address of a C stand-in for cuLaunchKernelEx that does nothing (CPU benchmark, tests)."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tlx_native_launch", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__tlx_native_launch(void) {
-    PyObject *m = PyModule_Create(&module);
-    if (m != NULL && tlx_dispatch_add_types(m) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    data_ptr_name = PyUnicode_InternFromString("data_ptr");
+    return data_ptr_name == NULL ? NULL : PyModule_Create(&module);
 }

@@ -1,24 +1,22 @@
-"""The native launch entry: `native_launch.c`, built on first use, calls cuLaunchKernelEx from C.
+"""The native launch (`native_launch.c`): built once with the machine's C compiler, checked
+before every load, rebuilt when damaged.
 
-cuda.bindings' ``cuLaunchKernelEx`` converts its Python arguments on every call: on the H200's
-host the call measured 3.9-4.0 us through it and 3.2-3.3 us from C, and a four-argument
-`Launcher.launch` 5.8 us against 4.6 us (benchmarks/launch_overhead.py). The launcher keeps a prebuilt
-``CUlaunchConfig`` and a pre-packed ``void**`` per specialization anyway, so the C side is a
-three-int call (`launch(config_address, function_handle, params_address)`), like Triton's
-compiled launcher but generic: one small module for every kernel, not one per signature.
+cuda.bindings' ``cuLaunchKernelEx`` converts its Python arguments on every call; the C module
+packs a launch's arguments from a per-specialization spec and calls the driver directly
+(`launch(spec, grid, stream, args, skip_if_env)`, see the C file).
 
-The same module holds the native launch dispatcher (``native_dispatch.c``: `dispatch_module`),
-which repeats a kernel's launch from C for the calls it has seen (docs/runtime.md).
-
-Build (once per machine and Python): the system C compiler (``$CC``, else Python's own, else
-``cc``/``gcc``/``clang``) and Python's headers compile ``native_launch.c`` and ``native_dispatch.c`` into
-``$TLX_CACHE_DIR/native/`` under a name that hashes the source and the Python ABI. The file is
-written atomically (temporary name, then rename), so processes building at once each end with
-a whole module. About 0.3 s, once.
+Build, as Triton builds its launcher: the system C compiler (``$CC``, else Python's own, else
+``cc``/``gcc``/``clang``) and Python's headers compile the source into
+``$TLX_CACHE_DIR/native/`` under a name that hashes the source and the Python ABI; no cuda.h or
+libcuda is needed. The module's size and SHA-256 are recorded beside it (``<module>.json``)
+when it is built, and checked before it is loaded: a truncated, emptied or overwritten module
+is rebuilt, never handed to the dynamic loader (mapping a truncated shared object can kill the
+process with SIGBUS). Files are written under temporary names and renamed into place under a
+lock, so processes building at once each end with a whole, recorded module.
 
 Fallback: where there is no compiler or no headers, the build fails, libcuda has no
-cuLaunchKernelEx, or ``TLX_NATIVE_LAUNCH=0`` is set, `entry()` returns None and the launcher uses
-cuda.bindings (correct, 0.6-1.2 us slower); `status()` says which path is in use and why.
+cuLaunchKernelEx, or ``TLX_NATIVE_LAUNCH=0`` is set, `entry()` returns None and launches go
+through cuda.bindings (the same results, slower); `status()` says which path is in use and why.
 """
 
 from __future__ import annotations
@@ -27,6 +25,7 @@ import ctypes
 import hashlib
 import importlib.machinery
 import importlib.util
+import json
 import os
 import shlex
 import shutil
@@ -37,25 +36,22 @@ import tempfile
 import threading
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, List, Optional
+from typing import Any, Callable, List, Optional
 
-from .cache import default_cache_dir
+from .cache import FileLock, default_cache_dir
 
 SOURCE = Path(__file__).with_name("native_launch.c")
-# everything the module is built from (the build hashes them all)
-SOURCES = (SOURCE, Path(__file__).with_name("native_dispatch.c"))
-HEADER = Path(__file__).with_name("native_launch.h")
 MODULE_NAME = "_tlx_native_launch"
 
 _lock = threading.Lock()
 _module: Optional[ModuleType] = None
-_entry: Optional[Callable[[int, int, int], int]] = None
+_entry: Optional[Callable[..., int]] = None
 _status = "not built yet"
 _tried = False
 
 
 def disabled_by_env() -> bool:
-    """``TLX_NATIVE_LAUNCH=0`` (or ``false``/``off``/``no``) turns the native entry off."""
+    """``TLX_NATIVE_LAUNCH=0`` (or ``false``/``off``/``no``) turns the native launch off."""
     return os.environ.get("TLX_NATIVE_LAUNCH", "1").strip().lower() in ("0", "false", "off", "no")
 
 
@@ -85,45 +81,79 @@ def missing_prerequisite() -> Optional[str]:
     return None
 
 
+def build_directory() -> Path:
+    """Where modules are built: ``$TLX_CACHE_DIR/native``."""
+    return default_cache_dir() / "native"
+
+
 def module_path(directory: Optional[Path] = None) -> Path:
-    """Where the built module lives: the name hashes the C source, the Python version and ABI
+    """The module's path: its name hashes the C source, the Python version and ABI
     (EXT_SUFFIX), so a changed source or another interpreter builds its own."""
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    source = b"".join(p.read_bytes() for p in (*SOURCES, HEADER))
-    digest = hashlib.sha256(source + suffix.encode() + sys.version.encode()).hexdigest()
-    root = directory if directory is not None else default_cache_dir() / "native"
-    return root / f"native_launch-{digest[:16]}{suffix}"
+    digest = hashlib.sha256(SOURCE.read_bytes() + suffix.encode() + sys.version.encode()).hexdigest()
+    return (directory or build_directory()) / f"native_launch-{digest[:16]}{suffix}"
+
+
+def record_path(module: Path) -> Path:
+    """The record of a built module: its size and SHA-256, written when it was built."""
+    return module.with_name(module.name + ".json")
+
+
+def _digest(data: bytes) -> dict:
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def intact(module: Path) -> bool:
+    """Whether `module` is exactly the file that was built: its size and SHA-256 match the
+    record (a missing or unreadable record counts as damage)."""
+    try:
+        record = json.loads(record_path(module).read_text())
+        return record == _digest(module.read_bytes())
+    except (OSError, ValueError):
+        return False
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # atomic: a reader sees the old file or the new one, whole
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def build(directory: Optional[Path] = None) -> Path:
-    """Compile `native_launch.c` (if not already built) and return the module's path. Raises
-    RuntimeError with the reason (no compiler, no Python.h, the compiler's own message)."""
+    """The path of an intact built module, compiling it first when it is missing or damaged.
+    Raises RuntimeError with the reason (no compiler, no Python.h, the compiler's message)."""
     target = module_path(directory)
-    if target.exists():
+    if intact(target):
         return target
     missing = missing_prerequisite()
     if missing is not None:
         raise RuntimeError(missing)
-    cc = compiler_command()
-    assert cc is not None
-    include = sysconfig.get_paths()["include"]
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    try:
-        argv = cc + ["-O2", "-shared", "-fPIC", "-I", include, *map(str, SOURCES), "-o", tmp]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(argv)} failed:\n{(done.stderr or done.stdout)[-2000:]}")
-        os.replace(tmp, target)  # atomic: a concurrent builder's file is whole too
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with FileLock(target.with_name(target.name + ".lock"), timeout=120.0):
+        if intact(target):  # another process built it while this one waited
+            return target
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            out = os.path.join(tmp, target.name)
+            argv = compiler_command() + ["-O2", "-shared", "-fPIC", "-I", sysconfig.get_paths()["include"],  # type: ignore[operator]
+                                         str(SOURCE), "-o", out]
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+            if done.returncode != 0:
+                raise RuntimeError(f"{' '.join(argv)} failed:\n{(done.stderr or done.stdout)[-2000:]}")
+            data = Path(out).read_bytes()
+        _write_atomically(target, data)
+        _write_atomically(record_path(target), json.dumps(_digest(data)).encode())
     return target
 
 
 def load_module(directory: Optional[Path] = None) -> ModuleType:
-    """Build if needed and import the native module (once per process)."""
+    """Build if needed (or damaged) and import the module, once per process."""
     global _module
     if _module is None:
         path = build(directory)
@@ -136,6 +166,23 @@ def load_module(directory: Optional[Path] = None) -> ModuleType:
     return _module
 
 
+def remove_builds(directory: Optional[Path] = None) -> int:
+    """Delete the built modules and their records (`tlx cache clear`); returns how many files
+    were removed. A process that loaded one keeps its copy (the file's data lives until it
+    is unmapped)."""
+    folder = directory or build_directory()
+    removed = 0
+    if folder.is_dir():
+        for path in folder.iterdir():
+            if path.name.startswith("native_launch-"):
+                try:
+                    path.unlink()
+                    removed += 1
+                except OSError:
+                    pass
+    return removed
+
+
 def driver_entry_address() -> int:
     """The address of libcuda's ``cuLaunchKernelEx`` (the process already loaded libcuda through
     numba/cuda.bindings; this only looks the symbol up)."""
@@ -143,54 +190,42 @@ def driver_entry_address() -> int:
     return int(ctypes.cast(lib.cuLaunchKernelEx, ctypes.c_void_p).value or 0)
 
 
-def entry() -> Optional[Callable[[int, int, int], int]]:
-    """The native ``launch(config_address, function_handle, params_address) -> int`` bound to the
-    driver's cuLaunchKernelEx, or None when it cannot be had (see `status`). Built and bound on
-    the first call; later calls return the same function."""
-    global _entry, _status, _tried
+def entry() -> Optional[Callable[..., int]]:
+    """The native ``launch`` bound to the driver's cuLaunchKernelEx, or None when it cannot be
+    had (see `status`). Built and bound on the first call; later calls return the same."""
+    global _status, _tried
     if _tried:
         return _entry
     with _lock:
-        if _tried:
-            return _entry
-        if disabled_by_env():
-            _status = "cuda.bindings (TLX_NATIVE_LAUNCH=0)"
-        else:
-            try:
-                module = load_module()
-                address = driver_entry_address()
-                if not address:
-                    raise RuntimeError("libcuda has no cuLaunchKernelEx")
-                module.set_entry(address)
-                _entry = module.launch
-                _status = f"native ({module.__file__})"
-            except (OSError, RuntimeError, ImportError, AttributeError, subprocess.SubprocessError) as exc:
-                _status = f"cuda.bindings (native entry unavailable: {exc})"
-        _tried = True
+        if not _tried:
+            if disabled_by_env():
+                _status = "cuda.bindings (TLX_NATIVE_LAUNCH=0)"
+            else:
+                try:
+                    address = driver_entry_address()
+                    if not address:
+                        raise RuntimeError("libcuda has no cuLaunchKernelEx")
+                    bind_entry(address)
+                except (OSError, RuntimeError, ImportError, subprocess.SubprocessError) as exc:
+                    _status = f"cuda.bindings (native launch unavailable: {exc})"
+            _tried = True
     return _entry
 
 
-def dispatch_module() -> Optional[ModuleType]:
-    """The built module, for its launch dispatcher (``Dispatcher``/``BoundLaunch``, see
-    native_dispatch.c), when the native entry is in use (`entry` is not None); else None."""
-    return _module if entry() is not None else None
-
-
-def bind_entry(address: int, directory: Optional[Path] = None) -> Callable[[int, int, int], int]:
+def bind_entry(address: int, directory: Optional[Path] = None) -> Callable[..., Any]:
     """Build and load the module and point it at `address` instead of the driver's
-    cuLaunchKernelEx: the C stand-in of the tests and the CPU benchmark
-    (``module.recording_entry(result)``). Later `entry()` calls return its launch function."""
+    cuLaunchKernelEx: a stand-in for tests and the CPU benchmark (``noop_entry()``, or a
+    ctypes callback). Later `entry()` calls return its launch function."""
     global _entry, _status, _tried
     module = load_module(directory)
-    with _lock:
-        module.set_entry(address)
-        _entry = module.launch
-        _status = f"native, bound to 0x{address:x} ({module.__file__})"
-        _tried = True
+    module.set_entry(address)
+    _entry = module.launch
+    _status = f"native ({module.__file__})"
+    _tried = True
     return _entry
 
 
 def status() -> str:
-    """Which launch entry the launcher uses, and why: ``native (path)`` or ``cuda.bindings
+    """Which launch path the launcher uses, and why: ``native (path)`` or ``cuda.bindings
     (reason)``; ``not built yet`` before the first launch."""
     return _status

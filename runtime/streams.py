@@ -24,12 +24,14 @@ from typing import Any, Callable, Dict, Optional, Tuple
 from .errors import TLXRuntimeError
 
 _RESOLVERS: Dict[type, Callable[[Any], int]] = {}
-_TORCH_STREAM: Optional[Tuple[Callable[[], int], Callable[[int], int]]] = None
+# torch's (current device, current raw stream of a device) functions, and whether the stream
+# function answers for the current device itself when given -1 (one C call instead of two)
+_TORCH_STREAM: Optional[Tuple[Callable[[], int], Callable[[int], int], bool]] = None
 
 
 def default_stream() -> int:
     """The stream a launch without ``stream=`` goes on: torch's current stream on its current
-    device when torch has been imported (two C calls, as Triton does), else 0 (legacy default)."""
+    device when torch has been imported (as Triton launches), else 0 (legacy default)."""
     fns = _TORCH_STREAM
     if fns is None:
         if "torch" not in sys.modules:
@@ -37,28 +39,22 @@ def default_stream() -> int:
         fns = _bind_torch_stream()
         if fns is None:
             return 0
-    return fns[1](fns[0]())
+    get_device, get_stream, one_call = fns
+    return get_stream(-1) if one_call else get_stream(get_device())
 
 
-def torch_stream_functions() -> Optional[Tuple[Callable[[], int], Callable[[int], int]]]:
-    """torch's ``(current device, current raw stream of a device)`` C functions, when torch is
-    imported with CUDA support (a generated launch path calls them itself: ``get_stream(
-    get_device())`` is `default_stream()` without its Python frame); else None."""
-    if _TORCH_STREAM is not None:
-        return _TORCH_STREAM
-    if "torch" not in sys.modules:
-        return None
-    return _bind_torch_stream()
-
-
-def _bind_torch_stream() -> Optional[Tuple[Callable[[], int], Callable[[int], int]]]:
+def _bind_torch_stream() -> Optional[Tuple[Callable[[], int], Callable[[int], int], bool]]:
     global _TORCH_STREAM
     C = getattr(sys.modules["torch"], "_C", None)
     get_device = getattr(C, "_cuda_getDevice", None)
     get_stream = getattr(C, "_cuda_getCurrentRawStream", None)
     if get_device is None or get_stream is None:  # a CPU-only torch build
         return None
-    _TORCH_STREAM = (get_device, get_stream)
+    try:  # torch's getCurrentCUDAStream(-1) is the current device's: checked once, not assumed
+        one_call = get_stream(-1) == get_stream(get_device())
+    except Exception:  # noqa: BLE001 - a torch that refuses -1 (or no device yet): two calls
+        one_call = False
+    _TORCH_STREAM = (get_device, get_stream, one_call)
     return _TORCH_STREAM
 
 

@@ -21,15 +21,13 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
-from tlx.compiler.abi import TMAEncoding
+from tlx.compiler.abi import TMA_DATA_TYPE, TMA_SWIZZLE, TMA_TFLOAT32, TMAEncoding
 
-from .dtypes import ELEMENT_BYTES, FLOAT_DTYPES, TMA_DATA_TYPE, TMA_TFLOAT32, canonical_dtype
+from .dtypes import ELEMENT_BYTES, FLOAT_DTYPES, canonical_dtype
 from .errors import TLXRuntimeError
 
-TENSOR_MAP_BYTES = 128
 MAX_RANK = 5
 MAX_BOX = 256
-SWIZZLE_ENUM = {0: 0, 32: 1, 64: 2, 128: 3}  # CUtensorMapSwizzle NONE/32B/64B/128B
 L2_PROMOTION_128B = 2  # CUtensorMapL2promotion, what Triton uses
 OOB_FILL_NONE, OOB_FILL_NAN = 0, 1  # CUtensorMapFloatOOBfill (NaN = NAN_REQUEST_ZERO_FMA)
 INTERLEAVE_NONE = 0
@@ -74,7 +72,8 @@ class TensorDescriptor:
     def from_tensor(tensor: Any, block_shape: Optional[Sequence[int]] = None, padding: str = "zero",
                     round_f32_to_tf32: bool = False) -> "TensorDescriptor":
         """A descriptor covering the whole array, its shape and strides (in elements) read from
-        it: a device array, or a host numpy array (for the interpreter, as the constructor takes)."""
+        it: a device array, or a host numpy array or CPU torch tensor (for the interpreter, as
+        the constructor takes)."""
         import numpy as np
 
         if isinstance(tensor, np.ndarray):
@@ -84,6 +83,9 @@ class TensorDescriptor:
                                       f"of {item} bytes", hint="pass np.ascontiguousarray(x)")
             return TensorDescriptor(tensor, list(tensor.shape), [st // item for st in tensor.strides],
                                     block_shape, padding, round_f32_to_tf32)
+        if _host_tensor(tensor):
+            return TensorDescriptor(tensor, list(tensor.shape), list(tensor.stride()), block_shape, padding,
+                                    round_f32_to_tf32)
         from .arrays import describe
 
         info = describe(tensor)
@@ -115,10 +117,23 @@ class TensorDescriptor:
                 f"block_shape={self.block_shape}, padding={self.padding!r})")
 
 
+def _host_tensor(base: Any) -> bool:
+    """A torch tensor in host memory, not pinned (a pinned one is a device array: UVA)."""
+    from .arrays import kind_of
+
+    if kind_of(base) != "torch" or not getattr(base, "is_cpu", False):
+        return False
+    try:
+        return not base.is_pinned()
+    except Exception:  # noqa: BLE001 - a torch build without CUDA may refuse the question
+        return True
+
+
 def _described_pointer(base: Any) -> Tuple[int, str]:
     """Address and dtype of a base for checks and signatures: a device array, or a host numpy
-    array (a descriptor for the CPU interpreter, `tlx.interpret`; a GPU launch refuses it when
-    it encodes the descriptor, like any host array)."""
+    array or CPU torch tensor (a descriptor for the CPU interpreter, `tlx.interpret` and
+    ``TLX_INTERPRET=1``; a GPU launch refuses it when it encodes the descriptor, like any host
+    array)."""
     import numpy as np
 
     if isinstance(base, np.ndarray):
@@ -128,6 +143,13 @@ def _described_pointer(base: Any) -> Tuple[int, str]:
         if dt is None:
             raise TLXRuntimeError(f"numpy dtype {base.dtype} has no kernel type")
         return base.ctypes.data, dt
+    if _host_tensor(base):
+        from .dtypes import dtype_of_torch
+
+        dt = dtype_of_torch(base.dtype)
+        if dt is None:
+            raise TLXRuntimeError(f"torch dtype {base.dtype} has no kernel type")
+        return base.data_ptr(), dt
     return base_pointer(base, -1)
 
 
@@ -241,7 +263,7 @@ def check_tma_rules(*, ptr: int, dtype: str, shape: Sequence[int], strides: Sequ
     if inner_bytes % 16:
         fail("box-inner-bytes", f"the inner box dimension is {box[-1]} elements = {inner_bytes} "
                                 "bytes, not a multiple of 16 bytes")
-    if encoding.swizzle not in SWIZZLE_ENUM:
+    if encoding.swizzle not in TMA_SWIZZLE:
         fail("swizzle", f"swizzle {encoding.swizzle}; use 0, 32, 64 or 128 bytes")
     if encoding.swizzle and inner_bytes > encoding.swizzle:
         fail("swizzle-span", f"the inner box row is {inner_bytes} bytes, wider than the "
@@ -280,7 +302,7 @@ def tiled_encoding(dtype: str, shape: Sequence[int], strides: Sequence[int],
         box=tuple(int(b) for b in reversed(encoding.box)),
         element_strides=(1,) * rank,
         interleave=INTERLEAVE_NONE,
-        swizzle=SWIZZLE_ENUM[encoding.swizzle],
+        swizzle=TMA_SWIZZLE[encoding.swizzle],
         l2_promotion=L2_PROMOTION_128B,
         oob_fill=OOB_FILL_NAN if padding == "nan" else OOB_FILL_NONE)
 

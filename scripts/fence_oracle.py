@@ -2,9 +2,9 @@
 (triton 3.8 + triton-utlx, on the CPU, for sm_90a) and with ours, and report where each puts its
 proxy fences.
 
-    /work/tlxref-venv/bin/python scripts/fence_oracle.py tlx  > /tmp/oracle_tlx.json
-    python scripts/fence_oracle.py ours  > /tmp/oracle_ours.json
-    python scripts/fence_oracle.py table /tmp/oracle_tlx.json /tmp/oracle_ours.json
+    $TLXREF_PYTHON scripts/fence_oracle.py tlx  > oracle_tlx.json   # a Python with the real TLX
+    python scripts/fence_oracle.py ours  > oracle_ours.json
+    python scripts/fence_oracle.py table oracle_tlx.json oracle_ours.json
 
 For each kernel and each compiler: the proxy fences in the PTX (and for ours also in the final
 IR), how many sit inside a loop of the PTX (a backward branch around real work, not an

@@ -118,6 +118,8 @@ def entry(prefix: str, name: str, obj: Any) -> Tuple[str, str, str]:
         return kind, f"{prefix}.{name}{sig}", _meaning(prefix, name, obj)
     if isinstance(obj, staticmethod):
         obj = obj.__func__
+    if "." in name and isinstance(_owner(prefix, name), types.ModuleType):
+        return "function", f"{prefix}.{name}{_params(obj)}", _meaning(prefix, name, obj)
     if "." in name and hasattr(obj, "__code__") and "self" not in inspect.signature(obj).parameters:
         return "static method", f"{prefix}.{name}{_params(obj)}", _meaning(prefix, name, obj)
     if "." in name:
@@ -134,7 +136,8 @@ def _owner(prefix: str, name: str) -> Any:
     return getattr(tlx, name.split(".")[0])
 
 
-METHODS_OF = ("CompiledKernel", "TensorDescriptor")
+METHODS_OF = ("CompiledKernel", "JITFunction", "TensorDescriptor", "Config")
+MODULES = ("testing",)  # submodules of tlx whose own __all__ is documented
 
 
 def public_names() -> List[Tuple[str, str, Any]]:
@@ -151,6 +154,8 @@ def public_names() -> List[Tuple[str, str, Any]]:
             for m, v in vars(obj).items():
                 if not m.startswith("_") and (callable(v) or isinstance(v, property)):
                     out.append(("tlx", f"{n}.{m}", v.fget if isinstance(v, property) else v))
+        if n in MODULES:
+            out += [("tlx", f"{n}.{m}", getattr(obj, m)) for m in obj.__all__]
     out += [("tl", n, getattr(tl, n)) for n in tl.__all__]
     math_names = [n for n, v in vars(tlmath).items()
                   if not n.startswith("_") and callable(v) and getattr(v, "__tlx_builtin__", False)]
@@ -169,8 +174,8 @@ LAUNCH_ROWS = [
 SECTIONS = [
     ("tlx", "`tlx`: the TLX extensions, compiling, running and showing kernels",
      "`import tlx`. Shared memory, TMA, mbarriers, wgmma, fences and warp specialization are called "
-     "inside `@tlx.jit` kernels; `jit`, `compile`, `interpret`, `show`, `TensorDescriptor` and "
-     "`host_copy` are host-side."),
+     "inside `@tlx.jit` kernels; `jit`, `compile`, `interpret`, `show`, `TensorDescriptor`, "
+     "`host_copy`, `autotune`, `Config`, `heuristics` and `testing` are host-side."),
     ("tl", "`tlx.language` (`tl`): the Triton core language subset",
      "`import tlx.language as tl`; called inside `@tlx.jit` kernels. Names and defaults follow "
      "`triton.language`."),

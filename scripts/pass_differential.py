@@ -7,9 +7,9 @@ benchmark times) — it records the IR text after every pass, every fence record
 (removed ones included), the program order of the final fences and the passes' counters
 (`ctx.stats`), and compares them with a reference: a saved snapshot or another git revision.
 
-    python scripts/pass_differential.py --save /tmp/main.json.gz   # record this checkout
+    python scripts/pass_differential.py --save main.json.gz   # record this checkout
     python scripts/pass_differential.py --against main              # compare with a git revision
-    python scripts/pass_differential.py --against /tmp/main.json.gz # compare with a snapshot
+    python scripts/pass_differential.py --against main.json.gz # compare with a snapshot
 
 `--against REV` extracts REV with `git archive` into a temporary folder and records it there in
 a subprocess (its own `tlx` package on PYTHONPATH, in front of the editable install), so the
@@ -62,7 +62,7 @@ def _unordered_lists(text: str) -> str:
 
 _WRITER_LIST = re.compile(r"(on some path )(.*?)( reach\(es\) )")
 # tests/catalog.py imports the tlx_sources kernels from a fresh temporary folder each run
-_TEMP_SOURCE = re.compile(r"/tmp/tlx_src_[^/\"]+/")
+_TEMP_SOURCE = re.compile(re.escape(os.path.join(tempfile.gettempdir(), "tlx_src_")) + r"[^/\"]+/")
 
 
 def _record(rec) -> Dict[str, Any]:

@@ -1,12 +1,12 @@
 """Compile the GEMM examples with Meta's TLX (the real compiler, on the CPU) and with tlx, and
 compare the proxy fences in both PTXs: how many, and how many inside the K loop.
 
-Run with a Python that has triton + TLX (triton.language.extra.tlx), e.g.
-``/work/tlxref-venv/bin/python scripts/tlxref_gemm_fences.py [--ptx-dir DIR] [--json FILE]``.
+Run with a Python that has triton + TLX (triton.language.extra.tlx):
+``$TLXREF_PYTHON scripts/tlxref_gemm_fences.py [--ptx-dir DIR] [--json FILE]``.
 It reads `examples/gemm_kernels.py`, swaps its imports for triton's (the only change a TLX
 kernel needs), compiles every kernel for sm_90a with `triton.compile`, and, when tlx is
 importable in the same Python (or `--tlx-python` names one that has it), the same kernels with
-tlx. tests/test_gemm_fences_tlxref.py runs it and asserts the acceptance rules.
+tlx. tests/test_gemm_fences.py runs it and asserts that tlx emits no more fences than TLX.
 """
 from __future__ import annotations
 

@@ -71,6 +71,18 @@ def undefined_name(x_ptr, n):
 
 
 @tlx.jit
+def undefined_function(x_ptr, n):
+    y = helper_that_was_never_imported(n)  # ERR: name 'helper_that_was_never_imported' is not defined
+
+
+@tlx.jit
+def name_bound_only_in_a_loop(x_ptr, n):
+    for i in range(0, n):
+        last = i
+    tl.store(x_ptr, last)  # ERR: name 'last' is not defined
+
+
+@tlx.jit
 def if_on_block_tensor(x_ptr, n):
     x = tl.arange(0, 64)
     if x > 3:  # ERR: its truth is ambiguous
@@ -160,12 +172,12 @@ def return_inside_loop(x_ptr, n):
 
 @tlx.jit
 def partition_uses_outer_block_tensor(x_ptr, n):
-    offs = tl.arange(0, 128)
+    vals = tl.load(x_ptr + tl.arange(0, 128))  # loaded: registers another partition cannot read
     with tlx.async_tasks():
         with tlx.async_task("default"):
-            tl.store(x_ptr + offs, 1.0)
+            tl.store(x_ptr + tl.arange(0, 128), vals)
         with tlx.async_task(num_warps=4):
-            tl.store(x_ptr + offs, 2.0)  # ERR: computed outside it
+            tl.store(x_ptr + tl.arange(0, 128), vals + 1.0)  # ERR: computed outside it
 
 
 @tlx.jit

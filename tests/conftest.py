@@ -2,20 +2,11 @@
 
 import pytest
 
-
-def _have_sm90_gpu() -> bool:
-    try:
-        from numba import cuda
-
-        if not cuda.is_available():
-            return False
-        return cuda.get_current_device().compute_capability >= (9, 0)
-    except Exception:
-        return False
+from tlx.runtime.driver import has_sm90_gpu
 
 
 def pytest_collection_modifyitems(config, items):
-    if any("gpu" in item.keywords for item in items) and not _have_sm90_gpu():
+    if any("gpu" in item.keywords for item in items) and not has_sm90_gpu():
         skip = pytest.mark.skip(reason="needs an sm_90 GPU")
         for item in items:
             if "gpu" in item.keywords:

@@ -25,7 +25,7 @@ ACC = "tensor<128x128xf32>"
 
 def module(body: str, args: str = "", attrs: str = 'num_warps = 4, target = "sm_90a"', name: str = "k") -> str:
     """A one-function module; `body` is the function body (ending before tt.return)."""
-    return (f'#f0 = "/tmp/kernel.py"\nmodule attributes {{{attrs}}} {{\n  tt.func @{name}({args}) {{\n'
+    return (f'#f0 = "kernel.py"\nmodule attributes {{{attrs}}} {{\n  tt.func @{name}({args}) {{\n'
             f"{body}\n    tt.return\n  }}\n}}\n")
 
 

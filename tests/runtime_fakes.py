@@ -92,3 +92,58 @@ class HandleStream:
 
     def __init__(self, handle):
         self.handle = handle
+
+
+# ---- stand-ins for cuLaunchKernelEx ---------------------------------------------------------------
+
+import ctypes  # noqa: E402
+
+
+class LaunchConfig(ctypes.Structure):
+    """cuda.h's CUlaunchConfig, as the native launch fills it."""
+
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p), ("attrs", ctypes.c_void_p),
+                ("numAttrs", ctypes.c_uint)]
+
+
+LAUNCH_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(LaunchConfig), ctypes.c_void_p,
+                             ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+
+
+class DriverRecorder:
+    """Records every launch as the driver would receive it: grid, block, dynamic shared memory,
+    stream, the cluster attribute's 72 bytes (None without one), the function handle and each
+    parameter's bytes (sizes from the registered ABI of each handle). `native_address` is a C
+    function pointer for the native launch's `set_entry` (a ctypes callback: the GIL, released
+    around the driver call, is taken again inside); `bindings` takes cuda.bindings' arguments."""
+
+    def __init__(self):
+        self.calls = []
+        self.sizes = {}
+        self.result = 0
+        self._callback = LAUNCH_FN(self._native)
+        self.native_address = ctypes.cast(self._callback, ctypes.c_void_p).value
+
+    def register(self, handle, abi):
+        self.sizes[handle] = [p.size for p in abi.params]
+
+    def _record(self, grid, block, shared, stream, attr, handle, params, config_bytes=None):
+        sizes = self.sizes[handle]
+        self.calls.append({"grid": grid, "block": block, "shared": shared, "stream": stream, "cluster_attr": attr,
+                           "handle": handle, "params": [ctypes.string_at(params[i], n) for i, n in enumerate(sizes)],
+                           "config_bytes": config_bytes})
+
+    def _native(self, config, function, params, extra):
+        c = config.contents
+        attr = ctypes.string_at(c.attrs, 72) if c.numAttrs else None
+        self._record((c.gridDimX, c.gridDimY, c.gridDimZ), c.blockDimX, c.sharedMemBytes, c.hStream or 0, attr,
+                     function or 0, params, ctypes.string_at(ctypes.addressof(c), ctypes.sizeof(LaunchConfig)))
+        return self.result
+
+    def bindings(self, cfg, handle, params, extra):
+        attr = ctypes.string_at(cfg.attrs[0].getPtr(), 72) if cfg.numAttrs else None
+        self._record((cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ), cfg.blockDimX, cfg.sharedMemBytes, int(cfg.hStream),
+                     attr, handle, (ctypes.c_void_p * max(len(self.sizes[handle]), 1)).from_address(params))
+        return (self.result,)

@@ -67,7 +67,8 @@ def test_cache_list_and_clear(tmp_path):
     assert "(0 entries)" in run_cli("cache", "list", env=env).stdout
 
 
-def test_demo_runs_on_this_machine():
+def test_demo_runs_on_this_machine_and_matches_numpy():
     r = run_cli("demo")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "1. The kernel, traced into tlx IR" in r.stdout
-    assert "relative error vs numpy (float64)" in r.stdout
+    assert "relative error vs numpy (float64)" in r.stdout and "-> OK" in r.stdout

@@ -120,3 +120,32 @@ def test_tma_multicast_is_refused_not_silently_dropped():
 """
     with pytest.raises(TLXCompileError, match="multicast"):
         compile_ir_text(body, "%d: !tensordesc<64x64xf16>")
+
+
+def test_warp_barrier_arrive_is_made_by_every_thread_and_a_plain_barrier_arrive_by_the_leader():
+    """alloc_warp_barrier counts num_warps * 32 * num_arrivals arrivals: each thread arrives by
+    itself (the real TLX's semantics). A leader-only arrive there never completes the phase: the
+    warp-barrier GEMM tutorial hung on the GPU that way."""
+    import tlx
+    import tlx.language as tl
+
+    @tlx.jit
+    def arrive_both(out_ptr):
+        wb = tlx.alloc_warp_barrier(num_barriers=1, num_warps=4, num_arrivals=1)
+        b = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
+        tlx.barrier_arrive(wb[0])
+        tlx.barrier_arrive(b[0])
+        tlx.barrier_wait(wb[0], 0)
+        tlx.barrier_wait(b[0], 0)
+        tl.store(out_ptr + tl.arange(0, 128), tl.arange(0, 128))
+
+    ck = tlx.compile(arrive_both, signature={"out_ptr": "*i32"})
+    ptx = ck.asm["ptx"]
+    inits = [ln.split() for ln in ptx.splitlines() if "mbarrier.init" in ln]
+    assert [i[-1] for i in inits] == ["128;", "1;"]  # 4 warps x 32 threads; one leader arrival
+    warp_addr, plain_addr = inits[0][-2], inits[1][-2]
+    arrives = [ln.split() for ln in ptx.splitlines() if "mbarrier.arrive.shared" in ln]
+    by_addr = {a[-1].rstrip(";"): a for a in arrives}
+    assert not by_addr[warp_addr.rstrip(",")][0].startswith("@")      # every thread
+    assert by_addr[plain_addr.rstrip(",")][0].startswith("@%leader")  # the leader only
+    assert ck.asm["cubin"]

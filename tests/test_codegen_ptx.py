@@ -88,7 +88,7 @@ def test_canonical_tma_store_order():
     for name in ("tma_store_fenced", "tma_store_unfenced"):
         ptx = ptx_of(name)
         in_order(ptx, "st.shared", "fence.proxy.async.shared::cta;", "bar.sync", "cp.async.bulk.tensor.2d.global.shared::cta",
-                 "cp.async.bulk.commit_group", "cp.async.bulk.wait_group.read \t0")
+                 "cp.async.bulk.commit_group", "cp.async.bulk.wait_group.read 0")
         assert ptx.count("fence.proxy.async.shared::cta") == 1, name
 
 
@@ -98,7 +98,7 @@ def test_tma_load_is_issued_by_the_leader_and_completes_on_the_mbarrier():
              "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
              "mbarrier.try_wait.parity.shared::cta.b64")
     assert re.search(r"@%leader\w* cp\.async\.bulk\.tensor\.2d\.shared::cluster", ptx)
-    assert re.search(r"@%leader\w* mbarrier\.arrive\.expect_tx\.shared::cta\.b64 \t_, \[%\w+\], 8192;", ptx)
+    assert re.search(r"@%leader\w* mbarrier\.arrive\.expect_tx\.shared::cta\.b64 _, \[%\w+\], 8192;", ptx)
 
 
 @pytest.mark.parametrize("name,scope", [("fence_gpu_last_block_sum", "gpu"), ("fence_sys_flag", "sys")])
@@ -110,7 +110,7 @@ def _loop_body(ptx: str) -> str:
     """The text between the first loop label and its back-edge."""
     m = re.search(r"^(\$L_loop_\d+):$", ptx, re.M)
     assert m, "no loop"
-    end = ptx.index(f"bra.uni \t{m.group(1)};", m.end())
+    end = ptx.index(f"bra.uni {m.group(1)};", m.end())
     return ptx[m.end():end]
 
 
@@ -128,7 +128,7 @@ def test_kept_fence_sits_inside_the_loop():
     body = _loop_body(ptx)
     in_order(body, "st.shared", "fence.proxy.async.shared::cta;", "bar.sync", "wgmma.fence.sync.aligned",
              "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", "wgmma.commit_group.sync.aligned",
-             "wgmma.wait_group.sync.aligned \t0")
+             "wgmma.wait_group.sync.aligned 0")
 
 
 def _gemm_pipelined(block_n: int, num_warps: int = 8):
@@ -149,7 +149,7 @@ def test_pipelined_gemm_wgmma_shape_and_no_spills():
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in ptx
     # 128x256 over 2 warpgroups: one m64n256 tile per warpgroup, 4 K steps of 16
     assert ptx.count("wgmma.mma_async") == 4
-    assert "cp.async.cg.shared.global" in ptx and "cp.async.wait_group \t1" in ptx
+    assert "cp.async.cg.shared.global" in ptx and "cp.async.wait_group 1" in ptx
     assert r.resources["spill_stores"] == 0
 
 
@@ -160,17 +160,17 @@ def test_128x128_accumulator_over_8_warps_has_no_spills():
     assert r.resources["spill_stores"] == 0 and r.resources["spill_loads"] == 0 and r.resources["stack_bytes"] == 0
     assert r.resources["registers"] <= 168, r.resources
     # the accumulator stays in one set of registers: no copies of it in the K loop
-    assert re.search(r"wgmma\.mma_async\S* \t\{(%acc_\d+_0),", ptx)
+    assert re.search(r"wgmma\.mma_async\S* \{(%acc_\d+_0),", ptx)
 
 
 def test_wgmma_descriptors_of_the_pipelined_gemm():
     """A (128x64 fp16, K-major, 128B swizzle): SBO = 8 rows x 128 B, no LBO; B (64x256, N
     contiguous = MN-major): LBO = one 64-row swizzle-atom column (8 KB), SBO = 1 KB; both mode 1."""
     ptx = _gemm_pipelined(256).asm["ptx"]
-    his = set(re.findall(r"mov\.b32 \t%r\d+, (\d+);", ptx))
+    his = set(re.findall(r"mov\.b32 %r\d+, (\d+);", ptx))
     assert str((1024 >> 4) | (1 << 30)) in his
     assert "or.b32" in ptx and str((8192 >> 4) << 16) in ptx
-    adds = re.findall(r"add\.s64 \t%rd\d+, %rd\d+, (\d+);", ptx)
+    adds = re.findall(r"add\.s64 %rd\d+, %rd\d+, (\d+);", ptx)
     assert {"0", "2", "4", "6"} <= set(adds)  # A: +32 bytes per K step (K-major)
     assert {"128", "256", "384"} <= set(adds)  # B: +16 rows of 128 bytes per K step (MN-major)
 
@@ -179,9 +179,9 @@ def test_warp_specialized_gemm_dispatch_registers_and_barriers():
     r = compile_case(CASES_BY_NAME["tlx_gemm_ws"])
     ptx = r.asm["ptx"]
     assert ".reqntid 384" in ptx and ".maxnreg 168" in ptx
-    assert "setmaxnreg.inc.sync.aligned.u32 \t232;" in ptx and "setmaxnreg.dec.sync.aligned.u32 \t40;" in ptx
+    assert "setmaxnreg.inc.sync.aligned.u32 232;" in ptx and "setmaxnreg.dec.sync.aligned.u32 40;" in ptx
     # partitions' CTA barriers are their own named barriers, with their thread counts
-    for bar in re.findall(r"bar\.sync \t(\d+(?:, \d+)?);", ptx):
+    for bar in re.findall(r"bar\.sync (\d+(?:, \d+)?);", ptx):
         assert bar == "0" or bar in ("0, 128", "2, 128", "3, 128"), bar
     assert r.resources["spill_stores"] == 0
     tma = [p for p in r.abi.params if p.kind == "tensordesc"]
@@ -276,10 +276,10 @@ def test_one_value_carried_twice_gets_two_homes():
     tt.store %out, %s
 ''', "%out: !ptr<i32>, %n: i32")
     body = _loop_body(ptx)
-    p_reg = re.search(r"add\.s32 \t%p2_\d+, (%\w+),", body).group(1)
-    q_reg = re.search(r"mul\.lo\.s32 \t%q2_\d+, (%\w+),", body).group(1)
+    p_reg = re.search(r"add\.s32 %p2_\d+, (%\w+),", body).group(1)
+    q_reg = re.search(r"mul\.lo\.s32 %q2_\d+, (%\w+),", body).group(1)
     assert p_reg != q_reg, body  # the two carried values live in different registers
-    assert re.search(rf"mov\.b32 \t{q_reg}, %x_\d+;", ptx) or re.search(rf"mov\.b32 \t{p_reg}, %x_\d+;", ptx)
+    assert re.search(rf"mov\.b32 {q_reg}, %x_\d+;", ptx) or re.search(rf"mov\.b32 {p_reg}, %x_\d+;", ptx)
 
 
 def test_subtiled_epilogue_splits_the_accumulator_without_moving_data():

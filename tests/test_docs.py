@@ -64,3 +64,15 @@ def test_api_md_is_what_the_generator_makes_of_the_code():
     r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_api_docs.py"), "--check"], capture_output=True,
                        text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_the_architecture_map_names_files_that_exist_in_order():
+    """docs/architecture.md: at most ten files, numbered from `@tlx.jit` to the driver call, each
+    one that exists."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    steps = re.findall(r"^(\d+)\. `([^`]+)` — \S", text, re.MULTILINE)
+    assert 5 <= len(steps) <= 10, steps
+    assert [int(n) for n, _ in steps] == list(range(1, len(steps) + 1))
+    assert steps[0][1] == "tlx/jit.py" and steps[-1][1].startswith("runtime/native_launch")
+    for _, path in steps:
+        assert (ROOT / path).is_file(), f"docs/architecture.md names {path}, which does not exist"

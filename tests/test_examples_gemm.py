@@ -125,13 +125,12 @@ def test_matmul_wrapper_on_numpy_runs_the_interpreter(kind):
 def test_epilogue_without_its_fence_is_a_reported_race(kind):
     """Delete the user's fence from the traced kernel: the interpreter must report the generic
     store of C racing the TMA store that reads it (so `hazards == []` above means something)."""
-    from tlx.interpret import prepare_module
-    from tlx.interpreter import run
-    from tlx.launch import bind_arguments
+    from tlx.interpreter import prepare_module, run
+    from tlx.specialize import Specializer
 
     a, b, _, _ = operands(128, 256, 64, "fp16")
     plan = gemm.ALL_PLANS[kind](a, b, out=poisoned_out(128, 256, "fp16"))
-    bound = bind_arguments(plan.kernel, plan.args, plan.constexprs)
+    bound, _ = Specializer(plan.kernel).bind(plan.args, plan.constexprs)
     module = prepare_module(plan.kernel, bound, None, plan.num_warps, fence_passes=False)
     fences = [op for op in module.ops() if op.name == "tlx.fence_async_shared"]
     assert fences, "the example lost its epilogue fence"
@@ -194,7 +193,7 @@ def test_h200_configs_fit_shared_memory_and_match_the_descriptors():
     assert [list(d.block_shape) for d in p.args[:3]] == [[128, 64], [64, 256], [128, 256]] and p.num_warps == 8
 
 
-def test_plans_name_the_issue_kernels_and_all_examples():
+def test_plans_list_the_three_benchmarked_kernels_and_all_four_examples():
     assert list(gemm.PLANS) == ["pipelined", "ws", "persistent"]
     assert list(gemm.ALL_PLANS) == ["pipelined", "ws", "persistent", "pingpong"]
 

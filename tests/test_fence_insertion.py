@@ -1,12 +1,15 @@
-"""Pass A (FenceInsertion) conformance: every case of fence-passes.md §3.1, IR text in, IR text
-out, pass A alone (as Triton's lit test runs it), then the gaps of §5 where we do better."""
+"""FenceInsertion alone, IR text in, IR text out (as Triton's lit test runs its pass): a fence right
+before every async reader (a wgmma operand, the source of a TMA or bulk store) of a generic write,
+hoisted out of every loop that writes none of its operands; then the cases where it does better
+than Triton's pass (if and for results traced into their yields, cp.async counted as a writer,
+bulk stores as readers, writes through views, branches and warp-specialize partitions)."""
 
 from fence_ir import ACC, PASS_A, S, S64, S64M, SM, T16, check, count_fences, module, run
 
 FENCE = 'tlx.fence_async_shared {cluster = false, origin = "fence_insertion"'
 
 
-def test_A1_matmul_like_fence():
+def test_wgmma_reading_two_allocs_with_source_gets_one_fence_before_it():
     ir = module(f"""
     %a = tlx.local_alloc src(%t0) : {S} loc(#f0:3:4)
     %b = tlx.local_alloc src(%t1) : {S} loc(#f0:4:4)
@@ -24,7 +27,7 @@ def test_A1_matmul_like_fence():
     assert str(rec.reader_loc) == "kernel.py:5" and str(rec.loc) == "kernel.py:5"
 
 
-def test_A2_matmul_like_fence_local_store_one_operand_suffices():
+def test_a_local_store_to_one_wgmma_operand_is_enough_for_a_fence():
     ir = module(f"""
     %a = tlx.local_alloc : {SM}
     %b = tlx.local_alloc : {SM}
@@ -37,7 +40,7 @@ def test_A2_matmul_like_fence_local_store_one_operand_suffices():
     """, PASS_A)
 
 
-def test_A3_mma_v5_adapted_wgmma_reads_through_a_transposed_view():
+def test_wgmma_reading_through_a_transposed_view_gets_a_fence():
     # tcgen5 MMA is Blackwell-only; on sm_90 the same rule (an MMA reader of alloc-with-source
     # operands gets a fence) is exercised with wgmma reading B through a memdesc_trans view.
     ir = module(f"""
@@ -69,7 +72,7 @@ LOOPS = """
     }} loc(#f0:41:4)"""
 
 
-def test_A4_fence_outside_loop():
+def test_fence_is_hoisted_out_of_loops_that_write_no_operand():
     ir = module(LOOPS.format(allocs=f"%a = tlx.local_alloc src(%t0) : {S}\n    %b = tlx.local_alloc src(%t1) : {S}",
                              inner="", acc=ACC), f"%t0: {T16}, %t1: {T16}")
     res = check(ir, f"""
@@ -85,7 +88,7 @@ def test_A4_fence_outside_loop():
                                  "hoisted out of the loop at kernel.py:41 because that loop writes no operand"]
 
 
-def test_A5_fence_store_in_loop():
+def test_fence_stays_in_the_loop_that_stores_an_operand():
     ir = module(LOOPS.format(allocs=f"%a = tlx.local_alloc src(%t0) : {SM}\n    %b = tlx.local_alloc src(%t1) : {S}",
                              inner="tlx.local_store %a, %t0 loc(#f0:43:8)", acc=ACC), f"%t0: {T16}, %t1: {T16}")
     res = check(ir, f"""
@@ -102,7 +105,7 @@ def test_A5_fence_store_in_loop():
                                  "writes the buffer every iteration")
 
 
-def test_A6_register_operand_is_ignored_and_unwritten_alloc_has_no_writer():
+def test_register_operand_and_unwritten_alloc_need_no_fence():
     ir = module(f"""
     %b = tlx.local_alloc : {SM}
     %d = tlx.async_dot %t0, %b : {ACC}""", f"%t0: {T16}")
@@ -110,7 +113,7 @@ def test_A6_register_operand_is_ignored_and_unwritten_alloc_has_no_writer():
     assert count_fences(text) == 0 and res.fences == []
 
 
-WS_A7 = f"""
+WS_MMA = f"""
     %c0 = arith.constant {{value = 0}} : i32
     %c1 = arith.constant {{value = 1}} : i32
     %A = tlx.local_alloc src(%t0) : {S64}
@@ -136,8 +139,8 @@ WS_A7 = f"""
     }}"""
 
 
-def test_A7_mma_inside_warp_specialize():
-    check(module(WS_A7, "%t0: tensor<64x64xf16>, %n: i32"), f"""
+def test_wgmma_in_a_warp_specialize_partition_is_fenced_in_that_partition():
+    check(module(WS_MMA, "%t0: tensor<64x64xf16>, %n: i32"), f"""
     CHECK: ^partition0
     CHECK-NOT: tlx.fence_async_shared
     CHECK: {FENCE}
@@ -152,7 +155,7 @@ def test_A7_mma_inside_warp_specialize():
     """, PASS_A)
 
 
-def test_A8_no_duplicate_fence_tma_store():
+def test_a_user_fence_before_a_tma_store_is_not_doubled():
     ir = module("""
     tlx.local_store %smem, %data
     tlx.fence_async_shared {cluster = false, origin = "user"}
@@ -171,10 +174,10 @@ def test_A8_no_duplicate_fence_tma_store():
 
 
 # ------------------------------------------------------------------------------------------------
-# §3.3 "derived from code" cases about pass A
+# cases derived from reading Triton's pass
 # ------------------------------------------------------------------------------------------------
 
-def test_derived_memdesc_function_argument_without_stores_gets_a_fence():
+def test_memdesc_function_argument_without_stores_gets_a_fence():
     ir = module("tlx.tma_store %desc, %smem offsets(%c, %c)", f"%desc: !tensordesc<128x128xf16>, %smem: {S}, %c: i32")
     res = check(ir, f"""
     CHECK: {FENCE}
@@ -196,8 +199,8 @@ IF_YIELD = f"""
     tlx.tma_store %desc, %v offsets(%c, %c)"""
 
 
-def test_gap_5_8_if_result_is_traced_into_its_yields():
-    # Triton's pass A does not trace scf.if results (fence-passes.md §2.A, §5.8): no fence. We do.
+def test_if_result_is_traced_into_its_yields():
+    # Triton's FenceInsertion does not trace scf.if results, so it puts no fence here. We do.
     ir = module(IF_YIELD, f"%t0: {T16}, %t1: {T16}, %p: i1, %desc: !tensordesc<128x128xf16>, %c: i32")
     res = check(ir, f"""
     CHECK: scf.if
@@ -207,7 +210,7 @@ def test_gap_5_8_if_result_is_traced_into_its_yields():
     assert len(res.fences[0].writers) == 2
 
 
-def test_gap_5_8_for_result_is_traced_into_its_yields():
+def test_for_result_is_traced_into_its_yields():
     # the buffer leaving the loop is whatever the body yields (a buffer written in the body)
     ir = module(f"""
     %c0 = arith.constant {{value = 0}} : i32
@@ -228,7 +231,7 @@ def test_gap_5_8_for_result_is_traced_into_its_yields():
     assert [str(l) for l in res.fences[0].writer_locs] == ["kernel.py:20"]
 
 
-def test_gap_5_8_cp_async_is_a_generic_writer_and_the_fence_stays_after_its_wait():
+def test_cp_async_is_a_generic_writer_and_the_fence_stays_after_its_wait():
     # cp.async before the loop, its wait inside the loop: the fence must follow the wait
     ir = module(f"""
     %c0 = arith.constant {{value = 0}} : i32
@@ -251,7 +254,7 @@ def test_gap_5_8_cp_async_is_a_generic_writer_and_the_fence_stays_after_its_wait
     assert "lands cp.async data" in res.fences[0].placement[-1]
 
 
-def test_gap_5_8_bulk_async_store_is_an_async_reader():
+def test_bulk_async_store_is_an_async_reader():
     ir = module(f"""
     %b = tlx.local_alloc src(%t0) : {S}
     tlx.async_store %dst, %b, %size""", f"%t0: {T16}, %dst: !ptr<f16>, %size: i32")
@@ -262,9 +265,9 @@ def test_gap_5_8_bulk_async_store_is_an_async_reader():
     """, PASS_A)
 
 
-def test_gap_5_9_all_writers_block_hoisting_store_through_a_view_inside_the_loop():
+def test_a_store_through_a_view_inside_the_loop_keeps_the_fence_in_the_loop():
     # `buf` is stored directly once before the loop and through a subslice view inside it;
-    # Triton's rule (1) stops at the first direct store and hoists the fence (§5.9). We keep it in.
+    # Triton's pass looks only at the first direct store, so it hoists the fence out. We keep it in.
     ir = module(f"""
     %c0 = arith.constant {{value = 0}} : i32
     %c1 = arith.constant {{value = 1}} : i32
@@ -287,8 +290,8 @@ def test_gap_5_9_all_writers_block_hoisting_store_through_a_view_inside_the_loop
     assert "kept in the loop at kernel.py:30 because tlx.local_store at kernel.py:31" in res.fences[0].placement[-1]
 
 
-def test_gap_5_10_writer_before_the_loop_in_the_same_partition_is_hoisted_out_of_the_loop():
-    # Triton only compares "same partitions op" and keeps the fence in the loop (§5.10)
+def test_fence_for_a_writer_before_the_loop_in_the_same_partition_leaves_the_loop():
+    # Triton's pass compares only the enclosing partitions op, so it keeps the fence in the loop
     ir = module(f"""
     tlx.warp_specialize %n, %t0 {{partition_num_warps = [4]}} {{
     ^default:
@@ -315,9 +318,9 @@ def test_gap_5_10_writer_before_the_loop_in_the_same_partition_is_hoisted_out_of
     assert "kept inside its warp-specialize partition" in res.fences[0].placement[-1]
 
 
-def test_falls_short_1_view_with_several_users_is_still_hoisted_out_of_the_k_loop():
-    # TLX point (1): a view used by local_store (outside), async_dot and async_dot_wait; the
-    # stores are outside the K loop, so the fence leaves the loop.
+def test_fence_for_a_view_with_several_users_is_hoisted_out_of_the_k_loop():
+    # a view used by local_store (outside), async_dot and async_dot_wait: TLX fences every
+    # iteration; the stores are outside the K loop, so the fence leaves the loop.
     ir = module(f"""
     %c0 = arith.constant {{value = 0}} : i32
     %c1 = arith.constant {{value = 1}} : i32
@@ -340,7 +343,7 @@ def test_falls_short_1_view_with_several_users_is_still_hoisted_out_of_the_k_loo
     """, PASS_A)
 
 
-def test_falls_short_3_branch_local_fence():
+def test_fence_goes_on_the_only_branch_that_writes():
     # only the then-branch writes: the fence goes at its end, not after the join
     ir = module(f"""
     %buf = tlx.local_alloc : {SM}
@@ -425,7 +428,7 @@ PRODUCER_CONSUMER = f"""
     }}"""
 
 
-def test_falls_short_2_producer_side_fence_across_a_warp_specialize_mbarrier_hand_off():
+def test_producer_partition_fences_its_write_before_an_mbarrier_hand_off():
     ir = module(PRODUCER_CONSUMER, "%t0: tensor<64x64xf16>, %n: i32")
     res = check(ir, f"""
     CHECK: ^default:

@@ -1,5 +1,5 @@
-"""The three fence mechanisms together (and TMALowering alone): fence-passes.md §3.3 extra cases,
-"never a needless fence", fences that explain themselves, switches and targets."""
+"""The three fence mechanisms together (and TMALowering alone): cases that need more than one
+pass, "never a needless fence", fences that explain themselves, switches and targets."""
 
 from fence_ir import ACC, ALL, FENCES, S, S64, S64M, SM, T16, check, count_fences, module, run
 
@@ -72,7 +72,8 @@ def test_tma_lowering_descriptor_load_in_a_loop_invalidates_after_every_thread_w
 
 
 def test_descriptor_store_full_pipeline_canonical_order():
-    # st.shared -> fence.proxy.async -> bar.sync -> TMA store (fence-passes.md §1, §4)
+    # st.shared -> fence.proxy.async -> bar.sync -> TMA store: every thread's write is fenced, then
+    # the barrier, then one elected thread issues the TMA store
     ir = module("tt.descriptor_store %d, %t offsets(%c, %c)", f"%d: {DESC}, %t: {T16}, %c: i32")
     text, res = run(ir, ALL)
     check(ir, """
@@ -248,8 +249,8 @@ def test_aref_producer_side_raw_fence_before_the_full_arrive_no_second_fence():
     assert [g.kind for g in rec.guards] == ["RAW"] and "kernel.py:70" in str(rec.guards[0])
 
 
-def test_gap_5_12_user_fence_then_effectful_op_then_tma_store_gives_one_fence():
-    # Triton's dedupe is local, so pass A adds a second fence after the intervening load (§5.12);
+def test_user_fence_then_effectful_op_then_tma_store_gives_one_fence():
+    # Triton's dedupe is local, so its FenceInsertion adds a second fence after the intervening load;
     # ours removes it: the user's fence already separates the store from the TMA store
     ir = module(f"""
     %c0 = arith.constant {{value = 0}} : i32
@@ -283,7 +284,7 @@ def test_redundant_user_fence_is_kept_and_reported():
     assert "fence #2 [user, cta] at kernel.py:31 -- REDUNDANT" in report
 
 
-def test_falls_short_4_gpu_and_sys_fences_stay():
+def test_gpu_and_sys_fences_stay():
     ir = module("""
     tlx.fence {scope = "gpu"}
     tlx.fence {scope = "sys"}""")
@@ -364,8 +365,8 @@ WS_LOOP_READER = f"""
     }}"""
 
 
-def test_derived_writer_in_one_partition_tma_store_in_a_loop_of_another():
-    # fence-passes.md §3.3 (derived): Triton keeps A's fence inside P1's loop. With the mbarrier
+def test_writer_in_one_partition_tma_store_in_a_loop_of_another():
+    # Triton keeps FenceInsertion's fence inside the reading partition's loop. With the mbarrier
     # hand-off we fence once, in the writer's partition before its arrive; without any
     # synchronization there is no order for a fence to enforce, and none stays.
     synced = WS_LOOP_READER.replace(

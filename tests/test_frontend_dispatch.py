@@ -1,133 +1,75 @@
-"""`kernel[grid](...)` through the generated dispatcher, without a GPU: the kernels are really
-traced and compiled, only the driver's cuLaunchKernelEx is replaced by a recorder of the packed
-parameter bytes, grid and stream. Checks the fast path's specialization (pointer alignment,
-dtype, int range, == 1, constexprs, options), packing, streams, grids, errors and TLX_INTERPRET."""
+"""`kernel[grid](...)` without a GPU: the kernels are really traced and compiled, only the
+driver's cuLaunchKernelEx is replaced by a recorder of what it receives (grid, block, stream,
+each parameter's bytes). Every test runs through the native launch (runtime/native_launch.c,
+the recorder behind it as a C function pointer) and through the cuda.bindings fallback
+(``TLX_NATIVE_LAUNCH=0``): specialization (pointer alignment, dtype, int range, == 1,
+constexprs, options), packing, streams, grids, errors, threads and TLX_INTERPRET."""
 
-import ctypes
 import itertools
 import struct
 import sys
+import threading
 import types
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import tlx
 import tlx.language as tl
-from runtime_fakes import CAIArray, Tensor, TorchStream
+from runtime_fakes import CAIArray, DriverRecorder, Tensor, TorchStream
 from tlx.compiler.errors import TLXCompileError
-from tlx.jit import JITFunction
 from tlx.runtime import driver, host_copy, native_launch, streams
 from tlx.runtime.errors import TLXRuntimeError
 from tlx.runtime.launcher import Launcher
 from tlx.runtime.loader import LoadedKernel
 
-
-class Launches:
-    """Every faked cuLaunchKernelEx: the launcher, grid, stream and each parameter's bytes."""
-
-    def __init__(self):
-        self.calls = []
-
-    def recorder(self, launcher):
-        sizes = [p.size for p in launcher.abi.params]
-
-        def launch_ex(cfg, handle, params, extra):
-            ptrs = (ctypes.c_void_p * max(len(sizes), 1)).from_address(params)
-            self.calls.append({"launcher": launcher, "grid": (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ),
-                               "block": cfg.blockDimX, "stream": int(cfg.hStream),
-                               "params": [ctypes.string_at(ptrs[i], n) for i, n in enumerate(sizes)]})
-            return (0,)
-
-        return launch_ex
-
-
-class NativeLaunches:
-    """The same record, read from the native module's C stand-in for cuLaunchKernelEx: every
-    launch goes through C (the native dispatcher's own, or the launcher's native entry when the
-    dispatcher takes the Python path), which logs the parameter bytes during the call."""
-
-    def __init__(self, module):
-        self.module = module
-        self.by_handle = {}
-        self._calls = []
-
-    def register(self, launcher, handle):
-        self.by_handle[handle] = launcher
-        self.module.record_param_sizes(handle, tuple(p.size for p in launcher.abi.params))
-
-    @property
-    def calls(self):
-        for c in self.module.logged_calls():
-            self._calls.append({"launcher": self.by_handle[c["function"]], "grid": c["grid"],
-                                "block": c["block"][0], "stream": c["stream"], "params": c["params"]})
-        return self._calls
-
-
 _HANDLES = itertools.count(0x10_0000, 0x100)
+MODES = ["native launch", "cuda.bindings"]
 
 
 def no_bindings_call(*args):
-    raise AssertionError("cuda.bindings' cuLaunchKernelEx called with the native entry in use")
+    raise AssertionError("cuda.bindings' cuLaunchKernelEx called with the native launch in use")
 
 
-@pytest.fixture(params=["python dispatcher", "native dispatcher"])
+@pytest.fixture(params=MODES)
 def launches(request, monkeypatch, tmp_path, tmp_path_factory):
-    """The recorded launches; every test runs with the generated Python dispatcher alone and with
-    the native dispatcher (native_dispatch.c) in front of it."""
+    """The recorded launches, through the native launch or the cuda.bindings fallback."""
     return record_launches(request.param, monkeypatch, tmp_path, tmp_path_factory)
 
 
 def record_launches(mode, monkeypatch, tmp_path, tmp_path_factory):
-    """Fake loading and launching (`mode`: "python dispatcher" or "native dispatcher") and
-    return the record of the launches."""
+    """Fake loading and the driver call (`mode`: one of MODES) and return the recorder."""
     monkeypatch.setenv("TLX_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("TLX_INTERPRET", raising=False)
-    # whatever the test does, kernel[grid] ends as the Python method it started as
-    monkeypatch.setattr(JITFunction, "__getitem__", JITFunction._getitem)
-    if mode == "native dispatcher":
-        module = bind_recording_entry(monkeypatch, tmp_path_factory)
-        rec = NativeLaunches(module)
+    rec = DriverRecorder()
+    native = None
+    if mode == "native launch":
+        missing = native_launch.missing_prerequisite()
+        if missing is not None:  # a build failure for any other reason is an error, not a skip
+            pytest.skip(f"the native module cannot be built here: {missing}")
+        module = native_launch.load_module(tmp_path_factory.getbasetemp() / "native")
+        module.set_entry(rec.native_address)
+        native = module.launch
 
-        def fake_load(self):
-            if self.loaded is None:
-                handle = next(_HANDLES)
-                self._install(LoadedKernel(self.name, None, None, handle, 0, 0, 0), no_bindings_call, module.launch)
-                rec.register(self, handle)
-            return self.loaded
-    else:
-        monkeypatch.setattr(native_launch, "_entry", None)  # as on a machine without the entry
-        monkeypatch.setattr(native_launch, "_tried", True)
-        rec = Launches()
-
-        def fake_load(self):
-            if self.loaded is None:
-                self._install(LoadedKernel(self.name, None, None, "HANDLE", 0, 0, 0), rec.recorder(self))
-            return self.loaded
+    def fake_load(self):
+        if self.loaded is None:
+            handle = next(_HANDLES)
+            rec.register(handle, self.abi)
+            self.install(LoadedKernel(self.name, None, None, handle, 0, 0, 0), native,
+                         no_bindings_call if native is not None else rec.bindings)
+        return self.loaded
 
     monkeypatch.setattr(Launcher, "load", fake_load)
+    monkeypatch.setattr("tlx.launch.current_context", lambda kernel=None: None)
     monkeypatch.setattr(driver, "current_context", lambda kernel=None: None)
     rec.mode = mode
     return rec
 
 
-def bind_recording_entry(monkeypatch, tmp_path_factory):
-    """The native module (built once per session), bound as the launch entry to its recording
-    stand-in for cuLaunchKernelEx; `monkeypatch` restores native_launch's entry state after."""
-    missing = native_launch.missing_prerequisite()
-    if missing is not None:  # a build failure for any other reason is an error, not a skip
-        pytest.skip(f"the native module cannot be built here: {missing}")
-    for name in ("_entry", "_tried", "_status"):
-        monkeypatch.setattr(native_launch, name, getattr(native_launch, name))
-    module = native_launch.load_module(tmp_path_factory.getbasetemp() / "native")
-    module.reset_log()
-    native_launch.bind_entry(module.recording_entry(0))
-    return module
-
-
 def fake_torch(monkeypatch, current_stream):
     """A `torch` module in sys.modules whose current stream is `current_stream[0]`, and whose
-    Tensor class is runtime_fakes.Tensor (so the dispatcher sees torch tensors as torch's)."""
+    Tensor class is runtime_fakes.Tensor (so the launch path sees those tensors as torch's)."""
     mod = types.ModuleType("torch")
     mod.Tensor = Tensor
     mod._C = types.SimpleNamespace(_cuda_getDevice=lambda: 0,
@@ -159,8 +101,8 @@ def Q(v):
 
 @pytest.fixture(params=["plain", "torch imported"])
 def torch_mode(request, monkeypatch):
-    """Each test runs without torch and with a (fake) torch imported: the dispatcher reads torch
-    tensors on its own fast path only when torch is imported."""
+    """Each test runs without torch and with a (fake) torch imported: torch tensors are read
+    on the key's inline path only when they are torch's."""
     if request.param == "torch imported":
         fake_torch(monkeypatch, [0])
     return request.param
@@ -171,14 +113,15 @@ def test_launch_packs_arguments_grid_and_block(launches, torch_mode):
     x, out = Tensor(0x10000, (1024,)), Tensor(0x20000, (1024,))
     k1 = scale[(4,)](x, out, 1000, 2.0, BLOCK=256)
     call = launches.calls[-1]
-    assert call["grid"] == (4, 1, 1) and call["block"] == 128 and call["stream"] == 0
+    assert call["grid"] == (4, 1, 1) and call["block"] == 128 and call["stream"] == 0 and call["cluster_attr"] is None
     assert call["params"] == [Q(0x10000), Q(0x20000), struct.pack("<i", 1000), struct.pack("<f", 2.0)]
     assert "divisibility = [16, 16, 1, 1]" in func_attrs(k1) and "equal_to_one" not in func_attrs(k1)
-    # same specialization, new values: nothing recompiled, the buffer follows
+    # same specialization, new values: nothing recompiled, nothing looked up again
+    misses = scale.launch_path.misses
     y, out2 = Tensor(0x30000, (1024,)), Tensor(0x40000, (1024,))
     k2 = scale[(2, 3)](y, out2, 1032, -0.5, BLOCK=256)
     call = launches.calls[-1]
-    assert k2 is k1 and call["grid"] == (2, 3, 1)
+    assert k2 is k1 and call["grid"] == (2, 3, 1) and scale.launch_path.misses == misses
     assert call["params"] == [Q(0x30000), Q(0x40000), struct.pack("<i", 1032), struct.pack("<f", -0.5)]
     # keywords for runtime parameters, positional constexprs
     k3 = scale[(1,)](x_ptr=x, out_ptr=out, n=5, alpha=1.5, BLOCK=256)
@@ -187,6 +130,27 @@ def test_launch_packs_arguments_grid_and_block(launches, torch_mode):
     assert launches.calls[-1]["params"] == launches.calls[-2]["params"] == [
         Q(0x10000), Q(0x20000), struct.pack("<i", 5), struct.pack("<f", 1.5)]
     assert len(launches.calls) == 4
+
+
+def test_repeated_calls_of_each_shape_are_found_without_binding(launches, torch_mode):
+    scale = make_scale()
+    x, out = Tensor(0x10000, (1024,)), Tensor(0x20000, (1024,))
+    g = (2,)
+    k = scale[g](x, out, 64, 1.0, BLOCK=64)
+    k_pos = scale[g](x, out, 64, 1.0, 64)  # a positional constexpr: another call shape, one miss
+    misses = scale.launch_path.misses
+    launch = scale[g]
+    assert scale[g] is launch  # the same grid object, the same launch function
+    for i in range(5):
+        assert launch(Tensor(0x30000 + 0x100 * i, (64,)), out, 64 + 16 * i, 0.5 * i, BLOCK=64) is k
+        assert launches.calls[-1]["params"][0] == Q(0x30000 + 0x100 * i)
+        assert launches.calls[-1]["params"][2:] == [struct.pack("<i", 64 + 16 * i), struct.pack("<f", 0.5 * i)]
+        assert launch(x, out, 80, 2.0, 64) is k_pos is k
+    assert scale.launch_path.misses == misses
+    # runtime arguments by keyword are bound every time: correct, not looked up
+    assert scale[g](x_ptr=x, out_ptr=out, n=96, alpha=1.0, BLOCK=64) is k
+    assert scale.launch_path.misses == misses + 1
+    assert launches.calls[-1]["params"][2] == struct.pack("<i", 96)
 
 
 def test_specializes_on_alignment_dtype_int_range_and_one(launches, torch_mode):
@@ -214,6 +178,8 @@ def test_specializes_on_alignment_dtype_int_range_and_one(launches, torch_mode):
     unsigned = scale[(1,)](x, out, 2 ** 63 + 16, 2.0, BLOCK=256)
     assert unsigned.abi.params[2].dtype == "u64"
     assert launches.calls[-1]["params"][2] == struct.pack("<Q", 2 ** 63 + 16)
+    assert scale[(1,)](x, out, 2 ** 64 - 16, 2.0, BLOCK=256) is unsigned
+    assert launches.calls[-1]["params"][2] == struct.pack("<Q", 2 ** 64 - 16)
     int_alpha = scale[(1,)](x, out, 1024, 3, BLOCK=256)  # an int where a float was: i32, not fp32
     assert int_alpha.abi.params[3].dtype == "i32" and launches.calls[-1]["params"][3] == struct.pack("<i", 3)
     bool_alpha = scale[(1,)](x, out, 1024, True, BLOCK=256)  # True is i1, never "== 1"
@@ -233,6 +199,8 @@ def test_specializes_on_alignment_dtype_int_range_and_one(launches, torch_mode):
     assert scale[(1,)](x, out, 2 ** 40, 2.0, BLOCK=256) is wide
     assert scale[(1,)](x, out, 1024, 2.0, BLOCK=256, num_warps=8) is warps
     assert scale[(1,)](Tensor(0x10008, (1024,)), out, 1024, 2.0, BLOCK=256) is unaligned
+    assert scale[(1,)](x, out, 1024, -7, BLOCK=256) is int_alpha
+    assert launches.calls[-1]["params"][3] == struct.pack("<i", -7)
 
 
 def test_streams_are_honoured(launches, monkeypatch):
@@ -255,7 +223,7 @@ def test_streams_are_honoured(launches, monkeypatch):
     assert launches.calls[-1]["stream"] == 0x88
     scale[(1,)](x, out, 64, 1.0, BLOCK=64, stream=0x99)
     assert launches.calls[-1]["stream"] == 0x99
-    fresh = make_scale()  # a dispatcher made while torch is imported
+    fresh = make_scale()  # a kernel first launched while torch is imported
     fresh[(1,)](x, out, 64, 1.0, BLOCK=64)
     assert launches.calls[-1]["stream"] == 0x88
     current[0] = 0
@@ -267,9 +235,11 @@ def test_producer_streams_of_cai_arrays_are_waited_for(launches, monkeypatch):
     waits = []
     monkeypatch.setattr("tlx.runtime.arrays._wait_for_producer", lambda producer, stream: waits.append((producer, stream)))
     scale = make_scale()
-    scale[(1,)](CAIArray(0x10000, (64,), "<f4", stream=0x42), Tensor(0x20000, (64,)), 64, 1.0, BLOCK=64,
-                stream=0x55)
-    assert (0x42, 0x55) in waits
+    for _ in range(2):  # the first launch and a repeated one
+        scale[(1,)](CAIArray(0x10000, (64,), "<f4", stream=0x42), Tensor(0x20000, (64,)), 64, 1.0, BLOCK=64,
+                    stream=0x55)
+        assert waits[-1] == (0x42, 0x55)
+    assert launches.calls[-1]["params"][0] == Q(0x10000)
 
 
 def test_grids(launches, torch_mode):
@@ -286,6 +256,8 @@ def test_grids(launches, torch_mode):
     assert seen == [{"x_ptr": x, "out_ptr": out, "n": 1000, "alpha": 2.0, "BLOCK": 256}]
     scale[grid](x, out, 100, 2.0, BLOCK=64)
     assert launches.calls[-1]["grid"] == (2, 1, 1)
+    scale[grid](x, out, 1000, 2.0, BLOCK=64)  # a repeated call: the callable sees its arguments
+    assert launches.calls[-1]["grid"] == (16, 1, 1) and seen[-1]["n"] == 1000
     g = (5, 2)
     launch = scale[g]
     launch(x, out, 100, 2.0, BLOCK=64)
@@ -293,6 +265,11 @@ def test_grids(launches, torch_mode):
     assert [c["grid"] for c in launches.calls[-2:]] == [(5, 2, 1)] * 2
     scale[7](x, out, 100, 2.0, BLOCK=64)
     assert launches.calls[-1]["grid"] == (7, 1, 1)
+    as_list = [3]
+    scale[as_list](x, out, 100, 2.0, BLOCK=64)
+    as_list[0] = 6  # a list is read at every launch
+    scale[as_list](x, out, 100, 2.0, BLOCK=64)
+    assert [c["grid"] for c in launches.calls[-2:]] == [(3, 1, 1), (6, 1, 1)]
     n = len(launches.calls)
     scale[(0,)](x, out, 100, 2.0, BLOCK=64)  # an empty grid launches nothing
     scale[(3, 0)](x, out, 100, 2.0, BLOCK=64)
@@ -303,6 +280,8 @@ def test_grids(launches, torch_mode):
         scale[(1, 1, 1, 1)](x, out, 100, 2.0, BLOCK=64)
     with pytest.raises(TLXRuntimeError, match="outside"):
         scale[(1, 70000)](x, out, 100, 2.0, BLOCK=64)
+    with pytest.raises(TLXRuntimeError, match="outside"):
+        scale[(-1,)](x, out, 100, 2.0, BLOCK=64)
     scale[(1,)](x, out, 100, 2.0, BLOCK=64)
     assert launches.calls[-1]["grid"] == (1, 1, 1)
 
@@ -317,9 +296,7 @@ def test_bad_calls_after_a_launch_are_clear_errors(launches, torch_mode):
         scale[(1,)](x, out, 64, 1.0, 64, 5)
     with pytest.raises(TLXCompileError, match="bad launch of kernel scale: got an unexpected keyword argument 'nope'"):
         scale[(1,)](x, out, 64, 1.0, BLOCK=64, nope=1)
-    # An argument passed twice is the one mistake Python itself reports, naming the kernel (no
-    # wrapper frame around every launch to translate it).
-    with pytest.raises(TypeError, match=r"^scale\(\) got multiple values for argument 'x_ptr'$"):
+    with pytest.raises(TLXCompileError, match="bad launch of kernel scale: multiple values for argument 'x_ptr'"):
         scale[(1,)](x, out, 64, 1.0, BLOCK=64, x_ptr=x)
     with pytest.raises(TLXCompileError, match="bad launch of kernel scale: missing a required argument: 'x_ptr'"):
         scale[(1,)](out_ptr=out, n=64, alpha=1.0, BLOCK=64)
@@ -337,21 +314,25 @@ def test_bad_calls_after_a_launch_are_clear_errors(launches, torch_mode):
         scale[(1,)](Tensor(0x10000, (4,), "complex64"), out, 64, 1.0, BLOCK=64)
     with pytest.raises(TLXRuntimeError, match="cannot pass object"):
         scale[(1,)](object(), out, 64, 1.0, BLOCK=64)
+    with pytest.raises(TLXRuntimeError, match=r"parameter 'alpha' \(fp32\).*out of range"):
+        scale[(1,)](x, out, 64, 1e300, BLOCK=64)  # a float key, a value fp32 cannot hold
     n = len(launches.calls)
     scale[(1,)](x, out, 64, 1.0, BLOCK=64)  # the kernel still launches
     assert len(launches.calls) == n + 1
 
 
 def test_pinned_tensors_and_host_copies(launches, torch_mode, monkeypatch):
-    staged = []  # the copying launch needs a driver: record that the fast path diverts to it
-    monkeypatch.setattr(Launcher, "_staged_launch", lambda self, grid, args, s, bound: staged.append((args, bound)))
+    staged = []  # the copying launch needs a driver: record what the launcher would copy in
+    monkeypatch.setattr(Launcher, "_stage", lambda self, host, s, done: staged.append(host) or 0x7700)
+    monkeypatch.setattr(Launcher, "_finish_staging", lambda self, done, s: None)
     scale = make_scale()
     out = Tensor(0x20000, (64,))
     scale[(1,)](Tensor(0x10000, (64,), cuda=False, pinned=True), out, 64, 1.0, BLOCK=64)
     assert launches.calls[-1]["params"][0] == Q(0x10000)
     hc = host_copy(np.zeros(64, np.float32))
-    scale[(1,)](hc, out, 64, 1.0, BLOCK=64)
-    assert staged and staged[-1][0][0] is hc and staged[-1][1] is True
+    for _ in range(2):
+        scale[(1,)](hc, out, 64, 1.0, BLOCK=64)
+        assert staged[-1] is hc and launches.calls[-1]["params"][0] == Q(0x7700)
 
 
 def test_defaults_constexpr_values_and_unhashable_constexprs(launches, torch_mode):
@@ -363,12 +344,28 @@ def test_defaults_constexpr_values_and_unhashable_constexprs(launches, torch_mod
     out = Tensor(0x20000, (1024,))
     k = fill[(1,)](out, 1.5)
     assert launches.calls[-1]["params"] == [Q(0x20000), struct.pack("<f", 1.5), struct.pack("<i", 256)]
+    assert fill[(1,)](out, 2.5) is k  # the default n comes with the repeated call too
+    assert launches.calls[-1]["params"] == [Q(0x20000), struct.pack("<f", 2.5), struct.pack("<i", 256)]
     assert fill[(1,)](out, 2.5, 256, 128) is k
-    listed = fill[(1,)](out, 1.5, SHAPE=[2, 3])  # a list constexpr: no fast-path cache, still right
+    listed = fill[(1,)](out, 1.5, SHAPE=[2, 3])  # a list constexpr: no call key, still right
     assert fill[(1,)](out, 1.5, SHAPE=[2, 3]) is listed
     other = fill[(1,)](out, 1.5, SHAPE=(4, 3))
     assert other is not k
     assert fill[(1,)](out, 1.5, BLOCK=tl.constexpr(128)) is k
+    assert fill[(1,)](out, 1.5, 64) is k  # n given: the same specialization (64 % 16 == 0), n packed
+    assert launches.calls[-1]["params"][2] == struct.pack("<i", 64)
+
+
+def test_constexprs_of_another_type_are_another_specialization(launches):
+    @tlx.jit
+    def typed(out_ptr, V: tl.constexpr):
+        tl.store(out_ptr + tl.arange(0, 16), tl.full((16,), V, tl.float32))
+
+    out = Tensor(0x20000, (16,))
+    as_int = typed[(1,)](out, V=1)
+    as_float = typed[(1,)](out, V=1.0)
+    assert as_float is not as_int  # 1 == 1.0, but they trace differently
+    assert typed[(1,)](out, V=1) is as_int and typed[(1,)](out, V=1.0) is as_float
 
 
 def test_interpret_set_after_a_fast_launch(launches, torch_mode, monkeypatch):
@@ -380,11 +377,9 @@ def test_interpret_set_after_a_fast_launch(launches, torch_mode, monkeypatch):
 
     g = (2,)
     add[g](Tensor(0x10000, (128,)), Tensor(0x20000, (128,)), Tensor(0x30000, (128,)), 128, BLOCK=64)
+    misses = add.launch_path.misses
     add[g](Tensor(0x10000, (128,)), Tensor(0x20000, (128,)), Tensor(0x30000, (128,)), 128, BLOCK=64)
-    assert len(launches.calls) == 2
-    native = launches.mode == "native dispatcher" and torch_mode == "torch imported"
-    if native:  # the second launch came from C: the C path must see the variable too
-        assert add._dispatch.native.stats()["hits"] == 1
+    assert len(launches.calls) == 2 and add.launch_path.misses == misses  # the repeated launch's path
     monkeypatch.setenv("TLX_INTERPRET", "1")
     rng = np.random.default_rng()
     x, y = rng.standard_normal(100).astype(np.float32), rng.standard_normal(100).astype(np.float32)
@@ -395,13 +390,11 @@ def test_interpret_set_after_a_fast_launch(launches, torch_mode, monkeypatch):
     monkeypatch.setenv("TLX_INTERPRET", "0")
     add[g](Tensor(0x10000, (128,)), Tensor(0x20000, (128,)), Tensor(0x30000, (128,)), 128, BLOCK=64)
     assert len(launches.calls) == 3
-    if native:
-        assert add._dispatch.native.stats()["hits"] == 2
 
 
-def test_parameter_names_never_clash_with_the_dispatcher(launches, torch_mode):
-    """Parameters named like the dispatcher's own variables (the stream `s`, `grid`, `key`,
-    `specs`...) get their own values."""
+def test_parameter_names_never_clash_with_the_launch_path(launches, torch_mode):
+    """Parameters named like the launch path's own variables (the stream `s`, `grid`, `key`...)
+    get their own values."""
 
     @tlx.jit
     def clash(grid, s, key, specs, spec, values, compiled, bind, Tensor, v0, k0, d0, BLOCK: tl.constexpr):
@@ -409,10 +402,116 @@ def test_parameter_names_never_clash_with_the_dispatcher(launches, torch_mode):
         tl.store(grid + offs * s, 1.0 * key + specs + spec + values + compiled + bind + v0 + k0 + d0)
 
     args = [Tensor(0x10000, (64,)), 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37]
-    clash[(2,)](*args, BLOCK=64, stream=0x55)
-    call = launches.calls[-1]
-    assert call["grid"] == (2, 1, 1) and call["stream"] == 0x55
-    assert call["params"][0] == Q(0x10000)
-    assert call["params"][1:] == [struct.pack("<i", v) for v in args[1:]]
+    for _ in range(2):
+        clash[(2,)](*args, BLOCK=64, stream=0x55)
+        call = launches.calls[-1]
+        assert call["grid"] == (2, 1, 1) and call["stream"] == 0x55
+        assert call["params"][0] == Q(0x10000)
+        assert call["params"][1:] == [struct.pack("<i", v) for v in args[1:]]
     clash[lambda meta: (meta["s"],)](*args, BLOCK=64)
     assert launches.calls[-1]["grid"] == (3, 1, 1)
+
+    @tlx.jit
+    def named_stream(out_ptr, stream, num_warps):  # parameters named like launch options are parameters
+        tl.store(out_ptr + tl.arange(0, 16), tl.full((16,), stream + num_warps, tl.int32))
+
+    for _ in range(2):
+        k = named_stream[(1,)](Tensor(0x20000, (16,), "int32"), stream=5, num_warps=7)
+        assert launches.calls[-1]["stream"] == 0 and launches.calls[-1]["block"] == 128
+        assert launches.calls[-1]["params"][1:] == [struct.pack("<i", 5), struct.pack("<i", 7)]
+    assert k.metadata.num_warps == 4
+
+
+def test_threads_launch_their_own_arguments(launches, torch_mode):
+    """Four threads launch one kernel at once, each with its own tensors, n and grid: every
+    recorded launch carries one thread's values, never a mix."""
+    scale = make_scale()
+    out = Tensor(0x20000, (4096,))
+    scale[(1,)](Tensor(0x10000, (64,)), out, 64, 1.0, BLOCK=64)
+    together = threading.Barrier(4)
+    errors = []
+
+    def work(t):
+        try:
+            together.wait()
+            for i in range(50):
+                n = 16 * (t + 1)  # the same specialization (aligned, i32), one value per thread
+                scale[(t + 1,)](Tensor(0x100000 * (t + 1) + 0x100 * i, (64,)), out, n, float(t), BLOCK=64)
+        except Exception as exc:  # reported from the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    calls = launches.calls[1:]
+    assert len(calls) == 200
+    for c in calls:
+        t = c["grid"][0] - 1
+        ptr = struct.unpack("<Q", c["params"][0])[0]
+        assert ptr // 0x100000 == t + 1 and c["params"][2:] == [struct.pack("<i", 16 * (t + 1)), struct.pack("<f", float(t))]
+    assert scale.launch_path.misses == 1
+
+
+_VALUES = st.one_of(
+    st.builds(lambda a, d: Tensor(0x10000 + a, (64,), d), st.sampled_from([0, 4, 16, 48]),
+              st.sampled_from(["float32", "float16", "int32"])),
+    st.integers(-2 ** 63, 2 ** 64 - 1), st.floats(-1e30, 1e30, allow_nan=False), st.booleans(),
+    st.builds(np.float16, st.floats(-100, 100)), st.builds(np.int8, st.integers(-128, 127)))
+
+
+@pytest.fixture(scope="module")
+def agreeing_kernel():
+    @tlx.jit
+    def pack4(a, b, c, d):
+        pass
+
+    return pack4
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(calls=st.lists(st.tuples(_VALUES, _VALUES, _VALUES, _VALUES), min_size=1, max_size=4))
+def test_native_launch_and_the_python_packer_agree(agreeing_kernel, monkeypatch, tmp_path, tmp_path_factory, calls):
+    """The same calls through both launch paths: the same specializations, the same bytes."""
+    got = {}
+    for mode in MODES:
+        with monkeypatch.context() as m:
+            rec = record_launches(mode, m, tmp_path / mode.replace(" ", "_"), tmp_path_factory)
+            fake_torch(m, [0])
+            k = tlx.jit(agreeing_kernel.fn)
+            for args in calls:
+                k[(1,)](*args)
+                k[(1,)](*args)
+            got[mode] = [(c["grid"], c["block"], c["params"]) for c in rec.calls]
+    assert got["native launch"] == got["cuda.bindings"]
+
+
+def test_kernel_object_surface_without_a_gpu(launches):
+    scale = make_scale()
+    x, out = np.zeros(1024, np.float32), np.zeros(1024, np.float32)
+    # warmup: compile only, from host arrays standing for device arrays of their dtype
+    k = scale.warmup(x, out, 1024, 2.0, BLOCK=256, grid=(4,))
+    assert launches.calls == []
+    assert isinstance(k, tlx.CompiledKernel) and ".entry scale" in k.asm["ptx"] and "ir.cta_barriers" in k.asm
+    assert k.metadata.num_warps == 4 and k.metadata.num_ctas == 1 and k.metadata.cluster_dims == (1, 1, 1)
+    assert k.metadata.name == "scale" and k.metadata.shared == k.abi.shared_bytes and k.metadata.threads == 128
+    assert k.metadata["num_warps"] == 4 and dict(k.metadata)["target"] == "sm_90a"
+    with pytest.raises(KeyError):
+        k.metadata["keys"]
+    assert scale.warmup(x, out, 1024, 2.0, BLOCK=256) is k  # found again, not recompiled
+    assert scale.warmup(x, out, 1024, 2.0, BLOCK=256, num_warps=8).metadata.num_warps == 8
+    # a launch of the same specialization uses the warmed-up kernel
+    xt, outt = Tensor(0x10000, (1024,)), Tensor(0x20000, (1024,))
+    assert scale[(4,)](xt, outt, 1024, 2.0, BLOCK=256) is k
+    assert scale.run(xt, outt, 1024, 2.0, grid=(2,), BLOCK=256) is k and launches.calls[-1]["grid"] == (2, 1, 1)
+    assert scale.run(xt, outt, 1024, 2.0, grid=(2,), warmup=True, BLOCK=256) is k and len(launches.calls) == 2
+    # cache_key: the source's digest, and its helpers'
+    assert scale.cache_key == make_scale().cache_key and len(scale.cache_key) == 64
+
+    @tlx.jit
+    def other(x_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
+        pass
+
+    assert other.cache_key != scale.cache_key

@@ -70,3 +70,16 @@ def test_builtins_outside_a_kernel_are_an_error():
 
     with pytest.raises(TLXCompileError, match="inside a @tlx.jit kernel"):
         tl.program_id(0)
+
+
+def test_an_undefined_function_is_told_where_names_come_from_not_about_loops():
+    with pytest.raises(TLXCompileError) as info:
+        _trace(bad_kernels.undefined_function)
+    hint = info.value.hint
+    assert "bad_kernels" in hint and "import" in hint and "loop" not in hint
+
+
+def test_a_name_bound_only_inside_a_loop_is_told_about_the_loop():
+    with pytest.raises(TLXCompileError) as info:
+        _trace(bad_kernels.name_bound_only_in_a_loop)
+    assert "loop or branch" in info.value.hint and "bind it before" in info.value.hint

@@ -243,3 +243,99 @@ def test_real_tlx_kernel_needs_only_its_imports_changed(name):
     mod = catalog.load_tlx_source(name)
     kernels = [v for v in vars(mod).values() if isinstance(v, tlx.JITFunction)]
     assert len(kernels) == 1
+
+
+@tlx.jit
+def _tile_walk_in_every_partition(out_ptr, n_tiles, STEP: tl.constexpr):
+    # `tile` is bound before async_tasks and advanced by a loop in each partition: every partition
+    # starts from the value bound outside (a worker partition receives it as a capture).
+    tile = tl.program_id(0)
+    seen = tl.program_id(0) * 0
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for i in range(0, n_tiles):
+                tile += STEP
+            tl.store(out_ptr + 0, tile)
+        with tlx.async_task(num_warps=4):
+            for i in range(0, n_tiles):
+                tile += 2 * STEP
+            if n_tiles > 100:
+                seen = tile
+            tl.store(out_ptr + 1, tile)
+            tl.store(out_ptr + 2, seen)
+
+
+def test_a_value_bound_before_async_tasks_and_carried_by_a_worker_loop_is_captured():
+    sig = {"out_ptr": "*i32", "n_tiles": "i32"}
+    m = _tile_walk_in_every_partition.trace(signature_to_types(sig), {"STEP": 3})
+    (ws,) = ops_named(m, "tlx.warp_specialize")
+    worker = ws.regions[1].block
+    (loop,) = [op for op in worker.ops if op.name == "scf.for"]
+    assert loop.operands[3] in worker.args  # the carried init is one of the partition's captures
+    (branch,) = [op for op in worker.ops if op.name == "scf.if"]
+    else_yield = branch.regions[1].block.terminator
+    assert else_yield.operands[0] in worker.args  # `seen` unchanged on the else path: the capture
+    ck = tlx.compile(_tile_walk_in_every_partition, signature=sig, constexprs={"STEP": 3})
+    assert ".entry" in ck.asm["ptx"] and ck.asm["cubin"]  # assembled by ptxas for sm_90a
+
+
+def test_loop_carried_capture_runs_on_the_interpreter():
+    import numpy as np
+    out = np.full(3, -1, dtype=np.int32)
+    tlx.interpret(_tile_walk_in_every_partition, (2,), out, 5, STEP=3)
+    # the last program (pid 1) writes last: 1 + 5*3, 1 + 5*6, and `seen` stays 0 (n_tiles <= 100)
+    assert out.tolist() == [16, 31, 0]
+
+
+@tlx.jit
+def _replicated_default(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # each replica of each task writes its own row of `out`: x + 10 * (row id)
+    offs = tl.arange(0, BLOCK)
+    with tlx.async_tasks():
+        with tlx.async_task("default", replicate=2, num_regs=160):
+            r = tlx.async_task_replica_id()
+            x = tl.load(x_ptr + offs, mask=offs < n)
+            tl.store(out_ptr + r * BLOCK + offs, x + 10 * r, mask=offs < n)
+        with tlx.async_task(num_warps=1, replicate=2, registers=56):
+            r = tlx.async_task_replica_id()
+            offs_w = tl.arange(0, BLOCK)
+            x = tl.load(x_ptr + offs_w, mask=offs_w < n)
+            tl.store(out_ptr + (2 + r) * BLOCK + offs_w, x + 10 * (2 + r), mask=offs_w < n)
+
+
+def test_a_replicated_default_task_runs_its_later_replicas_as_partitions_of_the_kernels_warps():
+    m = _replicated_default.trace(signature_to_types({"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}),
+                                  {"BLOCK": 128}, num_warps=4)
+    (ws,) = ops_named(m, "tlx.warp_specialize")
+    assert len(ws.regions) == 4  # the default, two worker replicas, the default's second replica
+    assert ws.attrs["partition_num_warps"] == [1, 1, 4]
+    assert ws.attrs["partition_registers"] == [56, 56, 160] and ws.attrs["default_registers"] == 160
+    ck = tlx.compile(_replicated_default, signature={"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"},
+                     constexprs={"BLOCK": 128}, num_warps=4)
+    assert ck.asm["cubin"]  # assembled by ptxas for sm_90a
+    # `offs` (an arange made before async_tasks) is recomputed at the top of the partitions that use it
+    for region in ws.regions[1:]:
+        names = [op.name for op in region.block.ops]
+        assert "tt.make_range" in names and names.index("tt.make_range") < names.index("tt.load")
+
+
+def test_replicated_default_task_on_the_interpreter():
+    import numpy as np
+    x = np.random.default_rng(1).standard_normal(128).astype(np.float32)
+    out = np.full((4, 128), np.nan, dtype=np.float32)
+    tlx.interpret(_replicated_default, (1,), x, out, 100, BLOCK=128)
+    ref = x.astype(np.float64)[None, :100] + 10.0 * np.arange(4)[:, None]
+    np.testing.assert_allclose(out[:, :100], ref, rtol=1e-6)
+    assert np.isnan(out[:, 100:]).all()  # masked lanes untouched
+
+
+@pytest.mark.parametrize("kwargs", [{"num_regs": 25}, {"registers": 25}, {"num_regs": 16}])
+@pytest.mark.parametrize("default", [True, False])
+def test_register_budgets_must_be_multiples_of_8_in_range_and_are_value_errors(kwargs, default):
+    args = ("default",) if default else ()
+    extra = {} if default else {"num_warps": 1}
+    with pytest.raises(ValueError, match="num_regs must be") as e:
+        tlx.async_task(*args, **extra, **kwargs)
+    assert isinstance(e.value, tlx.TLXError)
+    assert tlx.async_task("default", num_regs=128).num_regs == 128
+    assert tlx.async_task(num_warps=4, registers=232).num_regs == 232

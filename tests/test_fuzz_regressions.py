@@ -42,7 +42,7 @@ def test_one_matrix_ldmatrix_and_stmatrix_take_a_vector_operand(shape):
     k = tlx.compile(tma_local_roundtrip, signature=sig, constexprs={"BR": R, "BC": C})
     assert "cubin" in k.asm
     ptx = k.asm["ptx"]
-    assert "ldmatrix.sync.aligned.m8n8.x1.shared.b16 \t{" in ptx and "stmatrix.sync.aligned.m8n8.x1.shared.b16" in ptx
+    assert "ldmatrix.sync.aligned.m8n8.x1.shared.b16 {" in ptx and "stmatrix.sync.aligned.m8n8.x1.shared.b16" in ptx
     x = (np.arange(R * C) % 61 - 30).astype(np.float16).reshape(R, C)
     y = np.full((R, C), np.nan, np.float16)
     tlx.interpret(tma_local_roundtrip, (1,), tlx.TensorDescriptor(x, [R, C], [C, 1], [R, C]),

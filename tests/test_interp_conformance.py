@@ -1,33 +1,19 @@
 """The fence passes checked by execution: every conformance kernel with the user's fence removed
 is compiled through the pre-layout passes (lower_dot, TMA lowering, FenceInsertion, allocation,
 ProxyFenceInsertion, CTA barriers) and interpreted. With the passes the interpreter finds no
-hazard; with `fence_passes=False` it reports the hazard on the right two lines.
-
-A case runs once the pass mechanism it needs is implemented (the pipeline lands piece by piece);
-until then it is skipped with the reason."""
+hazard; with `fence_passes=False` it reports the hazard on the right two lines."""
 
 import numpy as np
 import pytest
 
 import test_interp_hazards as H
 from interp_kernels import HostDesc, gemm_cp_async, gemm_tma, gemm_ws
+from tlx.compiler import pipeline
 from tlx.compiler.ir import parse_module, print_module
+from tlx.compiler.options import CompileOptions
 from tlx.interpreter import run
 
-pipeline = pytest.importorskip("tlx.compiler.pipeline")
-from tlx.compiler.options import CompileOptions  # noqa: E402
-from tlx.compiler.passes import fence_insertion, proxy_fence_insertion  # noqa: E402
-
 PRE_LAYOUT = ("lower_dot", "tma_lowering", "fence_insertion", "smem_allocation", "proxy_fence_insertion", "cta_barriers")
-
-
-def _implemented(mod) -> bool:
-    return "not implemented" not in (mod.run.__doc__ or "").lower()
-
-
-def needs(*mods):
-    missing = [m.__name__.rsplit(".", 1)[-1] for m in mods if not _implemented(m)]
-    return pytest.mark.skipif(bool(missing), reason=f"waiting for {', '.join(missing)} to land")
 
 
 def compiled(text: str, fence_passes: bool):
@@ -54,8 +40,7 @@ def _desc():
 D = f"%desc: {H.DESC}"
 
 
-@needs(fence_insertion)
-def test_A1():
+def test_wgmma_on_allocs_with_source():
     text = H.module_text(H.CONSTS + f"""
     %a = tlx.local_alloc src(%t0) : {H.S64} loc(#f:3:0)
     %b = tlx.local_alloc src(%t1) : {H.S64} loc(#f:4:0)
@@ -64,35 +49,29 @@ def test_A1():
     check(text, [], (1,), [(3, 6), (4, 6)])
 
 
-@needs(fence_insertion)
 @pytest.mark.parametrize("store_inside", [False, True])
-def test_A4_A5(store_inside):
+def test_loop_nest_storing_inside_or_outside_the_loops(store_inside):
     text = H.module_text(H._nested(store_inside, "none"), "")
     check(text, [], (1,), [(4, 10), (8, 10)] if store_inside else [(3, 10), (4, 10)])
 
 
-@needs(fence_insertion)
-def test_A7():
+def test_wgmma_in_a_warp_specialize_partition():
     check(H.module_text(H._ws_mma("none"), ""), [], (1,), [(3, 12), (3, 13)])
 
 
-@needs(fence_insertion)
-def test_flashkda24_zero_trip_loop():
+def test_fence_in_a_loop_that_may_run_zero_times():
     check(H.module_text(H._zero_trip(0, False), D), [_desc()], (1,), [(4, 9)])
 
 
-@needs(fence_insertion)
 def test_fence_on_one_path_only():
     check(H.module_text(H._if_fence(0), D), [_desc()], (1,), [(4, 11)])
 
 
-@needs(fence_insertion)
 def test_ws_handoff():
     out = np.zeros((64, 64), np.float16)
     check(H.module_text(H._ws_handoff("none"), D), [HostDesc.of(out, (64, 64))], (1,), [(9, 19)])
 
 
-@needs(fence_insertion)
 def test_gemm_epilogues():
     a = np.ones((128, 128), np.float16)
     args = [HostDesc.of(a, (64, 64)), HostDesc.of(a, (64, 64)), HostDesc.of(np.zeros((128, 128), np.float16), (64, 64)), 128]
@@ -100,14 +79,12 @@ def test_gemm_epilogues():
     check(gemm_ws(64, 64, 64, fence="none"), args, (2, 2), [(70, 72)])
 
 
-@needs(proxy_fence_insertion)
 @pytest.mark.parametrize("index_view", [False, True])
-def test_C1_C2_war(index_view):
+def test_generic_read_then_tma_load_into_the_same_bytes(index_view):
     check(H.module_text(H._war("none", index_view), D), [_desc()], (1,), [(8, 11)])
 
 
-@needs(proxy_fence_insertion)
-def test_C8_cp_async():
+def test_cp_async_gemm():
     rng = np.random.default_rng(0)
     a = rng.standard_normal((128, 64)).astype(np.float16)
     b = rng.standard_normal((64, 128)).astype(np.float16)

@@ -1,8 +1,9 @@
-"""The interpreter's proxy-hazard checker on the fence-pass conformance cases (fence-passes.md §3,
-read as "the fence the pass would insert, written by hand") and on the peers.md §3 bug classes:
-with the fence in place no hazard; without it the hazard names the buffer and the right two
-lines. Also the synchronization bugs (missing waits, early releases, expect_bytes) and the
-deadlock report."""
+"""The interpreter's proxy-hazard checker on the fence passes' cases (each with the fence the pass
+would insert written by hand) and on the proxy bugs found in real kernels (a TMA-store epilogue
+without a fence, a fence on one path only, aliasing views, a hand-off across partitions, a fence
+in a loop that may run zero times): with the fence in place no hazard; without it the hazard
+names the buffer and the right two lines. Also the synchronization bugs (missing waits, early
+releases, expect_bytes) and the deadlock report."""
 
 import time
 
@@ -46,9 +47,9 @@ def _desc():
     return HostDesc.of(np.zeros((64, 64), np.float16), (64, 64))
 
 
-# ---- pass A (FenceInsertion) cases ---------------------------------------------------------------
+# ---- FenceInsertion's cases ----------------------------------------------------------------------
 
-def test_A1_alloc_with_source_then_wgmma():
+def test_wgmma_on_allocs_with_source_needs_a_fence():
     def body(fence):
         return CONSTS + f"""
     %a = tlx.local_alloc src(%t0) : {S64} loc(#f:3:0)
@@ -63,7 +64,7 @@ def test_A1_alloc_with_source_then_wgmma():
     assert "%a" in hs[0].buffer and "fence" in str(hs[0])
 
 
-def test_A2_local_store_one_operand():
+def test_local_store_of_one_wgmma_operand_needs_a_fence():
     def body(fence):
         return CONSTS + f"""
     %a = tlx.local_alloc : {S64} loc(#f:3:0)
@@ -95,13 +96,13 @@ def _nested(store_inside: bool, fence_at: str):
     }} loc(#f:6:0)"""
 
 
-def test_A4_fence_hoisted_out_of_both_loops_covers_writers_outside():
+def test_fence_hoisted_out_of_both_loops_covers_writers_outside():
     assert hazards(kernel(_nested(False, "outside"))) == []
     hs = hazards(kernel(_nested(False, "none")))
     assert sorted(h.lines for h in hs) == [(3, 10), (4, 10)]
 
 
-def test_A5_store_in_loop_needs_the_fence_in_the_loop():
+def test_store_in_the_loop_needs_the_fence_in_the_loop():
     assert hazards(kernel(_nested(True, "inside"))) == []
     h = only(hazards(kernel(_nested(True, "outside"))))
     assert h.lines == (8, 10)
@@ -110,7 +111,7 @@ def test_A5_store_in_loop_needs_the_fence_in_the_loop():
     assert "iteration 0 of the loop at k.py:7" in str(h)
 
 
-def test_A6_register_operand_and_unwritten_buffer_need_no_fence():
+def test_register_operand_and_unwritten_buffer_need_no_fence():
     m = kernel(CONSTS + f"""
     %b = tlx.local_alloc : {S64} loc(#f:4:0)
     %d = tlx.async_dot %t0, %b : {ACC} loc(#f:6:0)
@@ -119,7 +120,7 @@ def test_A6_register_operand_and_unwritten_buffer_need_no_fence():
 
 
 def _ws_mma(fence_at: str) -> str:
-    """A7: the operand is written before the warp_specialize, read by wgmma in a loop in a
+    """The operand is written before the warp_specialize, read by wgmma in a loop in a
     worker partition; partition 2 reads an operand nobody wrote."""
     return CONSTS + f"""
     %A = tlx.local_alloc src(%t0) : {S64} loc(#f:3:0)
@@ -150,7 +151,7 @@ def _ws_mma(fence_at: str) -> str:
     }} loc(#f:6:0)"""
 
 
-def test_A7_mma_inside_warp_specialize():
+def test_wgmma_in_a_warp_specialize_partition_needs_a_fence():
     assert hazards(kernel(_ws_mma("partition"))) == []
     assert hazards(kernel(_ws_mma("before_ws"))) == []  # the fence runs before the workers fork
     hs = hazards(kernel(_ws_mma("none")))
@@ -158,7 +159,7 @@ def test_A7_mma_inside_warp_specialize():
     assert all(h.second.partition.startswith("1 ") for h in hs)
 
 
-def test_A8_user_fence_before_pure_ops_then_tma_store():
+def test_user_fence_before_pure_ops_then_tma_store():
     def body(fence):
         return CONSTS + f"""
     %s = tlx.local_alloc : {S64} loc(#f:3:0)
@@ -171,7 +172,7 @@ def test_A8_user_fence_before_pure_ops_then_tma_store():
     assert only(hazards(kernel(body(False), f"%desc: {DESC}"), [_desc()])).lines == (4, 7)
 
 
-# ---- pass C (ProxyFenceInsertion) cases -----------------------------------------------------------
+# ---- ProxyFenceInsertion's cases -----------------------------------------------------------------
 
 def _war(fence_at: str, index_view: bool) -> str:
     buf = "!smem<1x64x64xf16, buffers=1, mutable>" if index_view else S64
@@ -191,7 +192,7 @@ def _war(fence_at: str, index_view: bool) -> str:
 
 
 @pytest.mark.parametrize("index_view", [False, True])
-def test_C1_C2_generic_read_then_tma_load_needs_a_fence_after_the_read(index_view):
+def test_generic_read_then_tma_load_needs_a_fence_after_the_read(index_view):
     m = lambda f: kernel(_war(f, index_view), f"%desc: {DESC}")  # noqa: E731
     assert hazards(m("after_read"), [_desc()]) == []
     for bad in ("none", "before_read"):  # C2: a fence before the read does not order it
@@ -199,7 +200,7 @@ def test_C1_C2_generic_read_then_tma_load_needs_a_fence_after_the_read(index_vie
         assert (h.kind, h.lines) == ("war", (8, 11))
 
 
-def test_C3_async_write_after_async_write_needs_no_fence():
+def test_async_write_after_async_write_needs_no_fence():
     m = kernel(CONSTS + f"""
     %X = tlx.local_alloc : {S64} loc(#f:3:0)
     %bars = tlx.alloc_barriers {{num = 1, arrive_count = 1}} : !mbarriers<1>
@@ -214,7 +215,7 @@ def test_C3_async_write_after_async_write_needs_no_fence():
     assert hazards(m, [_desc()]) == []
 
 
-def test_C4_local_store_then_tma_store_regardless_of_store_wait():
+def test_local_store_then_tma_store_needs_a_fence_regardless_of_store_wait():
     def body(fence):
         return CONSTS + f"""
     %X = tlx.local_alloc : {S64} loc(#f:3:0)
@@ -226,7 +227,7 @@ def test_C4_local_store_then_tma_store_regardless_of_store_wait():
     assert only(hazards(kernel(body(False), f"%desc: {DESC}"), [_desc()])).lines == (5, 7)
 
 
-def test_C8_cp_async_is_generic_its_wait_is_no_fence():
+def test_cp_async_is_generic_and_its_wait_is_no_fence():
     rng = np.random.default_rng(0)
     a = rng.standard_normal((128, 64)).astype(np.float16)
     b = rng.standard_normal((64, 128)).astype(np.float16)
@@ -238,7 +239,7 @@ def test_C8_cp_async_is_generic_its_wait_is_no_fence():
     assert hs[0].count == 8  # every program, both k steps
 
 
-# ---- peers.md §3 classes -------------------------------------------------------------------------
+# ---- proxy bugs found in real kernels ------------------------------------------------------------
 
 def _zero_trip(trips: int, fence_after_loop: bool) -> str:
     return CONSTS + f"""
@@ -255,14 +256,14 @@ def _zero_trip(trips: int, fence_after_loop: bool) -> str:
     tlx.tma_store_wait {{pendings = 0}}"""
 
 
-def test_flashkda24_fence_in_a_loop_that_runs_zero_times():
+def test_fence_in_a_loop_that_runs_zero_times_fences_nothing():
     assert hazards(kernel(_zero_trip(2, False), f"%desc: {DESC}"), [_desc()]) == []
     h = only(hazards(kernel(_zero_trip(0, False), f"%desc: {DESC}"), [_desc()]))
     assert h.lines == (4, 9)
     assert hazards(kernel(_zero_trip(0, True), f"%desc: {DESC}"), [_desc()]) == []
 
 
-def test_class_A_tma_store_epilogue_without_fence():
+def test_tma_store_epilogue_without_fence():
     a = np.ones((128, 128), np.float16)
     args = [HostDesc.of(a, (64, 64)), HostDesc.of(a, (64, 64)), HostDesc.of(np.zeros((128, 128), np.float16), (64, 64)), 128]
     h = only(hazards(parse_module(gemm_tma(64, 64, 64, fence=False)), args, (2, 2)))
@@ -287,12 +288,12 @@ def _if_fence(cond: int) -> str:
     tlx.tma_store_wait {{pendings = 0}}"""
 
 
-def test_class_H_fence_on_one_path_only():
+def test_fence_on_one_path_only():
     assert hazards(kernel(_if_fence(1), f"%desc: {DESC}"), [_desc()]) == []
     assert only(hazards(kernel(_if_fence(0), f"%desc: {DESC}"), [_desc()])).lines == (4, 11)
 
 
-def test_class_I_aliasing_views_share_bytes():
+def test_aliasing_views_share_bytes():
     """A write through a reinterpreted view of an allocation, a TMA store through the original."""
     def body(fence):
         return CONSTS + f"""
@@ -310,7 +311,7 @@ def test_class_I_aliasing_views_share_bytes():
 
 
 def _ws_handoff(fence_at: str) -> str:
-    """Class G: the default partition writes a tile and hands it to worker 1 through an mbarrier;
+    """The default partition writes a tile and hands it to worker 1 through an mbarrier;
     the worker TMA-stores it. The fence must be in the writer before its arrive, or in the reader
     after its wait."""
     return CONSTS + f"""
@@ -338,7 +339,7 @@ def _ws_handoff(fence_at: str) -> str:
     }} loc(#f:5:0)"""
 
 
-def test_class_G_fence_across_partitions():
+def test_fence_across_partitions_in_the_writer_or_the_reader():
     out = np.zeros((64, 64), np.float16)
     run_ = lambda f: hazards(kernel(_ws_handoff(f), f"%desc: {DESC}"), [HostDesc.of(out, (64, 64))])  # noqa: E731
     assert run_("producer") == []
@@ -349,7 +350,7 @@ def test_class_G_fence_across_partitions():
         assert h.lines == (9, 19) and h.first.partition == "default" and h.second.partition.startswith("1 ")
 
 
-def test_class_G_missing_handoff_is_a_race():
+def test_partitions_without_a_handoff_race():
     text = _ws_handoff("producer").replace("tlx.barrier_wait %b, %z loc(#f:17:0)", "")
     h = only(hazards(kernel(text, f"%desc: {DESC}"), [_desc()]), SyncHazard)
     assert h.kind == "race" and h.lines == (9, 19)
@@ -439,7 +440,7 @@ def test_raise_mode_raises_the_first_hazard():
     assert "k.py:4" in str(e.value) and "k.py:9" in str(e.value) and "program: (0, 0, 0)" in str(e.value)
 
 
-# ---- deadlocks ------------------------------------------------------------------------------------
+# ---- deadlocks -----------------------------------------------------------------------------------
 
 def test_deadlock_wrong_phase_reports_within_a_second():
     *_, args = _gemm_args()
@@ -550,7 +551,7 @@ def test_warp_barrier_counts_every_thread():
         run(kernel(_warp_barrier_handoff(256), "%x: !ptr<f32>, %y: !ptr<f32>"), (1,), [x, y])
 
 
-# ---- thread-divergent code (tlx.thread_id) ---------------------------------------------------------
+# ---- thread-divergent code (tlx.thread_id) -------------------------------------------------------
 
 def test_fence_run_by_one_thread_does_not_fence_the_partition():
     def body(divergent):
@@ -669,16 +670,41 @@ def test_barrier_invalidated_while_its_tma_load_is_in_flight():
 def test_descriptor_load_in_a_loop_interprets_without_hazards():
     """The frontend's register-level descriptor load in a loop (lowered with an mbarrier that is
     initialized, waited on and invalidated each iteration) sums a column of tiles exactly."""
-    import os
-    import sys
-
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
-    import gpu_codegen_check as G
     import tlx
+    from kernels.codegen import desc_load_loop_kernel
 
     M, N, BM, BN = 64 * 5, 128, 64, 64
     x = np.random.default_rng(3).standard_normal((M, N)).astype(np.float16)
     y = np.full((BM, N), np.nan, np.float32)
-    assert tlx.interpret(G.desc_load_loop_kernel, (N // BN,), x, y, M, N, BM=BM, BN=BN, raise_on_hazard=False) == []
+    assert tlx.interpret(desc_load_loop_kernel, (N // BN,), x, y, M, N, BM=BM, BN=BN, raise_on_hazard=False) == []
     ref = x.astype(np.float64).reshape(M // BM, BM, N).sum(axis=0)
     assert np.abs(y - ref).max() <= 1e-5 * np.abs(ref).max()
+
+
+def test_a_missing_async_dot_wait_is_reported_at_the_source_line_that_uses_the_result():
+    """The store of the accumulator reads it through a layout conversion the compiler inserts
+    with the async_dot's line; the report names the store's line, where the wait is missing."""
+    import numpy as np
+
+    import tlx
+    import tlx.language as tl
+    from tlx.interpreter import SyncHazard as Sync
+
+    @tlx.jit
+    def dot_without_wait(a_ptr, b_ptr, c_ptr):
+        offs = tl.arange(0, 64)
+        a = tlx.local_alloc((64, 64), tl.float16, 1)
+        b = tlx.local_alloc((64, 64), tl.float16, 1)
+        tlx.local_store(a[0], tl.load(a_ptr + offs[:, None] * 64 + offs[None, :]))
+        tlx.local_store(b[0], tl.load(b_ptr + offs[:, None] * 64 + offs[None, :]))
+        acc = tlx.async_dot(a[0], b[0], tl.zeros((64, 64), dtype=tl.float32))
+        tl.store(c_ptr + offs[:, None] * 64 + offs[None, :], acc)  # the use without a wait
+
+    import inspect
+    first = inspect.getsourcelines(dot_without_wait.fn)[1]
+    a = np.ones((64, 64), np.float16)
+    with pytest.raises(Sync) as e:
+        tlx.interpret(dot_without_wait, (1,), a, a, np.zeros((64, 64), np.float32))
+    assert e.value.kind == "use-before-wait"
+    assert e.value.lines == (first + 7, first + 8)
+    assert "tt.store" in str(e.value)

@@ -7,7 +7,7 @@ from tlx.compiler.ir import parse_module, parse_type, print_module, verify_modul
 from tlx.compiler.ir import types as T
 
 GEMM_LOOP = '''
-#f0 = "/tmp/k.py"
+#f0 = "k.py"
 module attributes {num_warps = 4} {
   tt.func @k(%a_ptr: !ptr<f16>, %K: i32) {
     %c0 = arith.constant {value = 0} : i32 loc(#f0:3:4)

@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from tlx.compiler.codegen import layout_math as LM  # noqa: E402
+from tlx.compiler.analysis import layout_math as LM  # noqa: E402
 from tlx.compiler.ir import layouts as L  # noqa: E402
 from tlx.compiler.ir import types as T  # noqa: E402
 

@@ -23,8 +23,6 @@ nbformat = pytest.importorskip("nbformat")  # the `test` extra installs them; a 
 nbclient = pytest.importorskip("nbclient")
 NotebookClient = nbclient.NotebookClient
 
-import tlx
-
 ROOT = Path(__file__).resolve().parent.parent
 NB_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NB_DIR.glob("*.ipynb"))
@@ -80,14 +78,6 @@ def line_of(nb, cid: str, needle: str) -> int:
 def has_line(text: str, pattern: str) -> bool:
     """`pattern` (a regex matched against whole stripped lines) is one of the lines of `text`."""
     return any(re.fullmatch(pattern, line.strip()) for line in text.splitlines())
-
-
-def codegen_available() -> bool:
-    """Whether this build generates PTX (decided on a catalogue kernel, not on the notebook)."""
-    import catalog
-
-    case = catalog.CASES_BY_NAME["tma_store_fenced"]
-    return "ptx" in tlx.compile(case.fn, signature=case.signature, constexprs=case.constexprs).asm
 
 
 CHECKED = {
@@ -238,13 +228,9 @@ def test_quickstart_compiler_places_the_left_out_fence(quickstart):
 
 def test_quickstart_ptx_cell_tells_the_truth(quickstart):
     out = text_of(quickstart, "ptx")
-    if codegen_available():
-        for instr in ("fence.proxy.async.shared::cta", "fence.acq_rel.gpu", "fence.acq_rel.sys", "cp.async.bulk.tensor"):
-            assert instr in out, instr
-        assert re.search(r"\(\d+ lines of PTX for sm_90a; ptxas (assembled it|did not run)\)", out)
-    else:
-        assert out.startswith("No PTX: code generation has not landed in this build of tlx yet")
-        assert "ptx" not in out.split("(")[1].split(")")[0].split(", ")
+    for instr in ("fence.proxy.async.shared::cta", "fence.acq_rel.gpu", "fence.acq_rel.sys", "cp.async.bulk.tensor"):
+        assert instr in out, instr
+    assert re.search(r"\(\d+ lines of PTX for sm_90a; ptxas (assembled it|did not run)\)", out)
 
 
 def test_quickstart_runs_the_kernel_on_the_interpreter(quickstart):
@@ -385,11 +371,8 @@ def test_gemm_fences_only_in_the_epilogue(gemm):
     out = text_of(gemm, "fences")
     for name, _, cfg, _ in example_plans():
         n = cfg.NUM_MMA_GROUPS  # one epilogue fence per consumer warpgroup
-        if codegen_available():
-            assert has_line(out, rf"{name}\s+{n} proxy fence\(s\) \(user\); PTX: {n} fence.proxy.async, 0 inside a K "
-                                 r"loop, \d+ wgmma; \d+ registers, \d+ bytes of shared memory"), name
-        else:
-            assert has_line(out, rf"{name}\s+{n} proxy fence\(s\) \(user\); no PTX in this build"), name
+        assert has_line(out, rf"{name}\s+{n} proxy fence\(s\) \(user\); PTX: {n} fence.proxy.async, 0 inside a K "
+                             r"loop, \d+ wgmma; \d+ registers, \d+ bytes of shared memory"), name
     report = out[out.index("2 proxy fence(s)\n"):]
     assert [int(x) for x in re.findall(r"fence #\d \[user, cta\] at gemm_kernels.py:(\d+)", report)] == [fence, fence]
     assert report.count(f"generic access: tlx.local_store at gemm_kernels.py:{store}") == 2
@@ -460,18 +443,10 @@ def test_gemm_plots_results_against_cublas(tmp_path):
 
 @pytest.mark.gpu
 def test_notebooks_on_the_gpu(tmp_path):
-    ptx = codegen_available()
     nb = execute("01-quickstart.ipynb", tmp_path, gpu=True)
-    out = text_of(nb, "run")
-    if ptx:
-        assert re.search(r"ran on the GPU: y == x \* 0.5 in fp16: True; .*tickets 4; flag 1 -> OK", out)
-    else:
-        assert "ran on the CPU interpreter (this build has no PTX to launch yet)" in out and "-> OK" in out
+    assert re.search(r"ran on the GPU: y == x \* 0.5 in fp16: True; .*tickets 4; flag 1 -> OK", text_of(nb, "run"))
     nb = execute("03-gemm.ipynb", tmp_path, gpu=True)
     live = text_of(nb, "live")
-    if ptx:
-        assert live.startswith("measuring on this GPU: benchmarks/gemm.py --quick") and "exited with" not in live
-        assert re.match(r"\d+ measurements in benchmarks/results/gemm-", text_of(nb, "results"))
-        assert displays(nb, "plot", "image/png")
-    else:
-        assert live.startswith("An sm_90 GPU is here, but this build has no PTX")
+    assert live.startswith("measuring on this GPU: benchmarks/gemm.py --quick") and "exited with" not in live
+    assert re.match(r"\d+ measurements in benchmarks/results/gemm-", text_of(nb, "results"))
+    assert displays(nb, "plot", "image/png")

@@ -10,7 +10,7 @@ from tlx.compiler.passes.manager import Pass
 from tlx.compiler.pipeline import PIPELINE, compile_module
 
 SRC = '''
-#f0 = "/tmp/kernel.py"
+#f0 = "kernel.py"
 module attributes {num_warps = 4, target = "sm_90a"} {
   tt.func @k(%d: !tensordesc<64x64xf16>) {
     %c0 = arith.constant {value = 0} : i32
@@ -22,7 +22,7 @@ module attributes {num_warps = 4, target = "sm_90a"} {
 '''
 
 
-def test_pipeline_order_is_the_issue_order():
+def test_pipeline_runs_the_fence_passes_in_their_order():
     names = [p.name for p in PIPELINE]
     want = ["lower_dot", "tma_lowering", "fence_insertion", "smem_allocation", "proxy_fence_insertion", "cta_barriers"]
     assert [n for n in names if n in want] == want
@@ -67,19 +67,19 @@ def test_disabled_passes_are_skipped():
     assert "offset =" not in r.asm["ir.cta_barriers"]
 
 
-def test_fast_accesses_agree_with_the_catalogue_effects():
-    # memory.accesses_of reads the op catalogue directly (speed); it must say what effects_of says
+def test_the_passes_accesses_agree_with_the_catalogue_effects():
+    # memory.accesses_of (what every pass reads) must say what the catalogue's effects_of says
     import sys
     import os
     sys.path.insert(0, os.path.dirname(__file__))
     from catalog import CASES
     from tlx.compiler.ir.ops import effects_of
-    from tlx.compiler.passes.memory import accesses_of, all_ops
+    from tlx.compiler.analysis.memory import accesses_of
 
     seen = 0
     for case in CASES:
         m = case.trace()
-        for op in all_ops(m):
+        for op in m.ops():
             want = [(id(v), e.access, e.proxy) for v, e in effects_of(op)]
             got = [(id(a.value), a.kind, a.proxy) for a in accesses_of(op) if a.value is not None]
             assert got == want, op.name

@@ -1,8 +1,9 @@
-"""Pass C (ProxyFenceInsertion) conformance: every case of fence-passes.md §3.2, the derived C
-cases of §3.3, and the §5 gaps where we do better. IR text in, IR text out; C runs after our
-real shared-memory allocation (Triton recomputes one inside the pass; §5.7)."""
-
-import pytest
+"""ProxyFenceInsertion, IR text in, IR text out: after shared-memory allocation, every async access
+that meets a pending conflicting generic access to overlapping bytes (RAW, WAR, WAW) on some
+path gets a fence right before it; async after async needs none. The pass reads the real
+allocation it is given (Triton's recomputes one inside the pass, which can disagree), sees
+across warp-specialize partitions through mbarrier hand-offs, and never lets a loop that may run
+zero times hide a hazard behind a fence in its body."""
 
 from fence_ir import ACC, PASS_C, S, SM, T16, check, count_fences, module, run
 
@@ -11,7 +12,7 @@ D64 = "!tensordesc<64x64xf32>"
 ARGS = f"%desc: {D64}, %bar: !mbarrier"
 
 
-def test_C1_fence_write_after_read_on_reused_bytes():
+def test_tma_load_into_bytes_reused_after_a_generic_read_is_fenced():
     # X and Y have disjoint lifetimes, so the allocation gives Y the bytes of X: the TMA load's
     # async write after the generic read of X is a WAR hazard on the same bytes.
     ir = module(f"""
@@ -34,7 +35,7 @@ def test_C1_fence_write_after_read_on_reused_bytes():
         "(64x64xf32), bytes [0, 8192)"]
 
 
-def test_C2_memdesc_index_alias_single_user_fence_kept_new_fence_before_the_tma_load():
+def test_a_fence_before_the_read_of_an_indexed_view_is_kept_and_a_new_one_goes_before_the_tma_load():
     ir = module(f"""
     %c0 = arith.constant {{value = 0}} : i32
     %b = tlx.local_alloc : !smem<1x64x64xf32, buffers=1, mutable>
@@ -53,7 +54,7 @@ def test_C2_memdesc_index_alias_single_user_fence_kept_new_fence_before_the_tma_
     assert new.hazard == "WAR" and not new.redundant
 
 
-def test_C3_async_proxy_after_async_proxy_needs_no_fence():
+def test_async_proxy_after_async_proxy_needs_no_fence():
     ir = module(f"""
     %c0 = arith.constant {{value = 0}} : i32
     %x = tlx.local_alloc : !smem<64x64xf32, mutable>
@@ -65,8 +66,7 @@ def test_C3_async_proxy_after_async_proxy_needs_no_fence():
     assert count_fences(text) == 0
 
 
-@pytest.mark.parametrize("case", ["C4", "C6"])  # C6 is an exact duplicate of C4 in Triton's lit file
-def test_C4_C6_local_store_before_tma_store(case):
+def test_local_store_before_tma_store_is_fenced_after_a_store_wait():
     ir = module("""
     %c0 = arith.constant {value = 0} : i32
     %x = tlx.local_alloc : !smem<128x256xf32, mutable>
@@ -81,10 +81,8 @@ def test_C4_C6_local_store_before_tma_store(case):
     """, PASS_C)
 
 
-@pytest.mark.parametrize("case", ["C5", "C7"])  # C7 duplicates C5
-def test_C5_C7_local_store_before_bulk_async_store(case):
-    # tcgen5's tmem_copy (the SMEM reader of C5) is Blackwell-only; sm_90's other non-TMA async
-    # reader of a generically written buffer is the bulk copy tlx.async_store (cp.async.bulk).
+def test_local_store_before_bulk_async_store_is_fenced():
+    # the bulk copy tlx.async_store (cp.async.bulk) reads shared memory through the async proxy
     ir = module("""
     %x = tlx.local_alloc : !smem<128x4xi8, mutable>
     tlx.local_store %x, %t
@@ -96,7 +94,7 @@ def test_C5_C7_local_store_before_bulk_async_store(case):
     """, PASS_C)
 
 
-def test_C8_cp_async_before_mma_fence_after_the_wait():
+def test_cp_async_before_wgmma_is_fenced_after_its_wait():
     ir = module(f"""
     %a = tlx.local_alloc : {SM}
     %b = tlx.local_alloc : {SM}
@@ -156,7 +154,7 @@ def test_cp_async_wait_with_pendings_lands_only_older_groups():
 
 
 # ------------------------------------------------------------------------------------------------
-# §3.3 derived C cases
+# cases derived from reading Triton's pass
 # ------------------------------------------------------------------------------------------------
 
 RING = """
@@ -170,12 +168,12 @@ RING = """
 RARGS = f"%d: !tensordesc<128x128xf16>, %t: {T16}, %i: i32"
 
 
-def test_derived_constant_indices_0_and_1_do_not_alias():
+def test_constant_indices_0_and_1_do_not_alias():
     text, _ = run(module(RING.replace("@WI@", "%c0").replace("@RI@", "%c1"), RARGS), PASS_C)
     assert count_fences(text) == 0
 
 
-def test_derived_dynamic_memdesc_index_aliases_the_whole_buffer():
+def test_dynamic_memdesc_index_aliases_the_whole_buffer():
     check(module(RING.replace("@WI@", "%i").replace("@RI@", "%c1"), RARGS), f"""
     CHECK: tlx.local_store %w, %t
     CHECK-NEXT: {FENCE_C}
@@ -183,7 +181,7 @@ def test_derived_dynamic_memdesc_index_aliases_the_whole_buffer():
     """, PASS_C)
 
 
-def test_derived_constant_index_slabs_same_slot_aliases():
+def test_constant_index_slabs_of_the_same_slot_alias():
     check(module(RING.replace("@WI@", "%c1").replace("@RI@", "%c1"), RARGS), f"""
     CHECK: {FENCE_C}
     CHECK-NEXT: tlx.tma_store
@@ -204,7 +202,7 @@ def test_subslices_of_one_slab_with_disjoint_boxes_do_not_alias():
     assert count_fences(text) == 1
 
 
-def test_derived_two_readers_after_one_write_get_one_fence():
+def test_two_readers_after_one_write_get_one_fence():
     ir = module(f"""
     %c0 = arith.constant {{value = 0}} : i32
     %x = tlx.local_alloc : {SM}
@@ -238,14 +236,14 @@ WS_NO_SYNC = """
 WARGS = f"%d: !tensordesc<128x128xf16>, %t: {T16}, %bars: !mbarriers<1>"
 
 
-def test_derived_generic_write_in_one_partition_async_read_in_another_without_sync_gets_no_fence():
+def test_generic_write_in_one_partition_async_read_in_another_without_sync_gets_no_fence():
     ir = module("    %bar0 = arith.constant {value = 0} : i32\n" + WS_NO_SYNC.replace("@RELEASE@", "").replace("@ACQUIRE@", ""), WARGS)
     text, _ = run(ir, PASS_C)
     assert count_fences(text) == 0
 
 
-def test_gap_5_2_cross_partition_hazard_through_an_mbarrier_hand_off_is_fenced():
-    # Triton's C is blind across partitions (§5.2). With the hand-off, the write reaches the read.
+def test_cross_partition_hazard_through_an_mbarrier_hand_off_is_fenced():
+    # Triton's pass is blind across partitions. With the hand-off, the write reaches the read.
     body = WS_NO_SYNC.replace(
         "@RELEASE@", "%b0 = tlx.memdesc_index %bars, %c0 : !mbarrier\n      tlx.barrier_arrive %b0").replace(
         "@ACQUIRE@", "%b1 = tlx.memdesc_index %pbars, %z : !mbarrier\n      tlx.barrier_wait %b1, %z")
@@ -259,7 +257,7 @@ def test_gap_5_2_cross_partition_hazard_through_an_mbarrier_hand_off_is_fenced()
     """, PASS_C)
 
 
-def test_gap_5_7_uses_the_real_offsets_it_is_given():
+def test_the_pass_uses_the_real_offsets_it_is_given():
     # hand-written offsets: overlapping bytes get a fence, disjoint ones none (Triton would
     # recompute its own layout and ignore these)
     ir = module(f"""
@@ -274,7 +272,7 @@ def test_gap_5_7_uses_the_real_offsets_it_is_given():
     assert count_fences(text) == 1 and res.fences[0].hazard == "WAW" and res.fences[0].byte_range == (4096, 16384)
 
 
-def test_zero_trip_loop_does_not_hide_a_hazard_flashkda_24():
+def test_zero_trip_loop_does_not_hide_a_hazard():
     # the fence lives in the loop body; a loop that runs zero times skips it, so the store
     # written before the loop reaches the TMA store after it unfenced: a fence goes there
     ir = module(f"""

@@ -1,9 +1,11 @@
 """What the README says is true: its environment knobs do what it says, its API table's names exist
-(or are refused, where it says "not yet"), every "better than Triton" claim is a named test, and
-the files, notebooks and command-line options it names exist."""
+(or are refused, where it says "not yet"), every "better than Triton" claim is a named test, its
+measured GPU figures are those of the newest committed benchmark results, and the files,
+notebooks and command-line options it names exist."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -56,29 +58,48 @@ def addone(x_ptr, BLOCK: tl.constexpr):
 
 # ---- environment -------------------------------------------------------------------------------
 
-def test_the_environment_table_names_the_four_knobs():
+def test_the_environment_table_names_the_five_knobs():
     names = [row[0] for row in table_rows(section("Environment"))]
     assert names == ["`TLX_INTERPRET=1`", "`TLX_PRINT_IR_AFTER_ALL=1`", "`TLX_CACHE_DIR=path`",
-                     "`TLX_NATIVE_LAUNCH=0`"]
+                     "`TLX_PRINT_AUTOTUNING=1`", "`TLX_NATIVE_LAUNCH=0`"]
+
+
+def test_tlx_print_autotuning_prints_every_config_and_the_choice(tmp_path):
+    code = f"""
+import sys
+sys.path.insert(0, {str(ROOT / "tests")!r})
+from cpu_launch import CPULaunch
+""" + KERNEL + """
+k = CPULaunch(addone)
+ms = {32: 2.0, 64: 1.0}
+timer = lambda call, quantiles: (call(), ms[k.launches[-1]["BLOCK"]])[1]
+tuned = tlx.autotune([tlx.Config({"BLOCK": 32}), tlx.Config({"BLOCK": 64})], key=[], do_bench=timer)(k)
+tuned[(1,)](np.zeros(64, np.float32))
+"""
+    env = {"TLX_CACHE_DIR": str(tmp_path)}
+    r = run_py(code, {**env, "TLX_PRINT_AUTOTUNING": "1"}, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "2.0000 ms  BLOCK: 32," in r.stdout and "1.0000 ms  BLOCK: 64," in r.stdout
+    assert "chose BLOCK: 64," in r.stdout
+    quiet = run_py(code, {"TLX_CACHE_DIR": str(tmp_path / "other")}, tmp_path)
+    assert quiet.returncode == 0 and "autotune" not in quiet.stdout
 
 
 def test_tlx_native_launch_0_selects_cuda_bindings(tmp_path):
     code = """
-import tlx
-from tlx.launch import make_dispatcher
+from tlx.compiler.abi import KernelABI, ParamABI
 from tlx.runtime import native_launch
+from tlx.runtime.launcher import Launcher
+from tlx.runtime.loader import LoadedKernel
 print("entry", native_launch.entry(), "|", native_launch.status())
-
-@tlx.jit
-def k(x_ptr):
-    pass
-
-print("dispatcher", make_dispatcher(k).native, type(k[(1,)]).__name__)
+launcher = Launcher(KernelABI("k", (ParamABI("n", "scalar", "i32", 4, 4),), 32, 1, 0), ptx="")
+launcher.install(LoadedKernel("k", None, None, 0x10, 0, 0, 0), native_launch.entry(), lambda *a: (0,))
+print("fast path", launcher.fast)
 """
     r = run_py(code, {"TLX_NATIVE_LAUNCH": "0", "TLX_CACHE_DIR": str(tmp_path)}, tmp_path)
     assert r.returncode == 0, r.stderr
     assert "entry None | cuda.bindings (TLX_NATIVE_LAUNCH=0)" in r.stdout
-    assert "dispatcher None partial" in r.stdout  # the Python dispatcher, no native one
+    assert "fast path None" in r.stdout  # the Python packer and cuda.bindings launch it
     assert not (tmp_path / "native").exists()  # nothing was built
 
 
@@ -213,16 +234,16 @@ def test_a_supported_row_compiles(tmp_path):
 # ---- the fence rules: every "better than Triton" claim is a test ---------------------------------------
 
 CLAIM_TESTS = {
-    "cp.async as a generic writer": "test_gap_5_8_cp_async_is_a_generic_writer_and_the_fence_stays_after_its_wait",
-    "bulk `async_store` as an async": "test_gap_5_8_bulk_async_store_is_an_async_reader",
-    "traces `if` and `for` results": "test_gap_5_8_if_result_is_traced_into_its_yields",
-    "gets its fence hoisted out of the loop": "test_falls_short_1_view_with_several_users_is_still_hoisted_out_of_the_k_loop",
-    "fenced in the writing partition": "test_falls_short_2_producer_side_fence_across_a_warp_specialize_mbarrier_hand_off",
-    "the fence goes on that branch": "test_falls_short_3_branch_local_fence",
-    "reads the real allocation": "test_gap_5_7_uses_the_real_offsets_it_is_given",
-    "zero times cannot hide a hazard": "test_zero_trip_loop_does_not_hide_a_hazard_flashkda_24",
-    "gives one fence, not two": "test_gap_5_12_user_fence_then_effectful_op_then_tma_store_gives_one_fence",
-    "always emit `fence.acq_rel.gpu`": "test_falls_short_4_gpu_and_sys_fences_stay",
+    "cp.async as a generic writer": "test_cp_async_is_a_generic_writer_and_the_fence_stays_after_its_wait",
+    "bulk `async_store` as an async": "test_bulk_async_store_is_an_async_reader",
+    "traces `if` and `for` results": "test_if_result_is_traced_into_its_yields",
+    "gets its fence hoisted out of the loop": "test_fence_for_a_view_with_several_users_is_hoisted_out_of_the_k_loop",
+    "fenced in the writing partition": "test_producer_partition_fences_its_write_before_an_mbarrier_hand_off",
+    "the fence goes on that branch": "test_fence_goes_on_the_only_branch_that_writes",
+    "reads the real allocation": "test_the_pass_uses_the_real_offsets_it_is_given",
+    "zero times cannot hide a hazard": "test_zero_trip_loop_does_not_hide_a_hazard",
+    "gives one fence, not two": "test_user_fence_then_effectful_op_then_tma_store_gives_one_fence",
+    "always emit `fence.acq_rel.gpu`": "test_gpu_and_sys_fences_stay",
 }
 
 
@@ -233,6 +254,63 @@ def test_every_better_than_triton_claim_is_a_named_test(claim):
     sources = "".join(p.read_text() for p in (ROOT / "tests").glob("test_fence_*.py")) + \
         (ROOT / "tests" / "test_proxy_fence_insertion.py").read_text()
     assert f"def {CLAIM_TESTS[claim]}(" in sources
+
+
+# ---- the measured figures: short rows, each the newest committed result -----------------------------
+
+MEASURED = table_rows(section("Measured"))
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def measured(what: str) -> str:
+    (row,) = [r for r in MEASURED if r[0].startswith(what)]
+    return row[1]
+
+
+def newest(benchmark: str):
+    """The newest results JSON of `benchmark` and its date as the README writes it."""
+    path = sorted(RESULTS.glob(f"{benchmark}-*.json"))[-1]
+    d = path.name.split("-")[1]
+    return json.loads(path.read_text()), f"{d[:4]}-{d[4:6]}-{d[6:8]}"
+
+
+def test_measured_rows_are_short():
+    text = section("Measured")
+    assert MEASURED and all(len(line) <= 200 for line in text.splitlines() if line.startswith("|")), text
+
+
+def test_only_the_newest_result_of_each_benchmark_is_committed():
+    names = [p.name for p in RESULTS.glob("*.json")]
+    benchmarks = [re.match(r"(.+?)-\d{8}-\d{6}", n).group(1) for n in names]
+    assert sorted(benchmarks) == sorted(set(benchmarks)) == ["gemm", "launch_overhead"], names
+
+
+def test_the_gemm_row_is_the_newest_gemm_result():
+    doc, date = newest("gemm")
+    tflops = {(r["family_pid"], r["kernel"]): r["tflops"] for r in doc["results"]
+              if r.get("kind") == "result" and r.get("tflops") and r["dtype"] == "bf16"
+              and (r["M"], r["N"], r["K"]) == (8192, 8192, 8192)}
+    cell = measured("bf16 GEMM 8192³")
+    kernels = {"persistent": "persistent", "pipelined": "pipelined", "warp-specialized": "ws", "ping-pong": "pingpong"}
+    for label, kernel in kernels.items():
+        assert f"{label} {round(tflops[kernel, kernel])}" in cell, label
+    anchors = [round(tflops[k, "cublas"]) for k in kernels.values()]  # each family's own process
+    assert f"(cuBLAS {min(anchors)}–{max(anchors)})" in cell
+    assert f"Triton {round(tflops['baselines', 'triton'])} (cuBLAS {round(tflops['baselines', 'cublas'])})" in cell
+    assert date in cell
+
+
+def test_the_launch_row_is_the_newest_launch_result():
+    doc, date = newest("launch_overhead")
+    best = {(r["path"], r["kernel"]): r["us"] for r in doc["rows"] if r["us"] is not None}
+
+    def pair(path: str) -> str:
+        return f"{best[path, 'empty']:.2f} / {best[path, '4 args']:.2f}"
+
+    cell = measured("launch overhead")
+    ours = pair("tlx kernel[grid](...)").replace(" / ", " empty / ") + " with 4 args"
+    assert f"`kernel[grid](...)` {ours} (raw `cuLaunchKernelEx` {pair('raw cuLaunchKernelEx (anchor)')})" in cell
+    assert f"Triton {pair('Triton @triton.jit')}" in cell and date in cell
 
 
 # ---- files and commands the README names ------------------------------------------------------------

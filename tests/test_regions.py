@@ -19,7 +19,7 @@ from fence_ir import ACC, PASS_A, PASS_C, SM, T16, check, module
 from tlx.compiler.ir import parse_module
 from tlx.compiler.ir import types as T
 from tlx.compiler.ir.core import Value
-from tlx.compiler.passes.memory import RegionAnalysis, all_ops
+from tlx.compiler.analysis.memory import RegionAnalysis
 
 FENCE_A = 'tlx.fence_async_shared {cluster = false, origin = "fence_insertion"'
 FENCE_C = 'tlx.fence_async_shared {cluster = false, origin = "proxy_fence_insertion"'
@@ -72,7 +72,7 @@ NESTED_CYCLE = module(f"""
 
 @pytest.mark.parametrize("passes, fence", [(PASS_A, FENCE_A), (PASS_C, FENCE_C)],
                          ids=["fence_insertion", "proxy_fence_insertion"])
-def test_gap_view_yielded_back_into_its_loop_gets_its_fence(passes, fence):
+def test_view_yielded_back_into_its_loop_gets_its_fence(passes, fence):
     # each pass alone fences the wgmma that reads, through the view, what the loop just stored
     check(TRANS_CYCLE, f"""
     CHECK: ^body
@@ -87,7 +87,7 @@ def _smem_values(text: str) -> Tuple[List[Value], Dict[int, str]]:
     """Every shared-memory value of the module (results and block arguments), and its name."""
     m = parse_module(text)
     vals: List[Value] = []
-    for op in all_ops(m):
+    for op in m.ops():
         for r in op.regions:
             vals.extend(r.block.args)
         vals.extend(op.results)

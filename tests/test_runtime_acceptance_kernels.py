@@ -1,31 +1,21 @@
-"""The kernels of the GPU acceptance suite (tests/gpu/test_runtime_acceptance.py) run on the CPU
+"""The kernels of the GPU acceptance tests (tests/kernels/acceptance.py) run on the CPU
 interpreter with its proxy-hazard checker: so CI knows they trace, pass the fence passes without
-a hazard and compute the right thing before the H200 ever sees them. Outputs are poisoned with
+a hazard and compute the right thing before a GPU ever sees them. Outputs are poisoned with
 NaN/-1 first and compared with numpy in float64."""
 
-import importlib.util
 import os
 import types
 
 import numpy as np
 import pytest
 
-from tlx.interpret import interpret
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _acceptance():
-    spec = importlib.util.spec_from_file_location("gpu_acceptance",
-                                                  os.path.join(HERE, "gpu", "test_runtime_acceptance.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from bounds import check_bound, fp32_accum_bound
+from kernels import acceptance as A
+from tlx.interpreter import interpret
 
 
-A = _acceptance()
-K = A.kernels()
-cdiv = A.triton_cdiv
+def cdiv(a: int, b: int) -> int:
+    return (a + b - 1) // b
 
 
 def desc(base, block):
@@ -47,7 +37,7 @@ def test_tma_store_kernel(rng, user_fence):
     M, N = 100, 72
     x = rng.standard_normal((M, N)).astype(np.float16)
     y = np.full((M, N), np.nan, np.float16)
-    interpret(K["tma_store"], (cdiv(M, 64), cdiv(N, 64)), x, desc(y, (64, 64)), M, N,
+    interpret(A.tma_store_kernel, (cdiv(M, 64), cdiv(N, 64)), x, desc(y, (64, 64)), M, N,
               BLOCK_M=64, BLOCK_N=64, USER_FENCE=user_fence)
     assert np.array_equal(x, y)
 
@@ -57,15 +47,15 @@ def test_wgmma_kernels(rng):
     a = rng.standard_normal((M, Kd)).astype(np.float16)
     b = rng.standard_normal((Kd, N)).astype(np.float16)
     c = np.full((M, N), np.nan, np.float32)
-    interpret(K["wgmma_inside"], (cdiv(M, 64), 1), a, b, c, M, N, Kd, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32)
+    interpret(A.wgmma_inside_kernel, (cdiv(M, 64), 1), a, b, c, M, N, Kd, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    A._check_bound(c, a64 @ b64, A._fp32_accum_bound(a64, b64, Kd), "wgmma inside")
+    check_bound(c, a64 @ b64, fp32_accum_bound(a64, b64, Kd), "wgmma inside")
     a2, b2 = a[:64, :32], b[:32, :]
     c2 = np.full((64, N), np.nan, np.float32)
-    interpret(K["wgmma_outside"], (1, 1), np.ascontiguousarray(a2), np.ascontiguousarray(b2), c2,
+    interpret(A.wgmma_outside_kernel, (1, 1), np.ascontiguousarray(a2), np.ascontiguousarray(b2), c2,
               64, N, 32, 3, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32)
     a64, b64 = a2.astype(np.float64), b2.astype(np.float64)
-    A._check_bound(c2, 3 * (a64 @ b64), 3 * A._fp32_accum_bound(a64, b64, 96), "wgmma outside")
+    check_bound(c2, 3 * (a64 @ b64), 3 * fp32_accum_bound(a64, b64, 96), "wgmma outside")
 
 
 def test_multistage_tma_gemm_kernel(rng):
@@ -73,11 +63,11 @@ def test_multistage_tma_gemm_kernel(rng):
     a = rng.standard_normal((M, Kd)).astype(np.float16)
     b = rng.standard_normal((Kd, N)).astype(np.float16)
     c = np.full((M, N), np.nan, np.float16)
-    interpret(K["gemm_tma"], (cdiv(M, 128), cdiv(N, 128)), desc(a, (128, 64)), desc(b, (64, 128)),
+    interpret(A.gemm_tma_kernel, (cdiv(M, 128), cdiv(N, 128)), desc(a, (128, 64)), desc(b, (64, 128)),
               desc(c, (128, 128)), M, N, Kd, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, NUM_STAGES=3)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     want = a64 @ b64
-    A._check_bound(c, want, 2.0 ** -11 * np.abs(want) + A._fp32_accum_bound(a64, b64, Kd) + 2.0 ** -24,
+    check_bound(c, want, 2.0 ** -11 * np.abs(want) + fp32_accum_bound(a64, b64, Kd) + 2.0 ** -24,
                    "TMA GEMM")
 
 
@@ -87,30 +77,30 @@ def test_fence_kernels(rng):
     partials = np.full(cdiv(n, 256), np.nan, np.float32)
     counter = np.zeros(1, np.int32)
     out = np.full(1, np.nan, np.float32)
-    interpret(K["last_cta_sum"], (cdiv(n, 256),), x, partials, counter, out, n, BLOCK=256,
+    interpret(A.last_cta_sum_kernel, (cdiv(n, 256),), x, partials, counter, out, n, BLOCK=256,
               MAX_PROGRAMS=128)
     x64 = x.astype(np.float64)
     assert abs(out[0] - x64.sum()) <= 2 * n * 2.0 ** -24 * np.abs(x64).sum()
     assert counter[0] == 0
     data = np.full(3000, -1, np.int32)
     flag = np.zeros(1, np.int32)
-    interpret(K["publish_sys"], (1,), data, flag, 3000, BLOCK=1024)
+    interpret(A.publish_sys_kernel, (1,), data, flag, 3000, BLOCK=1024)
     assert np.array_equal(data, np.arange(3000) * 3 + 1) and flag[0] == 1
 
 
 def test_big_smem_and_axpy_kernels(rng):
     x = rng.standard_normal((64, 128)).astype(np.float32)
     y = np.full((64, 128), np.nan, np.float32)
-    interpret(K["big_smem"], (1,), x, y, ROWS=64, COLS=128, NUM_BUF=3)
+    interpret(A.big_smem_kernel, (1,), x, y, ROWS=64, COLS=128, NUM_BUF=3)
     x64 = x.astype(np.float64)
-    A._check_bound(y, x64 * 2 + 1, 2.0 ** -23 * (np.abs(x64 * 2) + 1) * 2, "big smem")
+    check_bound(y, x64 * 2 + 1, 2.0 ** -23 * (np.abs(x64 * 2) + 1) * 2, "big smem")
     n = 3000
     xs = rng.standard_normal(n).astype(np.float32)
     ys = rng.standard_normal(n).astype(np.float32)
     o = np.full(n, np.nan, np.float32)
-    interpret(K["axpy"], (cdiv(n, 1024),), xs, ys, o, n, 1.5, BLOCK=1024)
+    interpret(A.axpy_kernel, (cdiv(n, 1024),), xs, ys, o, n, 1.5, BLOCK=1024)
     want = 1.5 * xs.astype(np.float64) + ys
-    A._check_bound(o, want, 2.0 ** -23 * (np.abs(want) + np.abs(ys)) * 2, "axpy")
+    check_bound(o, want, 2.0 ** -23 * (np.abs(want) + np.abs(ys)) * 2, "axpy")
 
 
 def test_tma_store_without_any_fence_is_a_hazard(rng):
@@ -121,8 +111,8 @@ def test_tma_store_without_any_fence_is_a_hazard(rng):
     x = rng.standard_normal((64, 64)).astype(np.float16)
     y = np.full((64, 64), np.nan, np.float16)
     with pytest.raises(TLXError):
-        interpret(K["tma_store"], (1, 1), x, desc(y, (64, 64)), 64, 64, BLOCK_M=64, BLOCK_N=64,
+        interpret(A.tma_store_kernel, (1, 1), x, desc(y, (64, 64)), 64, 64, BLOCK_M=64, BLOCK_N=64,
                   USER_FENCE=False, fence_passes=False)
-    hazards = interpret(K["tma_store"], (1, 1), x, desc(y, (64, 64)), 64, 64, BLOCK_M=64,
+    hazards = interpret(A.tma_store_kernel, (1, 1), x, desc(y, (64, 64)), 64, 64, BLOCK_M=64,
                         BLOCK_N=64, USER_FENCE=False, fence_passes=False, raise_on_hazard=False)
     assert len(hazards) >= 1

@@ -1,36 +1,25 @@
-"""The contract between the code generator and the runtime, on the acceptance kernels compiled
-by the real pipeline (no GPU): the KernelABI's parameters are the PTX entry's parameters (order,
-kind, size), every TMA encoding the code generator emits passes the runtime's TMA rules for a
-descriptor of that block shape, the shared-memory request matches, and the launcher packs
-exactly the bytes the entry declares."""
+"""The contract between the code generator and the runtime, on the acceptance kernels
+(tests/kernels/acceptance.py) compiled by the real pipeline (no GPU): the KernelABI's parameters
+are the PTX entry's parameters (order, kind, size), every TMA encoding the code generator emits
+passes the runtime's TMA rules for a descriptor of that block shape, the shared-memory request
+matches, and the launcher packs exactly the bytes the entry declares."""
 
 import ctypes
-import importlib.util
-import os
 import re
 import struct
 
 import pytest
 
 import tlx
+from kernels import acceptance
 from runtime_fakes import Tensor
 from tlx.runtime import tma
 from tlx.runtime.launcher import Launcher
 from tlx.runtime.loader import LoadedKernel
 from tlx.runtime.tma import TensorDescriptor, check_tma_rules
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _kernels():
-    spec = importlib.util.spec_from_file_location("gpu_acceptance_c",
-                                                  os.path.join(HERE, "gpu", "test_runtime_acceptance.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.kernels()
-
-
-K = _kernels()
+K = {name: getattr(acceptance, f"{name}_kernel") for name in
+     ("tma_store", "wgmma_inside", "gemm_tma", "last_cta_sum", "big_smem", "axpy")}
 CASES = {
     "tma_store": ({"x_ptr": "*fp16", "y_desc": "tensordesc<fp16[64, 64]>", "M": "i32", "N": "i32"},
                   {"BLOCK_M": 64, "BLOCK_N": 64, "USER_FENCE": False}),
@@ -116,10 +105,11 @@ def test_launcher_packs_what_the_gemm_entry_declares(monkeypatch):
     def record(cfg, handle, params, extra):
         ptrs = (ctypes.c_void_p * len(k.abi.params)).from_address(params)
         calls.append([ctypes.string_at(ptrs[i], p.size) for i, p in enumerate(k.abi.params)])
+        calls.append(cfg.sharedMemBytes)
         return (0,)
 
     launcher = Launcher(k.abi, ptx=k.asm["ptx"], cubin=k.asm.get("cubin"), name="gemm")
-    launcher._install(LoadedKernel("gemm", None, None, "H", 0, 0, 0), record)
+    launcher.install(LoadedKernel("gemm", None, None, "H", 0, 0, 0), None, record)
     M, N, Kd = 200, 136, 72
     a = Tensor(0x01_0000, (M, Kd), "float16")
     b = Tensor(0x02_0000, (Kd, N), "float16")
@@ -127,7 +117,7 @@ def test_launcher_packs_what_the_gemm_entry_declares(monkeypatch):
     launcher.launch((2, 2), [TensorDescriptor(a, [M, Kd], [Kd, 1], [128, 64]),
                              TensorDescriptor(b, [Kd, N], [N, 1], [64, 128]),
                              TensorDescriptor(c, [M, N], [N, 1], [128, 128]), M, N, Kd])
-    (got,) = calls
+    got, shared = calls
     assert got[:3] == [bytes([1] * 128), bytes([2] * 128), bytes([3] * 128)]
     assert got[3:] == [struct.pack("<i", M), struct.pack("<i", N), struct.pack("<i", Kd)]
-    assert launcher._config.sharedMemBytes == k.abi.shared_bytes > 48 * 1024
+    assert shared == k.abi.shared_bytes > 48 * 1024

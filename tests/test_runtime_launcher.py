@@ -1,6 +1,8 @@
-"""The launcher, with the driver call replaced by a recorder: the generated per-specialization
-function packs exactly the ABI's bytes, sets grid/stream/cluster in the CUlaunchConfig, and turns
-every bad argument into an error naming the parameter. Without a GPU, a launch says so."""
+"""The launcher on its Python packer (cuda.bindings' path, ``TLX_NATIVE_LAUNCH=0``), with the
+driver call replaced by a recorder: it packs exactly the ABI's bytes, sets grid/stream/cluster in
+the CUlaunchConfig, and turns every bad argument into an error naming the parameter. Without a
+GPU, a launch says so. (tests/test_runtime_native_launch.py holds the native launch to the same
+bytes.)"""
 
 import ctypes
 import struct
@@ -37,17 +39,21 @@ class Recorder:
     def __call__(self, cfg, handle, params, extra):
         ptrs = (ctypes.c_void_p * max(len(self.sizes), 1)).from_address(params)
         blobs = [ctypes.string_at(ptrs[i], n) for i, n in enumerate(self.sizes)]
+        cluster = None
+        if cfg.numAttrs:
+            dims = cfg.attrs[0].value.clusterDim
+            cluster = (dims.x, dims.y, dims.z)
         self.calls.append({"grid": (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ),
                            "block": (cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ),
                            "smem": cfg.sharedMemBytes, "stream": int(cfg.hStream),
-                           "nattrs": cfg.numAttrs, "handle": handle, "params": blobs})
+                           "nattrs": cfg.numAttrs, "cluster": cluster, "handle": handle, "params": blobs})
         return self.result
 
 
 def installed(abi):
     launcher = Launcher(abi, ptx=".version 8.0\n.target sm_90a\n")
     rec = Recorder([p.size for p in abi.params])
-    launcher._install(LoadedKernel(abi.entry, None, None, "HANDLE", 0, 0, 0), rec)
+    launcher.install(LoadedKernel(abi.entry, None, None, "HANDLE", 0, 0, 0), None, rec)
     return launcher, rec
 
 
@@ -67,13 +73,6 @@ def test_add_kernel_packs_pointers_and_typed_scalars():
     assert call["params"] == [struct.pack("<Q", 0x7000_1000), struct.pack("<Q", 0x7000_0000),
                               struct.pack("<I", 7), struct.pack("<f", 0.5)]
     assert len(rec.calls) == 2
-
-
-def test_generated_source_is_straight_line():
-    launcher, _ = installed(ADD)
-    src = launcher.source
-    assert "for " not in src and "{" not in src
-    assert "pack_into(buf, 0, p0, p1, a2, a3)" in src
 
 
 def test_wrong_argument_count():
@@ -132,8 +131,7 @@ def test_cluster_launch():
     launcher.launch((8,), [Tensor(0x4000, (8,), "int32")])
     call = rec.calls[-1]
     assert call["grid"] == (8, 1, 1) and call["nattrs"] == 1 and call["smem"] == 100 * 1024
-    attr = launcher._config.attrs[0]
-    assert (attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z) == (2, 1, 1)
+    assert call["cluster"] == (2, 1, 1)
     with pytest.raises(TLXRuntimeError, match="not a multiple of the cluster dimension 2"):
         launcher.launch((7,), [Tensor(0x4000, (8,), "int32")])
 
@@ -201,6 +199,44 @@ def test_hidden_scratch_pointer_is_null_without_scratch():
     launcher, rec = installed(abi)
     launcher.launch((1,), [Tensor(0x2000, (1,))])   # the user passes only x
     assert rec.calls[-1]["params"] == [struct.pack("<Q", 0x2000), struct.pack("<Q", 0)]
+
+
+def test_global_scratch_comes_from_the_allocator_set_with_set_allocator():
+    """Triton's set_allocator: the launch asks fn(size, alignment, stream) for its scratch (128 bytes
+    of descriptor per program here), passes that address as the hidden pointer, and drops the
+    buffer once the kernel is queued; a misaligned buffer is refused; None restores the default."""
+    import tlx
+
+    abi = KernelABI(entry="h", params=(P("x", "pointer", "fp32", 8),
+                                       P("scratch", "pointer", "i8", 8, hidden=True)),
+                    threads_per_cta=32, num_warps=1, shared_bytes=0, scratch_bytes_per_program=128)
+    launcher, rec = installed(abi)
+    asked = []
+
+    class Buffer:
+        def __init__(self, addr):
+            self.addr = addr
+
+        def data_ptr(self):
+            return self.addr
+
+    def alloc(size, alignment, stream):
+        asked.append((size, alignment, stream))
+        return Buffer(0x7000_0000)
+
+    tlx.set_allocator(alloc)
+    try:
+        launcher.launch((3, 2), [Tensor(0x2000, (1,))], stream=0x55)
+        assert asked == [(128 * 6, 128, 0x55)]  # 6 programs
+        assert rec.calls[-1]["params"] == [struct.pack("<Q", 0x2000), struct.pack("<Q", 0x7000_0000)]
+        tlx.set_allocator(lambda size, alignment, stream: Buffer(0x7000_0040))
+        with pytest.raises(TLXRuntimeError, match="not 128-byte aligned"):
+            launcher.launch((1,), [Tensor(0x2000, (1,))], stream=0x55)
+        with pytest.raises(TLXRuntimeError, match="needs a function"):
+            tlx.set_allocator(42)
+    finally:
+        tlx.set_allocator(None)
+    assert tlx.runtime.get_allocator() is None
 
 
 def test_ptx_target_and_device_check():
@@ -282,47 +318,19 @@ def test_cai_arrays_with_a_producer_stream_are_ordered(monkeypatch):
     assert waits == [(0x55, 0x66), (0x55, 0x66)] and rec.calls[-1]["stream"] == 0x66
 
 
-def test_bind_then_launch_bound_packs_the_same_bytes():
-    from tlx.runtime import bind
-
-    launcher, rec = installed(ADD)
-    x, y = Tensor(0x7000_0000, (10,)), CAIArray(0x7000_1004, (10,), "<f4")
-    key, values = bind([x, y, 10, 0.25], 0)
-    assert key == (("*fp32", 16), ("*fp32", 1), ("i32", 1), ("fp32", 1))
-    assert values == [0x7000_0000, 0x7000_1004, 10, 0.25]
-    launcher.launch_bound((3,), values, 0)
-    launcher.launch((3,), [x, y, 10, 0.25], stream=0)
-    assert rec.calls[0]["params"] == rec.calls[1]["params"] == [
-        struct.pack("<Q", 0x7000_0000), struct.pack("<Q", 0x7000_1004), struct.pack("<I", 10),
-        struct.pack("<f", 0.25)]
-    key2, values2 = bind([x, y, 10, 0.25], 0)   # cached getters: same result
-    assert (key2, values2) == (key, values)
-
-
-def test_bind_refuses_host_arrays_and_keeps_host_copies():
-    from tlx.runtime import bind, host_copy
-
-    with pytest.raises(TLXRuntimeError, match="host array"):
-        bind([np.zeros(3, np.float32)])
-    hc = host_copy(np.zeros(3, np.float32))
-    key, values = bind([hc, np.int64(32), True])
-    assert key == (("*fp32", 16), ("i64", 16), ("i1", 1)) and values[0] is hc
-
-
-def test_bound_host_copy_takes_the_staging_path():
+def test_host_copy_takes_the_staging_path(monkeypatch):
     from tlx.runtime import host_copy
 
-    launcher = Launcher(ADD, ptx="x")
-    seen = []
-    launcher._staged_launch = lambda grid, args, s, bound: seen.append((grid, bound, args[0]))
-    rec = Recorder([8, 8, 4, 4])
-    launcher._install(LoadedKernel("add", None, None, "H", 0, 0, 0), rec)
+    launcher, rec = installed(ADD)
+    staged = []
+    monkeypatch.setattr(Launcher, "_stage", lambda self, host, s, done: staged.append((host, s)) or 0x5500)
+    monkeypatch.setattr(Launcher, "_finish_staging", lambda self, done, s: staged.append(("synchronized", s)))
     hc = host_copy(np.zeros(3, np.float32))
-    launcher.launch_bound((1,), [hc, 0x1000, 3, 1.0], 0)
-    launcher.launch((1,), [hc, Tensor(0x1000, (3,)), 3, 1.0], 0)
-    assert seen == [((1,), True, hc), ((1,), False, hc)] and rec.calls == []
-    with pytest.raises(TLXRuntimeError, match="parameter 'n'"):
-        launcher.launch_bound((1,), [0x1000, 0x1000, -3, 1.0], 0)
+    launcher.launch((1,), [hc, Tensor(0x1000, (3,)), 3, 1.0], stream=0x22)
+    assert staged == [(hc, 0x22)]  # nothing was staged for real, so nothing to wait for
+    assert rec.calls[-1]["params"][0] == struct.pack("<Q", 0x5500)
+    with pytest.raises(TLXRuntimeError, match="parameter 'y' is a pointer to fp32"):
+        launcher.launch((1,), [hc, host_copy(np.zeros(3, np.int32)), 3, 1.0])
 
 
 def test_other_threads_launch_through_their_own_buffer():
@@ -336,9 +344,10 @@ def test_other_threads_launch_through_their_own_buffer():
 
     def work(n):
         together.wait()
-        launcher.launch((n,), [y, x, n, 2.0])
-        launcher.launch_bound((n,), [0x3000, 0x4000, n, 3.0], 0)
-        seen.append(launcher._clones[threading.get_ident()].pack.address)
+        for _ in range(20):
+            launcher.launch((n,), [y, x, n, 2.0])
+            launcher.launch((n,), [Tensor(0x3000, (1,)), Tensor(0x4000, (1,)), n, 3.0])
+        seen.append(launcher._local.pack.address)
         together.wait()
 
     threads = [threading.Thread(target=work, args=(n,)) for n in (2, 3)]
@@ -347,16 +356,15 @@ def test_other_threads_launch_through_their_own_buffer():
     for t in threads:
         t.join()
     addrs = {c["params"][0] for c in rec.calls}
-    assert len(rec.calls) == 5 and addrs == {struct.pack("<Q", a) for a in (0x1000, 0x2000, 0x3000)}
-    assert len(set(seen)) == 2 and launcher.pack.address not in seen
+    assert len(rec.calls) == 81 and addrs == {struct.pack("<Q", a) for a in (0x1000, 0x2000, 0x3000)}
+    assert len(set(seen)) == 2 and launcher._local.pack.address not in seen  # a buffer per thread
     for n in (2, 3):   # each thread's calls carry its own n and grid
         mine = [c for c in rec.calls if c["grid"] == (n, 1, 1)]
-        assert [c["params"][2] for c in mine] == [struct.pack("<I", n)] * 2
+        assert [c["params"][2] for c in mine] == [struct.pack("<I", n)] * 40
 
 
 def _import_fake_torch(monkeypatch):
-    """A `torch` in sys.modules whose Tensor is runtime_fakes.Tensor: the generated launch code
-    and `bind` then read these tensors on their inline torch path, as they read real ones."""
+    """A `torch` in sys.modules whose Tensor is runtime_fakes.Tensor."""
     import sys
     import types
 
@@ -366,7 +374,7 @@ def _import_fake_torch(monkeypatch):
     monkeypatch.setattr("tlx.runtime.streams._TORCH_STREAM", None)
 
 
-def test_torch_tensors_on_the_inline_path_keep_every_check(monkeypatch):
+def test_torch_tensors_keep_every_check(monkeypatch):
     _import_fake_torch(monkeypatch)
     launcher, rec = installed(ADD)
     x, y = Tensor(0x7000_0000, (10,)), Tensor(0x7000_1000, (10,))
@@ -390,20 +398,3 @@ def test_torch_tensors_on_the_inline_path_keep_every_check(monkeypatch):
     assert len(rec.calls) == 2
     launcher.launch((1,), [x, Tensor(0x9000, (1,), cuda=False, pinned=True), 3, 1.0], stream=0)
     assert rec.calls[-1]["params"][1] == struct.pack("<Q", 0x9000)
-
-
-def test_bind_reads_torch_tensors_inline_with_the_same_result(monkeypatch):
-    from tlx.runtime import bind
-
-    args = [Tensor(0x7000_0000, (10,)), Tensor(0x7000_1004, (10,), "float16"), 10, 2 ** 40, -7, 0.25,
-            CAIArray(0x7000_2000, (10,), "<i4"), True]
-    want = bind(args, 0)
-    assert want == ((("*fp32", 16), ("*fp16", 1), ("i32", 1), ("i64", 16), ("i32", 1), ("fp32", 1),
-                     ("*i32", 16), ("i1", 1)),
-                    [0x7000_0000, 0x7000_1004, 10, 2 ** 40, -7, 0.25, 0x7000_2000, True])
-    _import_fake_torch(monkeypatch)
-    assert bind(args, 0) == bind(args, 0) == want
-    with pytest.raises(TLXRuntimeError, match="does not fit in 64 bits"):
-        bind([2 ** 64])
-    with pytest.raises(TLXRuntimeError, match="torch tensor on 'cpu'"):
-        bind([Tensor(0x9000, (1,), cuda=False)])

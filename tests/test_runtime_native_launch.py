@@ -1,9 +1,11 @@
-"""The native launch entry (runtime/native_launch.c), built with the machine's C compiler and
-driven through the C stand-in for cuLaunchKernelEx that records what it was given: the launcher's
-generated code hands it the real CUlaunchConfig struct (grid, block, smem, stream, cluster
-attribute as cuda.bindings laid them out), the function handle and the packed void**."""
+"""The native launch (runtime/native_launch.c), built with the machine's C compiler (no GPU
+needed): what it hands the driver — checked against cuda.bindings' own struct layouts and the
+Python packer's bytes — its refusals, and its build: recorded, checked before loading, rebuilt
+when damaged (truncated, emptied, overwritten: never a crash), built once by concurrent
+processes, removed by `tlx cache clear`."""
 
 import ctypes
+import json
 import os
 import struct
 import subprocess
@@ -13,7 +15,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from runtime_fakes import CAIArray, Tensor, TorchStream
+from runtime_fakes import CAIArray, DriverRecorder, Tensor, TorchStream
 from tlx.compiler.abi import KernelABI, ParamABI
 from tlx.runtime import native_launch
 from tlx.runtime.errors import TLXRuntimeError
@@ -39,82 +41,157 @@ def module(tmp_path_factory):
     return native_launch.load_module(tmp_path_factory.mktemp("native"))
 
 
-def native_launcher(module, abi, result=0):
-    """A launcher whose fast path calls the native entry, bound to the recording stand-in."""
-    module.set_entry(module.recording_entry(result))
+def installed(module, abi, native=True):
+    """A launcher on the native launch (or the Python packer), the driver call recorded."""
+    rec = DriverRecorder()
+    rec.register(HANDLE, abi)
+    if native:
+        module.set_entry(rec.native_address)
     launcher = Launcher(abi, ptx=".version 8.0\n.target sm_90a\n")
 
-    def no_bindings_call(*args):  # the cuda.bindings path must not be taken
+    def no_bindings_call(*args):
         raise AssertionError("cuda.bindings' cuLaunchKernelEx called on the native path")
 
-    launcher._install(LoadedKernel(abi.entry, None, None, HANDLE, 0, 0, 0), no_bindings_call,
-                      module.launch)
-    return launcher
+    launcher.install(LoadedKernel(abi.entry, None, None, HANDLE, 0, 0, 0), module.launch if native else None,
+                     no_bindings_call if native else rec.bindings)
+    return launcher, rec
 
 
-def packed(launcher, n_params):
-    """The bytes behind each of the launcher's void** slots, read as the driver reads them."""
-    ptrs = (ctypes.c_void_p * n_params).from_address(launcher.pack.address)
-    return [ctypes.string_at(ptrs[i], p.size) for i, p in enumerate(launcher.abi.params)]
-
-
-def test_native_entry_receives_config_handle_and_params(module):
-    launcher = native_launcher(module, ADD)
-    assert "native(cfg_address, handle_address," in launcher.source
-    assert "launch_ex(" not in launcher.source
+def test_the_driver_receives_config_handle_and_params(module):
+    launcher, rec = installed(module, ADD)
+    assert launcher.fast is not None and launcher.fast[0] is module.launch
     x, y = Tensor(0x7000_0000, (1000,)), CAIArray(0x7000_1000, (1000,), "<f4")
     launcher.launch((8,), [x, y, 1000, 2.0])
-    seen = module.last_recorded()
-    assert seen["calls"] == 1
-    assert seen["grid"] == (8, 1, 1) and seen["block"] == (128, 1, 1)
-    assert seen["shared_bytes"] == 0 and seen["stream"] == 0 and seen["num_attrs"] == 0
-    assert seen["function"] == HANDLE and seen["params"] == launcher.pack.address
-    assert seen["first_param"] == 0x7000_0000
-    assert packed(launcher, 4) == [struct.pack("<Q", 0x7000_0000), struct.pack("<Q", 0x7000_1000),
-                                   struct.pack("<I", 1000), struct.pack("<f", 2.0)]
-    # a new grid and stream reach the struct the C side reads
+    (call,) = rec.calls
+    assert call["grid"] == (8, 1, 1) and call["block"] == 128 and call["shared"] == 0 and call["stream"] == 0
+    assert call["handle"] == HANDLE and call["cluster_attr"] is None
+    assert call["params"] == [struct.pack("<Q", 0x7000_0000), struct.pack("<Q", 0x7000_1000),
+                              struct.pack("<I", 1000), struct.pack("<f", 2.0)]
     launcher.launch((3, 2), [y, x, 7, np.float32(0.5)], stream=TorchStream(0xABC))
-    seen = module.last_recorded()
-    assert seen["calls"] == 2 and seen["grid"] == (3, 2, 1) and seen["stream"] == 0xABC
-    assert seen["first_param"] == 0x7000_1000
+    assert rec.calls[-1]["grid"] == (3, 2, 1) and rec.calls[-1]["stream"] == 0xABC
+    assert rec.calls[-1]["params"][:2] == [struct.pack("<Q", 0x7000_1000), struct.pack("<Q", 0x7000_0000)]
 
 
-def test_native_entry_sees_cluster_attribute_and_dynamic_smem(module):
-    abi = KernelABI(entry="k", params=(P("x", "pointer", "fp32", 8),), threads_per_cta=384,
-                    num_warps=12, shared_bytes=200_000, cluster=(2, 1, 1))
-    launcher = native_launcher(module, abi)
+def test_the_config_is_cuda_bindings_own_layout(module):
+    """The CUlaunchConfig the C call fills, byte for byte what cuda.bindings lays out (cuda.h's)."""
+    from cuda.bindings import driver as drv
+
+    abi = KernelABI(entry="k", params=(P("x", "pointer", "fp32", 8),), threads_per_cta=256, num_warps=8,
+                    shared_bytes=70_000)
+    launcher, rec = installed(module, abi)
+    launcher.launch((5, 6, 7), [Tensor(0x7100_0000, (16,))], stream=0xABCD0)
+    want = drv.CUlaunchConfig()
+    want.gridDimX, want.gridDimY, want.gridDimZ = 5, 6, 7
+    want.blockDimX, want.blockDimY, want.blockDimZ = 256, 1, 1
+    want.sharedMemBytes = 70_000
+    want.hStream = drv.CUstream(0xABCD0)
+    want.numAttrs = 0
+    got = rec.calls[-1]["config_bytes"]
+    assert len(got) == 56 and got[:28] == ctypes.string_at(want.getPtr(), 28)  # grid, block, shared memory
+    assert got[32:40] == ctypes.string_at(want.getPtr() + 32, 8)  # the stream
+    assert got[40:48] == bytes(8) and got[48:52] == ctypes.string_at(want.getPtr() + 48, 4)  # no attributes
+
+
+def test_the_cluster_attribute_is_cuda_bindings_own_layout(module):
+    from cuda.bindings import driver as drv
+
+    abi = KernelABI(entry="k", params=(P("x", "pointer", "fp32", 8),), threads_per_cta=384, num_warps=12,
+                    shared_bytes=200_000, cluster=(2, 1, 1))
+    launcher, rec = installed(module, abi)
     launcher.launch((4, 3), [Tensor(0x7100_0000, (16,))])
-    seen = module.last_recorded()
-    assert seen["grid"] == (4, 3, 1) and seen["block"] == (384, 1, 1)
-    assert seen["shared_bytes"] == 200_000 and seen["num_attrs"] == 1
+    call = rec.calls[-1]
+    assert call["grid"] == (4, 3, 1) and call["block"] == 384 and call["shared"] == 200_000
+    want = drv.CUlaunchAttribute()
+    want.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    want.value.clusterDim.x, want.value.clusterDim.y, want.value.clusterDim.z = 2, 1, 1
+    assert call["cluster_attr"][:20] == ctypes.string_at(want.getPtr(), 20)
+    with pytest.raises(TLXRuntimeError, match="not a multiple of the cluster dimension 2"):
+        launcher.launch((3,), [Tensor(0x7100_0000, (16,))])
+    grid_in_clusters = KernelABI(entry="c", params=(), threads_per_cta=32, num_warps=1, shared_bytes=0,
+                                 cluster=(2, 1, 1), extra={"grid_unit": "cluster"})
+    launcher, rec = installed(module, grid_in_clusters)
+    launcher.launch((4,), [])
+    assert rec.calls[-1]["grid"] == (8, 1, 1)
 
 
-def test_empty_grid_launches_nothing(module):
-    launcher = native_launcher(module, ADD)
-    launcher.launch((0,), [Tensor(0x7000_0000, (1,)), Tensor(0x7000_0000, (1,)), 1, 1.0])
-    assert module.last_recorded()["calls"] == 0
+SCALARS = KernelABI(entry="s", params=(P("p", "pointer", "fp16", 8), P("b", "scalar", "i1", 4),
+                                       P("i8", "scalar", "i8", 4), P("u16", "scalar", "u16", 4),
+                                       P("i32", "scalar", "i32", 4), P("u32", "scalar", "u32", 4),
+                                       P("i64", "scalar", "i64", 8), P("u64", "scalar", "u64", 8),
+                                       P("h", "scalar", "fp16", 2), P("bf", "scalar", "bf16", 2),
+                                       P("f", "scalar", "fp32", 4), P("d", "scalar", "fp64", 8)),
+                   threads_per_cta=32, num_warps=1, shared_bytes=0)
 
 
-def test_driver_error_from_native_entry_names_kernel_and_error(module):
-    launcher = native_launcher(module, ADD, result=1)  # CUDA_ERROR_INVALID_VALUE
+@pytest.mark.parametrize("values", [
+    [Tensor(0x10, (1,), "float16"), True, -128, 65535, -2 ** 31, 2 ** 32 - 1, -2 ** 63, 2 ** 64 - 1, 1.5, 1.00390625, 3.25, -1e300],
+    [Tensor(2 ** 64 - 16, (1,), "float16"), False, 127, 0, 2 ** 31 - 1, 0, 2 ** 63 - 1, 2 ** 63, -0.0, float("nan"), float("inf"), 1e-310],
+    [CAIArray(0, (1,), "<f2"), 1, np.int8(-3), np.uint16(9), np.int64(-5), 7, np.int32(6), np.uint64(2 ** 63 + 1), np.float16(0.25),
+     float("-inf"), np.float32(2.5), np.float64(1 / 3)],
+])
+def test_every_scalar_type_packs_as_the_python_packer_does(module, values):
+    native, rec_n = installed(module, SCALARS)
+    python, rec_p = installed(module, SCALARS, native=False)
+    native.launch((1,), values)
+    python.launch((1,), values)
+    assert rec_n.calls[-1]["params"] == rec_p.calls[-1]["params"]
+
+
+@pytest.mark.parametrize("index,bad,words", [
+    (2, 128, r"'i8' \(i8\): 128 is out of range"), (3, -1, r"'u16' \(u16\): -1 is out of range"),
+    (4, 2 ** 31, r"'i32' \(i32\): 2147483648 is out of range"), (7, -1, r"'u64' \(u64\): -1 is out of range"),
+    (1, 2, r"'b' \(i1\): 2 is out of range"), (4, 2.5, r"'i32' \(i32\): expected an integer"),
+    (10, 1e39, r"'f' \(fp32\).*out of range"), (8, 1e6, r"'h' \(fp16\).*out of range"),
+    (11, "x", r"'d' \(fp64\): expected a number"),
+])
+def test_a_bad_value_is_refused_before_anything_launches(module, index, bad, words):
+    values = [Tensor(0x10, (1,), "float16"), True, 1, 1, 1, 1, 1, 1, 1.0, 1.0, 1.0, 1.0]
+    values[index] = bad
+    launcher, rec = installed(module, SCALARS)
+    with pytest.raises(TLXRuntimeError, match=words):
+        launcher.launch((1,), values)
+    assert rec.calls == []
+
+
+def test_the_call_itself_refuses_what_it_cannot_pack(module):
+    launcher, rec = installed(module, ADD)
+    launch, spec = launcher.fast
+    x = Tensor(0x7000_0000, (4,))
+    assert launch(spec, (2,), 0, (x, x, 4, 1.0), None) == 0 and len(rec.calls) == 1
+    with pytest.raises(TypeError):  # a CAI array: the Python launcher reads it
+        launch(spec, (2,), 0, (CAIArray(0x1000, (4,)), x, 4, 1.0), None)
+    with pytest.raises(TypeError, match="takes 4 arguments"):
+        launch(spec, (2,), 0, (x, x, 4), None)
+    for grid in [(1, 2, 3, 4), (), (2 ** 31,), (1, 70000), ("a",), [2], 1.5]:
+        with pytest.raises(ValueError, match="grid"):
+            launch(spec, grid, 0, (x, x, 4, 1.0), None)
+    assert launch(spec, (0, 5), 0, (x, x, 4, 1.0), None) == 0  # an empty grid launches nothing
+    with pytest.raises(ValueError, match="not a launch spec"):
+        launch(spec[:-1], (2,), 0, (x, x, 4, 1.0), None)
+    with pytest.raises(TypeError):
+        launch(spec, (2,), 0, [x, x, 4, 1.0], None)
+    assert len(rec.calls) == 1
+
+
+def test_skip_if_env_launches_nothing_while_the_variable_is_set(module, monkeypatch):
+    launcher, rec = installed(module, ADD)
+    launch, spec = launcher.fast
+    x = Tensor(0x7000_0000, (4,))
+    for value, launched in [("1", False), ("", True), ("0", True), ("yes", False)]:
+        monkeypatch.setenv("TLX_TEST_SKIP", value)
+        assert launch(spec, (1,), 0, (x, x, 4, 1.0), b"TLX_TEST_SKIP") == (0 if launched else -1)
+    monkeypatch.delenv("TLX_TEST_SKIP")
+    assert launch(spec, (1,), 0, (x, x, 4, 1.0), b"TLX_TEST_SKIP") == 0
+    assert len(rec.calls) == 3
+
+
+def test_a_driver_error_names_kernel_error_and_launch(module):
+    launcher, rec = installed(module, ADD)
+    rec.result = 1  # CUDA_ERROR_INVALID_VALUE
     with pytest.raises(TLXRuntimeError) as err:
         launcher.launch((8,), [Tensor(0x7000_0000, (1,)), Tensor(0x7000_0000, (1,)), 1, 1.0])
     text = str(err.value)
     assert "CUDA_ERROR_INVALID_VALUE" in text and "add" in text and "grid (8, 1, 1)" in text
-
-
-def test_bad_argument_still_caught_before_the_native_call(module):
-    launcher = native_launcher(module, ADD)
-    with pytest.raises(TLXRuntimeError, match="'n'"):
-        launcher.launch((1,), [Tensor(0x7000_0000, (1,)), Tensor(0x7000_0000, (1,)), -1, 1.0])
-    assert module.last_recorded()["calls"] == 0
-
-
-def test_launch_checks_its_arguments(module):
-    with pytest.raises(TypeError):
-        module.launch(1, 2)
-    with pytest.raises(TypeError):
-        module.launch("config", 2, 3)
 
 
 def test_disabled_by_env_falls_back_to_bindings(monkeypatch):
@@ -131,28 +208,76 @@ def test_no_compiler_falls_back_with_the_reason(monkeypatch, tmp_path):
     monkeypatch.setattr(native_launch, "_entry", None)
     monkeypatch.setattr(native_launch, "_module", None)
     monkeypatch.setattr(native_launch, "compiler_command", lambda: None)
+    monkeypatch.setattr(native_launch, "driver_entry_address", lambda: 0x1234)
     monkeypatch.setenv("TLX_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("TLX_NATIVE_LAUNCH", raising=False)
     assert native_launch.entry() is None
-    assert "no C compiler" in native_launch.status()
-    assert native_launch.status().startswith("cuda.bindings")
+    assert native_launch.status().startswith("cuda.bindings") and "no C compiler" in native_launch.status()
+
+
+LOAD_AND_LAUNCH = """
+    import ctypes, sys
+    from pathlib import Path
+    from tlx.runtime import native_launch
+    m = native_launch.load_module(Path(sys.argv[1]))
+    m.set_entry(m.noop_entry())
+    # a kernel without parameters: function 0, 32 threads, no shared memory, a 1x1x1 cluster
+    spec = (0).to_bytes(8, "little") + (32).to_bytes(4, "little") + bytes(4) + (1).to_bytes(4, "little") * 3 + bytes(12)
+    print(m.launch(spec, (1,), 0, (), None))
+"""
+
+
+def run_loader(directory):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(LOAD_AND_LAUNCH), str(directory)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_build_is_recorded_and_checked(tmp_path):
+    path = native_launch.build(tmp_path)
+    record = json.loads(native_launch.record_path(path).read_text())
+    data = path.read_bytes()
+    assert record["size"] == len(data) > 0 and len(record["sha256"]) == 64 and native_launch.intact(path)
+    first = run_loader(tmp_path)
+    assert first.returncode == 0 and first.stdout.strip() == "0", first.stderr
+
+
+@pytest.mark.parametrize("damage", ["truncated", "emptied", "garbage", "record lost"])
+def test_a_damaged_module_is_rebuilt_not_loaded(tmp_path, damage):
+    path = native_launch.build(tmp_path)
+    data = path.read_bytes()
+    if damage == "truncated":
+        path.write_bytes(data[: len(data) // 3])
+    elif damage == "emptied":
+        path.write_bytes(b"")
+    elif damage == "garbage":
+        path.write_bytes(os.urandom(len(data)))
+    else:
+        native_launch.record_path(path).unlink()
+    assert not native_launch.intact(path)
+    r = run_loader(tmp_path)  # a fresh process: no SIGBUS, no ImportError; the module rebuilt
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert r.stdout.strip() == "0"
+    assert native_launch.intact(path) and path.stat().st_size > 0
 
 
 def test_two_processes_building_at_once_both_load_a_whole_module(tmp_path):
-    code = textwrap.dedent(f"""
-        import ctypes
-        from pathlib import Path
-        from tlx.runtime import native_launch
-        m = native_launch.load_module(Path({str(tmp_path)!r}))
-        m.set_entry(m.recording_entry(7))
-        config = ctypes.create_string_buffer(56)  # a zeroed CUlaunchConfig
-        print(m.launch(ctypes.addressof(config), 2, 0))
-    """)
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    outs = [p.communicate(timeout=120) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(LOAD_AND_LAUNCH), str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
-        assert out.strip() == "7"
-    built = [f for f in os.listdir(tmp_path) if f.startswith("native_launch-")]
-    assert built == [native_launch.module_path(tmp_path).name]  # no temporary file left behind
+        assert out.strip() == "0"
+    path = native_launch.module_path(tmp_path)
+    assert native_launch.intact(path)
+    left = sorted(f for f in os.listdir(tmp_path) if not f.endswith(".lock"))
+    assert left == sorted([path.name, native_launch.record_path(path).name])  # no temporary file left
+
+
+def test_cache_clear_removes_the_native_build(tmp_path, monkeypatch):
+    from tlx.cli import main
+
+    monkeypatch.setenv("TLX_CACHE_DIR", str(tmp_path))
+    path = native_launch.build()
+    assert path.parent == tmp_path / "native" and path.exists()
+    assert main(["cache", "clear"]) == 0
+    assert not path.exists() and not native_launch.record_path(path).exists()

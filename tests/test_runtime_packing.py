@@ -6,8 +6,8 @@ import struct
 
 import pytest
 
-from tlx.compiler.abi import ParamABI, TMAEncoding
-from tlx.runtime.packing import ArgLayout, ArgPack, explain_bad_value, scalar_code, to_bf16_bits
+from tlx.compiler.abi import ParamABI, TMAEncoding, bf16_bits
+from tlx.runtime.packing import ArgLayout, ArgPack, explain_bad_value, scalar_code
 from tlx.runtime.errors import TLXRuntimeError
 
 ENC = TMAEncoding("fp16", 2, (64, 64), (64, 64), 128)
@@ -41,7 +41,7 @@ def test_every_param_kind_has_its_offset_and_size():
     }
     assert [s.index for s in layout.slots] == list(range(len(params)))
     assert layout.values_offset == 256
-    assert layout.fmt == "<Qiiqe2xfQH6xd"
+    assert layout.struct.format == "<Qiiqe2xfQH6xd"
     assert layout.size == 312
 
 
@@ -59,7 +59,7 @@ def test_values_are_written_as_the_abi_types():
               P("a", "scalar", "fp32", 4), P("q", "scalar", "i64", 8), P("f", "scalar", "i1", 4),
               P("s8", "scalar", "i8", 4), P("h", "scalar", "fp16", 2), P("b", "scalar", "bf16", 2)]
     pack = ArgPack(ArgLayout(params))
-    pack.write_values([0x7F00_0000_1230, -5, 4_000_000_000, 2.5, -(2 ** 40), True, -3, 1.5, 1.0])
+    pack.write([0x7F00_0000_1230, -5, 4_000_000_000, 2.5, -(2 ** 40), True, -3, 1.5, 1.0])
     assert struct.unpack("<Q", pack.read(0))[0] == 0x7F00_0000_1230
     assert struct.unpack("<i", pack.read(1))[0] == -5
     assert struct.unpack("<I", pack.read(2))[0] == 4_000_000_000
@@ -73,7 +73,7 @@ def test_values_are_written_as_the_abi_types():
 
 def test_a_python_int_for_an_fp32_param_is_a_float_not_8_bytes():
     pack = ArgPack(ArgLayout([P("a", "scalar", "fp32", 4), P("n", "scalar", "u32", 4)]))
-    pack.write_values([2, 7])
+    pack.write([2, 7])
     assert struct.unpack("<fI", ctypes.string_at(pack.base, 8)) == (2.0, 7)
 
 
@@ -85,7 +85,7 @@ def test_out_of_range_ints_are_refused(dtype, size, bad):
     layout = ArgLayout([P("n", "scalar", dtype, size)])
     pack = ArgPack(layout)
     with pytest.raises((struct.error, OverflowError)):
-        pack.write_values([bad])
+        pack.write([bad])
     why = explain_bad_value(layout.slots[0], bad)
     assert why is not None and "out of range" in why and str(bad) in why
 
@@ -93,17 +93,17 @@ def test_out_of_range_ints_are_refused(dtype, size, bad):
 def test_floats_are_not_truncated_into_int_params():
     layout = ArgLayout([P("n", "scalar", "i32", 4)])
     with pytest.raises(struct.error):
-        ArgPack(layout).write_values([2.5])
+        ArgPack(layout).write([2.5])
     assert "expected an integer" in explain_bad_value(layout.slots[0], 2.5)
     layout8 = ArgLayout([P("n", "scalar", "i8", 4)])
     with pytest.raises(TypeError):
-        ArgPack(layout8).write_values([2.0])
+        ArgPack(layout8).write([2.0])
 
 
 def test_fp32_overflow_is_refused():
     layout = ArgLayout([P("a", "scalar", "fp32", 4)])
     with pytest.raises(OverflowError):
-        ArgPack(layout).write_values([1e39])
+        ArgPack(layout).write([1e39])
     assert "out of range for fp32" in explain_bad_value(layout.slots[0], 1e39)
     assert explain_bad_value(layout.slots[0], 3.0) is None
 
@@ -115,11 +115,11 @@ def test_fp32_overflow_is_refused():
     (1.0078125 + 2 ** -12, 0x3F81), (float("inf"), 0x7F80),
 ])
 def test_bf16_rounding(value, bits):
-    assert to_bf16_bits(value) == bits
+    assert bf16_bits(value) == bits
 
 
 def test_bf16_nan_stays_nan():
-    assert to_bf16_bits(float("nan")) & 0x7F80 == 0x7F80 and to_bf16_bits(float("nan")) & 0x7F
+    assert bf16_bits(float("nan")) & 0x7F80 == 0x7F80 and bf16_bits(float("nan")) & 0x7F
 
 
 def test_unknown_scalar_size_is_an_error():
@@ -133,14 +133,30 @@ def test_unknown_scalar_size_is_an_error():
 
 def test_ir_spellings_are_accepted():
     layout = ArgLayout([P("a", "scalar", "f32", 4), P("x", "pointer", "f16", 8)])
-    assert layout.fmt == "<f4xQ"
+    assert layout.struct.format == "<f4xQ"
     assert [(s.offset, s.size) for s in layout.slots] == [(0, 4), (8, 8)]
 
 
 def test_descriptor_bytes_are_copied_whole():
     pack = ArgPack(ArgLayout([P("n", "scalar", "i32", 4), P("d", "tensordesc", "fp16", 128, 64, tma=ENC)]))
-    src = (ctypes.c_uint8 * 128)(*range(128))
-    pack.write_descriptor(1, ctypes.addressof(src))
-    pack.write_values([9])
+    pack.write([9, bytes(range(128))])
     assert pack.read(1) == bytes(range(128))
     assert struct.unpack("<i", pack.read(0))[0] == 9
+    with pytest.raises(TypeError, match="encoded bytes"):
+        pack.write([9, bytes(64)])
+
+
+def test_the_native_spec_describes_every_parameter():
+    from tlx.runtime.packing import SPEC_HEADER, SPEC_PARAM
+
+    layout = ArgLayout([P("x", "pointer", "fp16", 8), P("d", "tensordesc", "fp16", 128, 64, tma=ENC),
+                        P("f", "scalar", "i1", 4), P("q", "scalar", "u64", 8), P("b", "scalar", "bf16", 2)])
+    spec = layout.launch_spec(0xABC, 256, 1024, (2, 1, 1), True)
+    head = SPEC_HEADER.unpack_from(spec)
+    assert head == (0xABC, 256, 1024, 2, 1, 1, 1, 5, layout.size)
+    params = [SPEC_PARAM.unpack_from(spec, SPEC_HEADER.size + i * SPEC_PARAM.size) for i in range(5)]
+    assert params == [(ord("p"), 64, 8, 128), (ord("d"), 0, 128, 0), (ord("u"), 1, 4, 136),
+                      (ord("u"), 64, 8, 144), (ord("b"), 16, 2, 152)]
+    assert len(spec) == SPEC_HEADER.size + 5 * SPEC_PARAM.size
+    big = ArgLayout([P(f"d{i}", "tensordesc", "fp16", 128, 64, tma=ENC) for i in range(40)])
+    assert big.launch_spec(1, 32, 0, (1, 1, 1), False) is None  # over 4 KB: the Python packer launches it

@@ -119,6 +119,35 @@ def test_buffers_of_concurrent_partitions_never_share_bytes():
     assert off["a"] != off["b"]
 
 
+def test_buffers_of_one_partition_reuse_bytes_in_its_program_order_apart_from_the_other_partitions():
+    """Two epilogue staging buffers made one after the other in each of two partitions: within a
+    partition the second takes the first's bytes once the first is dead (the persistent ping-pong
+    GEMM's two TMA-store subtiles per consumer); across partitions, never."""
+    text, res = run(module(f"""
+    tlx.warp_specialize %t {{partition_num_warps = [4, 4]}} {{
+    ^default:
+      tlx.ws_yield
+    }} {{
+    ^partition0(%p0: {T16}):
+      %a0 = tlx.local_alloc src(%p0) : !smem<128x128xf16>
+      %va0 = tlx.local_load %a0 : {T16}
+      %a1 = tlx.local_alloc src(%p0) : !smem<128x128xf16>
+      %va1 = tlx.local_load %a1 : {T16}
+      tlx.ws_return
+    }} {{
+    ^partition1(%p1: {T16}):
+      %b0 = tlx.local_alloc src(%p1) : !smem<128x128xf16>
+      %vb0 = tlx.local_load %b0 : {T16}
+      %b1 = tlx.local_alloc src(%p1) : !smem<128x128xf16>
+      %vb1 = tlx.local_load %b1 : {T16}
+      tlx.ws_return
+    }}""", f"%t: {T16}"), ALLOC)
+    off = offsets(text)
+    assert off["a0"] == off["a1"] and off["b0"] == off["b1"]
+    assert off["a0"] != off["b0"]
+    assert res.module.attrs["shared_bytes"] == 2 * 32768
+
+
 def test_over_the_sm90_limit_lists_the_buffers():
     ir = module("""
     %a = tlx.local_alloc : !smem<4x128x128xf16, buffers=4, mutable> loc(#f0:7:4)

@@ -1,18 +1,20 @@
 """tlx: write NVIDIA Hopper (sm_90a) kernels in Python, TLX-style.
 
 `import tlx.language as tl` is the Triton core language; `import tlx` holds the TLX extensions
-(shared memory, TMA, mbarriers, wgmma, fences, warp specialization), `tlx.jit`, `tlx.compile` and
-the host `tlx.TensorDescriptor`.
+(shared memory, TMA, mbarriers, wgmma, fences, warp specialization), `tlx.jit`, `tlx.compile`, the
+host `tlx.TensorDescriptor`, and Triton's host helpers `tlx.autotune`, `tlx.Config`,
+`tlx.heuristics`, `tlx.testing.do_bench` and `tlx.cdiv`.
 """
 
 from tlx.compiler.errors import TLXCompileError, TLXError
 
-from . import language
+from . import language, testing
+from .autotune import Config, autotune, heuristics
 from .barrier import (alloc_barriers, alloc_warp_barrier, barrier_arrive, barrier_expect_bytes, barrier_wait,
                       cluster_barrier, fence_mbarrier_init_cluster, named_barrier_arrive, named_barrier_wait)
 from .compile import CompiledKernel, compile
 from .display import show
-from .interpret import interpret
+from .interpreter import interpret
 from .jit import JITFunction, jit
 from .language.core import (async_token, buffered_tensor, constexpr, dtype, mbarrier, tensor,
                             tensor_descriptor)
@@ -24,8 +26,9 @@ from .mem_ops import (async_descriptor_load, async_descriptor_prefetch_tensor, a
 from .mma_ops import async_dot, async_dot_wait
 from .utility import (async_task_replica_id, clock64, cluster_cta_rank, dtype_of, get_fp8_format_name, size_of,
                       thread_id)
-from .warp_spec import async_task, async_tasks
-from tlx.runtime import TensorDescriptor, TLXRuntimeError, host_copy
+from .tasks import async_task, async_tasks
+from . import warp_spec
+from tlx.runtime import TensorDescriptor, TLXRuntimeError, host_copy, set_allocator
 
 __version__ = "0.1.0"
 
@@ -48,5 +51,5 @@ __all__ = [
     "async_dot_wait", "async_task_replica_id", "clock64", "cluster_cta_rank", "dtype_of", "get_fp8_format_name",
     "size_of", "thread_id", "async_task", "async_tasks", "buffered_tensor", "mbarrier", "tensor",
     "tensor_descriptor", "async_token", "constexpr", "dtype", "interpret", "show", "TensorDescriptor",
-    "TLXRuntimeError", "host_copy",
+    "TLXRuntimeError", "host_copy", "set_allocator", "autotune", "Config", "heuristics", "testing",
 ]

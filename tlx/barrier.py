@@ -10,7 +10,6 @@ from tlx.compiler.ir import types as T
 
 from .language import core, semantic
 from .language.core import builtin, mbarrier, unwrap
-from .mem_ops import _constexpr_int, _pred
 
 
 def _one_barrier(bar: Any, what: str) -> mbarrier:
@@ -27,8 +26,8 @@ def _one_barrier(bar: Any, what: str) -> mbarrier:
 def alloc_barriers(num_barriers: Any, arrive_count: Any = 1) -> mbarrier:
     """Allocate `num_barriers` mbarriers in shared memory, each initialized to expect
     `arrive_count` arrivals per phase (both compile-time constants)."""
-    n = _constexpr_int(num_barriers, "alloc_barriers' num_barriers")
-    c = _constexpr_int(arrive_count, "alloc_barriers' arrive_count")
+    n = semantic.constexpr_int(num_barriers, "alloc_barriers' num_barriers")
+    c = semantic.constexpr_int(arrive_count, "alloc_barriers' arrive_count")
     if n < 1 or c < 1:
         raise TLXCompileError(f"alloc_barriers needs num_barriers >= 1 and arrive_count >= 1, got {n}, {c}")
     op = semantic.emit("tlx.alloc_barriers", [], [T.BarrierType(n, True)], {"num": n, "arrive_count": c})
@@ -38,8 +37,8 @@ def alloc_barriers(num_barriers: Any, arrive_count: Any = 1) -> mbarrier:
 @builtin
 def alloc_warp_barrier(num_barriers: Any, num_warps: Any = 1, num_arrivals: Any = 1) -> mbarrier:
     """mbarriers every thread arrives on by itself: count = num_warps * 32 * num_arrivals."""
-    n = _constexpr_int(num_barriers, "num_barriers")
-    c = _constexpr_int(num_warps, "num_warps") * 32 * _constexpr_int(num_arrivals, "num_arrivals")
+    n = semantic.constexpr_int(num_barriers, "num_barriers")
+    c = semantic.constexpr_int(num_warps, "num_warps") * 32 * semantic.constexpr_int(num_arrivals, "num_arrivals")
     op = semantic.emit("tlx.alloc_barriers", [], [T.BarrierType(n, True)],
                        {"num": n, "arrive_count": c, "per_thread": True})
     return mbarrier(op.result, c, True)
@@ -49,11 +48,11 @@ def alloc_warp_barrier(num_barriers: Any, num_warps: Any = 1, num_arrivals: Any 
 def barrier_expect_bytes(bar: Any, size: Any, pred: Any = None) -> None:
     """Expect `size` bytes of TMA transactions on `bar`, and arrive once (one elected thread)."""
     b = _one_barrier(bar, "barrier_expect_bytes")
-    n = _constexpr_int(size, "barrier_expect_bytes' size",
+    n = semantic.constexpr_int(size, "barrier_expect_bytes' size",
                        hint="compute the byte count from tl.constexpr values (e.g. BM * BK * tlx.size_of(dtype))")
     if n <= 0:
         raise TLXCompileError(f"barrier_expect_bytes needs a positive byte count, got {n}")
-    semantic.emit("tlx.barrier_expect_bytes", [b.handle, _pred(pred)], [], {"bytes": n})
+    semantic.emit("tlx.barrier_expect_bytes", [b.handle, semantic.predicate(pred)], [], {"bytes": n})
 
 
 @builtin
@@ -63,7 +62,7 @@ def barrier_wait(bar: Any, phase: Any, pred: Any = None) -> None:
     p = semantic.to_tensor(unwrap(phase))
     if p.shape or not (p.dtype.is_int() or p.dtype.is_bool()):
         raise TLXCompileError(f"barrier_wait's phase must be an integer scalar, got {p.type}")
-    semantic.emit("tlx.barrier_wait", [b.handle, semantic.cast(p, core.int32).handle, _pred(pred)], [])
+    semantic.emit("tlx.barrier_wait", [b.handle, semantic.cast(p, core.int32).handle, semantic.predicate(pred)], [])
 
 
 @builtin
@@ -73,16 +72,16 @@ def barrier_arrive(bar: Any, arrive_count: Any = 1, remote_cta_rank: Any = None,
     b = _one_barrier(bar, "barrier_arrive")
     if unwrap(remote_cta_rank) is not None:
         raise TLXCompileError("barrier_arrive(remote_cta_rank=...) (clusters) is not supported by tlx yet")
-    c = _constexpr_int(arrive_count, "barrier_arrive's arrive_count")
+    c = semantic.constexpr_int(arrive_count, "barrier_arrive's arrive_count")
     attrs = {"count": c}
     if b.is_warp_barrier:
         attrs["per_thread"] = True
-    semantic.emit("tlx.barrier_arrive", [b.handle, _pred(pred)], [], attrs)
+    semantic.emit("tlx.barrier_arrive", [b.handle, semantic.predicate(pred)], [], attrs)
 
 
 def _named(bar: Any, count: Any, what: str) -> dict:
-    i = _constexpr_int(bar, f"{what}'s barrier id")
-    n = _constexpr_int(count, f"{what}'s thread count")
+    i = semantic.constexpr_int(bar, f"{what}'s barrier id")
+    n = semantic.constexpr_int(count, f"{what}'s thread count")
     if not 0 <= i < 16:
         raise TLXCompileError(f"named barrier ids are 0..15, got {i}")
     if n <= 0 or n % 32:

@@ -4,6 +4,7 @@
     tlx compile FILE::KERNEL -s x_ptr=*fp16 -s n=i32 -c BLOCK=64 --emit ir|ptx|fences|asm|passes [--print-after-all]
     tlx explain FILE::KERNEL -s ... -c ...     the fence report: every fence, what it separates, why it sits there
     tlx cache list | clear                     the compile cache (TLX_CACHE_DIR, default ~/.cache/tlx)
+    tlx port FILE [-o OUT]                     rewrite a real-TLX file's imports for tlx; list what has no counterpart
 """
 
 from __future__ import annotations
@@ -17,6 +18,13 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 from tlx.compiler.errors import TLXError
+from tlx.runtime.cache import default_cache
+from tlx.runtime.native_launch import remove_builds
+
+from . import language as tl
+from .compile import compile as compile_kernel
+from .demo import main as demo_main
+from .jit import JITFunction
 
 
 def split_top_level(text: str) -> List[str]:
@@ -55,8 +63,6 @@ def parse_pairs(items: Optional[Sequence[str]], what: str, literal: bool) -> Dic
 
 def _literal(v: str) -> Any:
     if v.startswith("tl.") or v.startswith("tlx.language."):
-        import tlx.language as tl
-
         return getattr(tl, v.split(".")[-1])
     try:
         return ast.literal_eval(v)
@@ -66,8 +72,6 @@ def _literal(v: str) -> Any:
 
 def load_kernel(spec: str):
     """`path/to/file.py::kernel_name` -> the @tlx.jit function."""
-    import tlx
-
     if "::" not in spec:
         raise TLXError(f"name the kernel as FILE::KERNEL, got {spec!r}")
     path, name = spec.rsplit("::", 1)
@@ -83,19 +87,19 @@ def load_kernel(spec: str):
     finally:
         sys.path.pop(0)
     fn = getattr(mod, name, None)
-    if not isinstance(fn, tlx.JITFunction):
-        found = [k for k, v in vars(mod).items() if isinstance(v, tlx.JITFunction)]
+    while not isinstance(fn, JITFunction) and hasattr(fn, "params") and hasattr(fn, "fn"):
+        fn = fn.fn  # @tlx.autotune / @tlx.heuristics: the kernel they wrap
+    if not isinstance(fn, JITFunction):
+        found = [k for k, v in vars(mod).items() if isinstance(v, JITFunction)]
         raise TLXError(f"{path} has no @tlx.jit kernel named {name!r}" + (f" (it has: {', '.join(found)})" if found else ""))
     return fn
 
 
 def _compile(args: argparse.Namespace):
-    import tlx
-
     fn = load_kernel(args.kernel)
     sig = parse_pairs(args.signature, "--signature", literal=False)
     consts = parse_pairs(args.constexpr, "--constexpr", literal=True)
-    return tlx.compile(fn, signature=sig, constexprs=consts, num_warps=args.num_warps, target=args.target,
+    return compile_kernel(fn, signature=sig, constexprs=consts, num_warps=args.num_warps, target=args.target,
                        fence_passes=not args.no_fence_passes, print_ir_after_all=args.print_after_all)
 
 
@@ -127,8 +131,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from tlx.runtime.cache import default_cache
-
     cache = default_cache()
     if args.action == "list":
         rows = cache.list()
@@ -140,14 +142,35 @@ def cmd_cache(args: argparse.Namespace) -> int:
             state = "" if r.valid else "  (corrupt: rebuilt on next use)"
             print(f"{r.name:32s} {r.compile_time_s * 1e3:7.1f}ms {r.size:9d} {created} {r.key[:16]}{state}")
     else:
+        from .autotune import TuningStore
+
         n = cache.clear()
-        print(f"removed {n} entries from {cache.directory}")
+        built = remove_builds()
+        print(f"removed {n} entries from {cache.directory}" + (f" and the native launch module ({built} files)" if built else ""))
+        store = TuningStore(cache.root)
+        print(f"removed {store.clear()} autotuning choices from {store.directory}")
     return 0
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import main as demo_main
+def cmd_port(args: argparse.Namespace) -> int:
+    from .port import format_report, port_source
 
+    if not os.path.isfile(args.file):
+        raise TLXError(f"no such file: {args.file}")
+    with open(args.file, encoding="utf-8") as f:
+        result = port_source(f.read())
+    report = format_report(result, args.file, args.output)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(result.text)
+        print(report)
+    else:
+        sys.stdout.write(result.text)
+        print(report, file=sys.stderr)
+    return 0 if result.complete else 1
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
     return demo_main()
 
 
@@ -173,6 +196,12 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("cache", help="list or clear the compile cache")
     c.add_argument("action", choices=["list", "clear"])
     c.set_defaults(func=cmd_cache)
+    c = sub.add_parser("port", help="rewrite a file written for the real TLX to run on tlx",
+                       description="Rename the imports and host API of a real-TLX file for tlx (line numbers kept) "
+                                   "and list what has no tlx counterpart. Exit status 1 when something does.")
+    c.add_argument("file", help="the Python file to port")
+    c.add_argument("-o", "--output", help="write the ported file here (default: print it; the report goes to stderr)")
+    c.set_defaults(func=cmd_port)
     return p
 
 

@@ -1,77 +1,151 @@
-"""`tlx.compile`: trace and compile a kernel for one specialization without a GPU, and the
-`CompiledKernel` it returns (its `asm`, fence records and launch)."""
+"""Compiling: `tlx.compile` (trace and compile one specialization, no GPU needed), the
+`CompiledKernel` it returns, and `compile_specialization` — the launch path's compile step,
+through the disk cache (`tlx.runtime.cache`), keyed by the kernel's source and helpers, the
+specialization, the options and the compiler's own sources."""
 
 from __future__ import annotations
 
-import html
+import hashlib
+import json
 import os
 import time
-from typing import Any, Dict, List, Mapping, Optional
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from tlx.compiler.errors import TLXCompileError
-from tlx.compiler.ir import Module, print_module
+import tlx.compiler
+from tlx.compiler.errors import TLXCompileError, TLXError
+from tlx.compiler.fence_serial import records_from_json
+from tlx.compiler.fences import explain_fences
+from tlx.compiler.ir import Module
 from tlx.compiler.options import CompileOptions
+from tlx.compiler.pipeline import compile_module as run_pipeline
+from tlx.runtime.cache import CacheEntry, default_cache, entry_from_compile_result
+from tlx.runtime.launcher import Launcher
 
-from .jit import JITFunction
-from .signature import signature_to_types
+from .display import compiled_kernel_html
+from .function import KernelFunction
+from .signature import signature_to_types, type_from_signature
+from .specialize import Specialization
+from .tracer import trace
+
+
+@dataclass(frozen=True)
+class KernelMetadata(Mapping):
+    """What a compiled kernel launches with, as attributes (``metadata.num_warps``) and as a
+    read-only dict (``metadata["num_warps"]``), like Triton's ``CompiledKernel.metadata``."""
+
+    name: str
+    target: str
+    num_warps: int
+    num_ctas: int
+    cluster_dims: Tuple[int, int, int]
+    shared: int  # dynamic shared memory, bytes
+    threads: int  # per CTA
+    maxnreg: Optional[int]
+    fence_passes: bool
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(asdict(self))
+
+    def __len__(self) -> int:
+        return len(asdict(self))
 
 
 class CompiledKernel:
-    """One compiled specialization: `asm` ("ir", "ir.<pass>", "ptx", "cubin"), `fences` (one record
-    per fence, with its reason), `pass_times`, `abi`, `resources`, and `kernel[grid](*args)`."""
+    """One compiled specialization: `asm` ("ir", "ir.<pass>", "ptx", "cubin"), `fences` (one
+    record per fence, with its reason), `pass_times`, `abi`, `resources`, `metadata` (name,
+    num_warps, num_ctas, cluster_dims, shared, ...: attributes and a dict view),
+    `unfenced_hazards` (with the fence passes off), `options` (the CompileOptions) and
+    `kernel[grid](*runtime_args)`. Built from a fresh compile (`from_result`, which keeps the
+    final `module` and the compiler's `result`) or read back from the disk cache
+    (`from_entry`)."""
 
-    def __init__(self, fn: JITFunction, result: Any, trace_time: float, options: CompileOptions):
-        self.fn = fn
-        self.result = result
+    def __init__(self, name: str, asm: Dict[str, Any], abi: Any, fences: List[Any], pass_times: Dict[str, float],
+                 resources: Dict[str, Any], unfenced_hazards: List[str], options: CompileOptions,
+                 metadata: KernelMetadata, compile_time_s: float = 0.0, module: Optional[Module] = None,
+                 result: Any = None):
+        self.name = name
+        self.asm = asm
+        self.abi = abi
+        self.fences = fences
+        self.pass_times = pass_times
+        self.resources = resources
+        self.unfenced_hazards = unfenced_hazards  # with fence_passes=False: hazards left unfenced
         self.options = options
-        self.asm: Dict[str, Any] = result.asm
-        self.abi = result.abi
-        self.fences = result.fences
-        self.pass_times: Dict[str, float] = dict(result.pass_times)
-        self.pass_times = {"trace": trace_time, **self.pass_times}
-        self.resources = result.resources
-        self.module: Module = result.module
-        self.name = fn.__name__
+        self.metadata = metadata
+        self.compile_time_s = compile_time_s
+        self.module = module
+        self.result = result
+        self._launcher: Optional[Launcher] = None
+
+    @classmethod
+    def from_result(cls, name: str, result: Any, options: CompileOptions, trace_time: float) -> "CompiledKernel":
+        """A kernel the pipeline just compiled."""
+        abi = result.abi
+        meta = KernelMetadata(name, options.target, options.num_warps, options.num_ctas, tuple(options.cluster),
+                              int(getattr(abi, "shared_bytes", 0) or 0), int(getattr(abi, "threads_per_cta", 0) or 0),
+                              options.maxnreg, options.fence_passes)
+        return cls(name, result.asm, abi, result.fences, {"trace": trace_time, **result.pass_times}, result.resources,
+                   list(result.unfenced_hazards), options, meta, trace_time + sum(result.pass_times.values()),
+                   result.module, result)
+
+    @classmethod
+    def from_entry(cls, entry: CacheEntry) -> "CompiledKernel":
+        """A kernel read back from the disk cache: the same asm, fences and metadata."""
+        asm = dict(entry.asm)
+        if entry.ptx is not None:
+            asm["ptx"] = entry.ptx
+        if entry.cubin is not None:
+            asm["cubin"] = entry.cubin
+        m = entry.meta["metadata"]
+        meta = KernelMetadata(**{**m, "cluster_dims": tuple(m["cluster_dims"])})
+        fences = records_from_json(entry.fences_json) if entry.fences_json else []
+        options = CompileOptions(target=meta.target, num_warps=meta.num_warps, num_ctas=meta.num_ctas,
+                                 cluster=meta.cluster_dims, fence_passes=meta.fence_passes, maxnreg=meta.maxnreg)
+        return cls(entry.name, asm, entry.abi(), fences, entry.meta.get("pass_times", {}),
+                   entry.meta.get("resources", {}), list(entry.meta.get("unfenced_hazards", [])), options, meta,
+                   entry.compile_time_s)
+
+    @property
+    def launcher(self) -> Launcher:
+        """The runtime's launcher of this kernel (made on first use; loads at the first launch)."""
+        if self._launcher is None:
+            self._launcher = Launcher(self.abi, ptx=self.asm.get("ptx"), cubin=self.asm.get("cubin"), name=self.name)
+        return self._launcher
 
     def explain_fences(self) -> str:
         """A readable report: every fence, where it sits, what it separates and why."""
-        from tlx.compiler.fences import explain_fences
-
         return explain_fences(self.fences)
 
-    @property
-    def unfenced_hazards(self) -> List[str]:
-        """Compiled with `fence_passes=False`: every generic -> async shared-memory hazard left
-        without a proxy fence, each once, in program order (empty with the fence passes on)."""
-        return self.result.unfenced_hazards
-
-    @property
-    def metadata(self) -> Dict[str, Any]:
-        abi = self.abi
-        return {"name": self.name, "num_warps": self.options.num_warps, "target": self.options.target,
-                "shared": getattr(abi, "shared_bytes", None), "threads": getattr(abi, "threads_per_cta", None)}
-
     def __getitem__(self, grid: Any):
-        from .launch import launch_compiled
+        """`compiled[grid](*runtime_args, stream=None)`: launch this specialization."""
+        def launch(*args: Any, stream: Any = None, **kwargs: Any) -> None:
+            if kwargs:
+                raise TLXError(f"a compiled kernel takes only its runtime arguments (and stream=), not {sorted(kwargs)}")
+            self.launcher.launch(grid(self.metadata) if callable(grid) else grid, list(args), stream)
 
-        return lambda *args, **kwargs: launch_compiled(self, grid, args, kwargs)
+        return launch
 
     def _repr_html_(self) -> str:
-        from .display import compiled_kernel_html
-
         return compiled_kernel_html(self)
 
     def __repr__(self) -> str:
-        return f"<CompiledKernel {self.name} ({self.options.target}, {self.options.num_warps} warps, {len(self.fences)} fences)>"
+        return f"<CompiledKernel {self.name} ({self.metadata.target}, {self.metadata.num_warps} warps, {len(self.fences)} fences)>"
 
 
-def compile(fn: Any, signature: Optional[Mapping[str, str]] = None, constexprs: Optional[Mapping[str, Any]] = None,
+def compile(fn: Any, signature: Optional[Dict[str, str]] = None, constexprs: Optional[Dict[str, Any]] = None,
             num_warps: int = 4, target: str = "sm_90a", fence_passes: bool = True, num_ctas: int = 1,
-            divisibility: Optional[Mapping[str, int]] = None, **options: Any) -> CompiledKernel:
+            divisibility: Optional[Dict[str, int]] = None, **options: Any) -> CompiledKernel:
     """Trace `fn` (a @tlx.jit kernel) for `signature` (parameter -> '*fp16', 'i32', ...,
     'tensordesc<fp16[64, 64]>') and `constexprs`, run the pass pipeline and generate PTX; works
     without a GPU. Extra keyword options go to CompileOptions (e.g. verify_each_pass=True)."""
-    if not isinstance(fn, JITFunction):
+    if not isinstance(fn, KernelFunction):
         raise TLXCompileError(f"tlx.compile needs a @tlx.jit kernel, got {type(fn).__name__}",
                               hint="decorate the function with @tlx.jit")
     types = signature_to_types(signature or {})
@@ -83,15 +157,64 @@ def compile(fn: Any, signature: Optional[Mapping[str, str]] = None, constexprs: 
                                                          os.environ.get("TLX_PRINT_IR_AFTER_ALL", "") not in ("", "0")),
                           **options)
     t0 = time.perf_counter()
-    module = fn.trace(types, dict(constexprs or {}), num_warps=num_warps, target=target, num_ctas=num_ctas,
-                      divisibility=dict(divisibility or {}))
+    module = trace(fn, types, dict(constexprs or {}), num_warps=num_warps, target=target, num_ctas=num_ctas,
+                   divisibility=dict(divisibility or {}))
     trace_time = time.perf_counter() - t0
-    return compile_module(fn, module, opts, trace_time)
+    return CompiledKernel.from_result(fn.__name__, run_pipeline(module, opts), opts, trace_time)
 
 
-def compile_module(fn: JITFunction, module: Module, opts: CompileOptions, trace_time: float) -> CompiledKernel:
-    """Run the compiler on a traced module."""
-    from tlx.compiler.pipeline import compile_module as run_pipeline
+def compile_fresh(fn: KernelFunction, spec: Specialization) -> Tuple[CacheEntry, CompiledKernel]:
+    """Trace and compile one specialization: the disk cache's entry and the kernel."""
+    t0 = time.perf_counter()
+    opts = spec.options
+    types = {k: type_from_signature(v, k) for k, v in spec.signature.items()}
+    module = trace(fn, types, spec.constexprs, num_warps=opts.num_warps, target=opts.target, num_ctas=opts.num_ctas,
+                   divisibility=spec.divisibility, equal_to_one=spec.equal_to_one)
+    compiled = CompiledKernel.from_result(fn.__name__, run_pipeline(module, opts), opts, time.perf_counter() - t0)
+    entry = entry_from_compile_result(fn.__name__, compiled.result, time.perf_counter() - t0,
+                                      meta={"options": repr(opts), "metadata": dict(compiled.metadata),
+                                            "pass_times": compiled.pass_times})
+    return entry, compiled
 
-    result = run_pipeline(module, opts)
-    return CompiledKernel(fn, result, trace_time, opts)
+
+def compile_specialization(fn: KernelFunction, spec: Specialization) -> CompiledKernel:
+    """The kernel of one specialization: from the disk cache when it holds it, else compiled
+    (and stored)."""
+    fresh: List[CompiledKernel] = []
+
+    def build() -> CacheEntry:
+        entry, compiled = compile_fresh(fn, spec)
+        fresh.append(compiled)
+        return entry
+
+    entry = default_cache().get_or_compile(cache_digest(fn, spec), build)
+    return fresh[0] if fresh else CompiledKernel.from_entry(entry)
+
+
+def cache_digest(fn: KernelFunction, spec: Specialization) -> str:
+    """The disk cache's key: the kernel's source and helpers, the specialization, the options
+    and the compiler's fingerprint."""
+    blob = json.dumps({"fn": fn.__qualname__, "src": fn.cache_hash(), "sig": spec.signature,
+                       "div": spec.divisibility, "ones": spec.equal_to_one,
+                       "consts": {k: repr(v) for k, v in spec.constexprs.items()}, "options": repr(spec.options),
+                       "compiler": compiler_fingerprint()}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+_FINGERPRINT: List[str] = []
+
+
+def compiler_fingerprint() -> str:
+    """A digest of the compiler's and the frontend's own sources (and tlx's version): part of
+    every cache key, so a changed compiler never serves stale kernels."""
+    if not _FINGERPRINT:
+        h = hashlib.sha256()
+        for root in (os.path.dirname(tlx.compiler.__file__), os.path.dirname(os.path.abspath(__file__))):
+            for dirpath, _, files in sorted(os.walk(root)):
+                for f in sorted(files):
+                    if f.endswith(".py"):
+                        with open(os.path.join(dirpath, f), "rb") as fh:
+                            h.update(f.encode())
+                            h.update(fh.read())
+        _FINGERPRINT.append(h.hexdigest()[:32])
+    return _FINGERPRINT[0]

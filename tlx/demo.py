@@ -17,6 +17,7 @@ import numpy as np
 
 import tlx
 import tlx.language as tl
+from tlx.runtime.driver import has_sm90_gpu
 
 M, N, K = 256, 256, 256
 BM, BN, BK = 128, 128, 64
@@ -51,15 +52,6 @@ CONSTEXPRS = {"BM": BM, "BN": BN, "BK": BK}
 
 def banner(text: str) -> None:
     print("\n" + "=" * 100 + f"\n{text}\n" + "=" * 100)
-
-
-def have_gpu() -> bool:
-    try:
-        from numba import cuda
-
-        return cuda.is_available() and cuda.get_current_device().compute_capability >= (9, 0)
-    except Exception:
-        return False
 
 
 def descriptors(a, b, c):
@@ -108,7 +100,7 @@ def main() -> int:
 
     grid = (M // BM, N // BN)
     hazards: list = []
-    if have_gpu():
+    if has_sm90_gpu():
         banner("5. Run on the GPU")
         from numba import cuda
 
@@ -127,10 +119,10 @@ def main() -> int:
             print(h)
         out = c.astype(np.float64)
     err = float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
-    ok = bool(np.isfinite(out).all()) and err < 1e-2 and (have_gpu() or not hazards)
+    ok = bool(np.isfinite(out).all()) and err < 1e-2 and (has_sm90_gpu() or not hazards)
     print(f"relative error vs numpy (float64): {err:.2e}  -> {'OK' if ok else 'WRONG'}")
 
-    if not have_gpu():
+    if not has_sm90_gpu():
         banner("6. The same kernel with the fence passes switched off: the interpreter finds the race")
         c2 = np.zeros((M, N), dtype=np.float16)
         descs = descriptors(a, b, c2)

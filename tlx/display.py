@@ -7,6 +7,7 @@ import difflib
 import html
 from typing import Any, Dict, List, Optional
 
+from tlx.compiler.fences import loc_text
 from tlx.compiler.ir import parse_module, print_module
 
 
@@ -16,8 +17,6 @@ def _records_by_id(fences: List[Any]) -> Dict[int, Any]:
 
 def fence_note(rec: Any) -> str:
     """One fence record as a few comment lines: origin and scope, what it separates, why here."""
-    from tlx.compiler.fences import loc_text
-
     lines = [f"fence #{rec.id} [{rec.origin}, {rec.scope}]" + (" (redundant: guards nothing)" if rec.redundant else "")]
     if rec.writers or rec.reader:
         lines.append(f"  separates {', '.join(rec.writers) or '?'} -> {rec.reader or '?'}")
@@ -147,8 +146,6 @@ def diff_html(text: str, title: str) -> str:
 
 def compiled_kernel_html(k: Any) -> str:
     """What a notebook shows for a CompiledKernel: a summary, the fence report and the fenced IR."""
-    from tlx.compiler.fences import loc_text
-
     rows = []
     for r in k.fences:
         rows.append("<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in (

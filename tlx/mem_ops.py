@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import enum
+import math
 import warnings
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional
 
 from tlx.compiler.errors import TLXCompileError
 from tlx.compiler.ir import layouts as L
@@ -23,27 +24,11 @@ class storage_kind(enum.Enum):
     smemCluster = "smemCluster"
 
 
-def _constexpr_int(v: Any, what: str, hint: str = "pass a literal or a tl.constexpr parameter directly") -> int:
-    v = unwrap(v)
-    if isinstance(v, core.Handle):
-        raise TLXCompileError(f"{what} must be a compile-time constant, got a runtime value", hint=hint)
-    if not isinstance(v, int) or isinstance(v, bool):
-        raise TLXCompileError(f"{what} must be an integer, got {v!r}")
-    return v
-
-
 def _as_buffer(v: Any, what: str) -> buffered_tensor:
     v = unwrap(v)
     if not isinstance(v, buffered_tensor):
         raise TLXCompileError(f"{what} must be a shared-memory buffer (from tlx.local_alloc), got {type(v).__name__}")
     return v
-
-
-def _i32(v: Any, what: str) -> Any:
-    t = semantic.to_tensor(unwrap(v))
-    if t.shape or not (t.dtype.is_int() or t.dtype.is_bool()):
-        raise TLXCompileError(f"{what} must be an integer scalar, got {t.type}")
-    return semantic.cast(t, core.int32).handle
 
 
 # ---- allocation and views ------------------------------------------------------------------------
@@ -53,8 +38,8 @@ def local_alloc(shape: Any, dtype: Any, num: Any, storage: Any = storage_kind.sm
                 layout: Any = None) -> buffered_tensor:
     """Allocate `num` shared-memory buffers of `shape` x `dtype`; returns the buffer array (index it
     with `buf[i]` / `tlx.local_view`). `num` must be a compile-time constant."""
-    shape = tuple(_constexpr_int(d, "each dimension of the local_alloc shape") for d in unwrap(shape))
-    num = _constexpr_int(num, "the number of buffers of local_alloc",
+    shape = tuple(semantic.constexpr_int(d, "each dimension of the local_alloc shape") for d in unwrap(shape))
+    num = semantic.constexpr_int(num, "the number of buffers of local_alloc",
                          hint="pass the number of buffers as a literal or a tl.constexpr parameter directly; "
                               "a variable assigned in the kernel is a runtime value")
     dt = unwrap(dtype)
@@ -77,45 +62,11 @@ def local_alloc(shape: Any, dtype: Any, num: Any, storage: Any = storage_kind.sm
     return buffered_tensor(op.result, dt)
 
 
-def _index_view_type(src: T.MemDescType) -> T.MemDescType:
-    shape = src.shape[1:] if len(src.shape) > 1 else (1,)
-    lay = src.layout
-    if len(shape) < 2 and isinstance(lay, L.NVMMASharedLayout):
-        lay = L.default_shared_layout(shape, src.element.bits)
-    return src.replace(shape=tuple(shape), buffers=0, layout=lay)
-
-
 @builtin
 def local_view(buf: Any, idx: Any) -> Any:
-    """Buffer `idx` of a buffer array (or of an mbarrier array); `idx` may be a runtime integer."""
-    buf = unwrap(buf)
-    k = unwrap(idx)
-    if isinstance(k, int) and not isinstance(k, bool):
-        n = buf.num if isinstance(buf, (mbarrier, buffered_tensor)) else None
-        if n is not None and n > 0 and not 0 <= k < n:  # a constant index is checked here, not on the GPU
-            what = "mbarrier" if isinstance(buf, mbarrier) else "buffer"
-            raise TLXCompileError(f"{what} index {k} is out of range 0..{n - 1} (an array of {n})")
-    index = _i32(idx, "the buffer index")
-    if isinstance(buf, mbarrier):
-        if not buf.handle.type.array:  # type: ignore[union-attr]
-            raise TLXCompileError("this mbarrier is already a single barrier; it cannot be indexed")
-        op = semantic.emit("tlx.memdesc_index", [buf.handle, index], [T.BarrierType(1, False)])
-        return mbarrier(op.result, buf.arrive_count, buf.is_warp_barrier)
-    b = _as_buffer(buf, "local_view's buffer")
-    op = semantic.emit("tlx.memdesc_index", [b.handle, index], [_index_view_type(b.mtype)])
-    return buffered_tensor(op.result, b.dtype)
-
-
-def _bt_getitem(self: buffered_tensor, idx: Any) -> buffered_tensor:
-    return local_view(self, idx)
-
-
-def _mb_getitem(self: mbarrier, idx: Any) -> mbarrier:
-    return local_view(self, idx)
-
-
-buffered_tensor.__getitem__ = _bt_getitem  # type: ignore[attr-defined]
-mbarrier.__getitem__ = _mb_getitem  # type: ignore[attr-defined]
+    """Buffer `idx` of a buffer array (or of an mbarrier array); `idx` may be a runtime integer.
+    `buf[idx]` is the same."""
+    return semantic.memdesc_index(buf, idx)
 
 
 @builtin
@@ -153,7 +104,7 @@ def local_slice(buffer: Any, offset: Any, shape: Any) -> buffered_tensor:
             static.append(o)
         else:
             static.append(-1)
-            dyn.append(_i32(o, "a local_slice offset"))
+            dyn.append(semantic.index_i32(o, "a local_slice offset"))
     t = st.replace(shape=tuple(shape), buffers=0)
     op = semantic.emit("tlx.memdesc_subslice", [b.handle, dyn], [t], {"static_offsets": static})
     return buffered_tensor(op.result, b.dtype)
@@ -166,10 +117,7 @@ def local_reinterpret(src: Any, dtype: Any, shape: Any = None, layout: Any = Non
     dt = unwrap(dtype)
     st = b.mtype
     new_shape = tuple(unwrap(s) for s in unwrap(shape)) if shape is not None else st.shape
-    nbytes = 1
-    for d in new_shape:
-        nbytes *= d
-    nbytes *= max(1, dt.primitive_bitwidth // 8)
+    nbytes = math.prod(new_shape) * max(1, dt.primitive_bitwidth // 8)
     if nbytes > st.nbytes:
         raise TLXCompileError(f"local_reinterpret to {new_shape} x {dt} needs {nbytes} bytes; the buffer has {st.nbytes}")
     lay = L.default_shared_layout(new_shape[1:] if st.buffers else new_shape, dt.primitive_bitwidth)
@@ -259,7 +207,7 @@ def async_load(src: Any, result: Any, mask: Any = None, other: Any = None, cache
         p = semantic.to_tensor(unwrap(src))
         if not p.dtype.is_ptr() or p.shape:
             raise TLXCompileError("async_load(bulk=True) needs a scalar pointer source")
-        size = b.mtype.nbytes if bulk_size is None else _constexpr_int(bulk_size, "bulk_size")
+        size = b.mtype.nbytes if bulk_size is None else semantic.constexpr_int(bulk_size, "bulk_size")
         if size % 16 or size <= 0 or size > b.mtype.nbytes:
             raise TLXCompileError(f"bulk_size {size} must be a positive multiple of 16 no larger than the buffer ({b.mtype.nbytes} B)")
         semantic.emit("tlx.async_bulk_load", [p.handle, b.handle, bar.handle], [], {"size": size})
@@ -316,7 +264,7 @@ def async_load_commit_group(tokens: Any = ()) -> async_token:
 @builtin
 def async_load_wait_group(pendings: Any, tokens: Any = ()) -> async_token:
     """Wait until at most `pendings` cp.async groups are in flight."""
-    n = _constexpr_int(pendings, "async_load_wait_group's pendings")
+    n = semantic.constexpr_int(pendings, "async_load_wait_group's pendings")
     op = semantic.emit("tlx.async_wait_group", [_tokens(tokens)], [T.token], {"pendings": n})
     return async_token(op.result)
 
@@ -335,17 +283,7 @@ def _offsets(offsets: Any, rank: int, what: str) -> List[Any]:
     offsets = unwrap(offsets)
     if not isinstance(offsets, (list, tuple)) or len(offsets) != rank:
         raise TLXCompileError(f"{what} needs a list of {rank} offsets (outermost first)")
-    return [_i32(o, f"{what} offset") for o in offsets]
-
-
-def _pred(pred: Any) -> Any:
-    p = unwrap(pred)
-    if p is None:
-        return None
-    t = semantic.cast(semantic.to_tensor(p), core.int1)
-    if t.shape:
-        raise TLXCompileError("pred must be a scalar")
-    return t.handle
+    return [semantic.index_i32(o, f"{what} offset") for o in offsets]
 
 
 def _check_tile(desc: tensor_descriptor, buf: buffered_tensor, what: str) -> None:
@@ -373,7 +311,7 @@ def async_descriptor_load(desc: Any, result: Any, offsets: Any, barrier: Any, pr
         raise TLXCompileError("TMA multicast is not supported by tlx yet")
     attrs = semantic._check_mod(cache_modifier, eviction_policy)
     semantic.emit("tlx.tma_load", [d.handle, b.handle, bar.handle, _offsets(offsets, len(d.block_shape), "async_descriptor_load"),
-                                   _pred(pred)], [], attrs)
+                                   semantic.predicate(pred)], [], attrs)
 
 
 @builtin
@@ -392,7 +330,7 @@ def async_descriptor_store(desc: Any, source: Any, offsets: Any, eviction_policy
 @builtin
 def async_descriptor_store_wait(pendings: Any) -> None:
     """Wait until at most `pendings` bulk store groups still read shared memory."""
-    semantic.emit("tlx.tma_store_wait", [], [], {"pendings": _constexpr_int(pendings, "pendings")})
+    semantic.emit("tlx.tma_store_wait", [], [], {"pendings": semantic.constexpr_int(pendings, "pendings")})
 
 
 @builtin
@@ -405,7 +343,7 @@ def async_store(dst: Any, src: Any, size: Any) -> None:
     s = unwrap(size)
     if isinstance(s, int) and (s % 16 or s <= 0 or s > b.mtype.nbytes):
         raise TLXCompileError(f"async_store size {s} must be a positive multiple of 16 within the buffer ({b.mtype.nbytes} B)")
-    semantic.emit("tlx.async_store", [p.handle, b.handle, _i32(s, "async_store size")], [])
+    semantic.emit("tlx.async_store", [p.handle, b.handle, semantic.index_i32(s, "async_store size")], [])
 
 
 @builtin
@@ -423,15 +361,3 @@ def make_tensor_descriptor(desc_ptr: Any, base: Any, shape: Any, strides: Any, b
         raise TLXCompileError("tlx.make_tensor_descriptor(desc_ptr=...) with an explicit pointer is not supported yet",
                               hint="pass desc_ptr=None")
     return semantic.make_tensor_descriptor(base, shape, strides, block_shape, padding_option)
-
-
-def _desc_load(self: tensor_descriptor, offsets: Any, cache_modifier: Any = "", eviction_policy: Any = "") -> tensor:
-    return semantic.descriptor_load(self, offsets, cache_modifier, eviction_policy)
-
-
-def _desc_store(self: tensor_descriptor, offsets: Any, value: Any) -> None:
-    semantic.descriptor_store(self, offsets, value)
-
-
-tensor_descriptor.load = _desc_load  # type: ignore[attr-defined]
-tensor_descriptor.store = _desc_store  # type: ignore[attr-defined]

@@ -9,7 +9,6 @@ from tlx.compiler.ir import types as T
 
 from .language import core, semantic
 from .language.core import buffered_tensor, builtin, tensor, unwrap
-from .mem_ops import _constexpr_int
 
 _MMA_DTYPES = ("fp16", "bf16", "fp8e4nv", "fp8e5", "int8", "fp32")
 
@@ -74,7 +73,7 @@ def async_dot(A: Any, B: Any, acc: Any = None, use_acc: Any = None, pred: Any = 
 def async_dot_wait(pendings: Any, inp: Any) -> Any:
     """Wait until at most `pendings` wgmma groups are in flight; returns `inp` made valid (use the
     result in place of `inp`)."""
-    n = _constexpr_int(pendings, "async_dot_wait's pendings")
+    n = semantic.constexpr_int(pendings, "async_dot_wait's pendings")
     inp = unwrap(inp)
     vals = list(inp) if isinstance(inp, (tuple, list)) else [inp]
     for v in vals:

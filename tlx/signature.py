@@ -38,10 +38,3 @@ def type_from_signature(spec: str, param: str = "") -> T.Type:
 def signature_to_types(signature: Mapping[str, str]) -> Dict[str, T.Type]:
     """Parse a whole signature dict."""
     return {k: type_from_signature(v, k) for k, v in signature.items()}
-
-
-def spelling_of(t: T.Type) -> str:
-    """The signature spelling of an IR type (the inverse of type_from_signature)."""
-    if isinstance(t, T.TensorDescType):
-        return f"tensordesc<{core.dtype_from_ir(t.element).sig}[{', '.join(map(str, t.block_shape))}]>"
-    return core.dtype_from_ir(t).sig

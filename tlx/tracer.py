@@ -23,14 +23,18 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import operator as pyop
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
-from tlx.compiler.errors import TLXCompileError
-from tlx.compiler.ir import Block, Location, Operation, Region, Value
+from tlx.compiler.errors import IRVerifyError, TLXCompileError
+from tlx.compiler.ir import Block, BlockArgument, Builder, Location, Module, Operation, Region, Value, is_pure, verify_module
 from tlx.compiler.ir import types as T
 
+from . import language as tl
+from .tasks import AsyncTask, AsyncTasks
+from .function import KernelFunction
 from .language import core, semantic
-from .language.core import Handle, buffered_tensor, mbarrier, tensor, unwrap, wrap_value
+from .language.core import Handle, TraceContext, tensor, unwrap, wrap_value
 
 _MAX_INLINE_DEPTH = 64
 
@@ -115,6 +119,7 @@ class _Partition:
         self.ws = ws
         self.block = block
         self.map: Dict[int, Value] = {}
+        self.remat = 0  # ops recomputed at the top of the partition (after its constants)
 
 
 class _WarpSpecialize:
@@ -126,17 +131,63 @@ class _WarpSpecialize:
         self.index: Dict[int, int] = {}
 
     def capture(self, v: Value, part: _Partition, tracer: "Tracer") -> Value:
+        if isinstance(v.type, T.TensorType):
+            local = self.rematerialize(v, part, tracer)
+            if local is None:
+                raise TLXCompileError(
+                    f"a worker partition uses the block tensor '{v.name or '?'}' ({v.type}) computed outside it "
+                    "from memory or from more than a few operations",
+                    hint="compute block tensors inside the async_task (program ids, offsets and aranges are cheap to recompute)")
+            return local
         k = id(v)
         if k not in self.index:
-            if isinstance(v.type, T.TensorType):
-                raise TLXCompileError(
-                    f"a worker partition uses the block tensor '{v.name or '?'}' ({v.type}) computed outside it",
-                    hint="compute block tensors inside the async_task (program ids, offsets and aranges are cheap to recompute)")
             self.index[k] = len(self.captures)
             self.captures.append(v)
             for b in self.blocks:
                 b.add_arg(v.type, v.name)
         return part.block.args[self.index[k]]
+
+    def rematerialize(self, v: Value, part: _Partition, tracer: "Tracer", budget: Optional[List[int]] = None) -> Optional[Value]:
+        """A block tensor made outside the partition by pure ops from scalars and constants (an
+        arange, a splat, index arithmetic) is recomputed at the top of the partition, as Triton
+        does for warp-specialize captures: registers are per warp, so a partition cannot read
+        another's tensors, and these few ops are cheaper than a trip through shared memory.
+        None when `v` depends on memory or on more than 16 ops."""
+        k = id(v)
+        if k in part.map:
+            return part.map[k]
+        op = v.defining_op
+        budget = budget if budget is not None else [16]
+        if op is None or op.regions or not is_pure(op) or budget[0] <= 0:
+            return None
+        budget[0] -= 1
+        operands: List[Value] = []
+        for x in op.operands:
+            if isinstance(x.type, T.TensorType):
+                y = self.rematerialize(x, part, tracer, budget)
+                if y is None:
+                    return None
+            else:
+                y = tracer._remap_value(x)
+            operands.append(y)
+        spec: List[Any] = []
+        pos = 0
+        for (_, kind), n in zip(op.opdef.groups, op.segments):
+            vals = operands[pos:pos + n]
+            pos += n
+            spec.append(vals if kind not in ("one", "opt") else (vals[0] if vals else None))
+        clone = Operation(op.name, spec, [r.type for r in op.results], dict(op.attrs), 0, op.loc,
+                          [r.name for r in op.results])
+        # after the partition's constants and earlier recomputed ops: before any use in it
+        ctx = tracer.ctx
+        at = ctx.const_count.get(id(part.block), 0) + part.remat
+        part.block.insert(at, clone)
+        part.remat += 1
+        if tracer.builder.block is part.block and tracer.builder.index is not None:
+            tracer.builder.index += 1
+        for r, c in zip(op.results, clone.results):
+            part.map[id(r)] = c
+        return part.map[k]
 
 
 class Tracer:
@@ -375,8 +426,15 @@ class Tracer:
         for name in then_scope:
             if name not in liveins and name in else_scope and _is_runtime(then_scope[name]) and _is_runtime(else_scope[name]):
                 names.append(name)
-        then_vals = [then_scope.get(n, liveins.get(n)) for n in names]
-        else_vals = [else_scope.get(n, liveins.get(n)) for n in names]
+        before = dict(liveins)
+        self._localize(liveins, [n for n in names if n in liveins])
+
+        def branch_value(scope: Dict[str, Any], n: str) -> Any:
+            v = scope.get(n, before.get(n))
+            return liveins[n] if n in before and v is before[n] else v  # unchanged: the localized value
+
+        then_vals = [branch_value(then_scope, n) for n in names]
+        else_vals = [branch_value(else_scope, n) for n in names]
         self._check_same_types(node, names, then_vals, else_vals, "then", "else")
         result = self._build_if(cond, then_blk, else_blk, then_vals, else_vals, names)
         self.scope = dict(liveins)
@@ -507,8 +565,6 @@ class Tracer:
         it_fn = self.visit(node.iter.func)
         args = [self.visit(a) for a in node.iter.args]
         kwargs = {k.arg: self.visit(k.value) for k in node.iter.keywords}
-        from . import language as tl
-
         if it_fn is tl.static_range:
             try:
                 sr = tl.static_range(*args, **kwargs)
@@ -553,6 +609,7 @@ class Tracer:
         target = node.target.id
         liveins = dict(self.scope)
         carried = self._carried_names(node.body, liveins, ignore={target}, node=node)
+        self._localize(liveins, carried)
         inits: List[Value] = []
         for n in carried:
             inits.extend(_flatten(liveins[n]) or [])
@@ -634,6 +691,7 @@ class Tracer:
             raise self.error(node, "`while ... else` is not supported in kernels")
         liveins = dict(self.scope)
         carried = self._carried_names(node.body, liveins, ignore=set(), node=node)
+        self._localize(liveins, carried)
         inits: List[Value] = []
         for n in carried:
             inits.extend(_flatten(liveins[n]) or [])
@@ -675,14 +733,12 @@ class Tracer:
 
     # ---- with: warp specialization ------------------------------------------------------------------
     def visit_With(self, node: ast.With) -> None:
-        from . import warp_spec
-
         if len(node.items) != 1:
             raise self.error(node, "a `with` statement in a kernel takes one context manager")
         ctxobj = self.visit(node.items[0].context_expr)
-        if isinstance(ctxobj, warp_spec.AsyncTask):
+        if isinstance(ctxobj, AsyncTask):
             raise self.error(node, "tlx.async_task(...) must be directly inside `with tlx.async_tasks():`")
-        if not isinstance(ctxobj, warp_spec.AsyncTasks):
+        if not isinstance(ctxobj, AsyncTasks):
             raise self.error(node, f"unsupported context manager in a kernel: {ctxobj!r}",
                              hint="only `with tlx.async_tasks():` / `with tlx.async_task(...):` are supported")
         if node.items[0].optional_vars is not None:
@@ -693,57 +749,61 @@ class Tracer:
         defaults = [t for t in tasks if t[0].is_default]
         if len(defaults) != 1:
             raise self.error(node, f"async_tasks needs exactly one async_task('default'), found {len(defaults)}")
-        workers = [t for t in tasks if not t[0].is_default]
-        regs = [t[0].registers for t in workers]
+        default_task, default_node = defaults[0]
+        # The worker partitions, in order: each worker task's replicas, then the default task's
+        # replicas after its first (a replicated default runs its later replicas as partitions of
+        # the kernel's num_warps warps, with the default's register budget).
+        parts: List[Tuple[ast.With, int, Optional[int], int]] = [
+            (wnode, task.num_warps, task.registers, r)
+            for task, wnode in tasks if not task.is_default for r in builtins.range(task.replicate)]
+        parts += [(default_node, self.ctx.num_warps, default_task.registers, r)
+                  for r in builtins.range(1, default_task.replicate)]
+        regs = [p[2] for p in parts]
         if any(r is not None for r in regs) and any(r is None for r in regs):
             raise self.error(node, "either every worker async_task gives registers= or none does")
-        if not workers:  # only the default survived: no warp specialization
-            self.visit_stmts(defaults[0][1].body)
+        if not parts:  # only the default survived: no warp specialization
+            self.ctx.replica_id = 0
+            try:
+                self.visit_stmts(default_node.body)
+            finally:
+                self.ctx.replica_id = None
             return
         ws = _WarpSpecialize()
-        part_warps, part_regs, replicas = [], [], []
-        for task, _ in workers:
-            for r in builtins.range(task.replicate):
-                part_warps.append(task.num_warps)
-                if task.registers is not None:
-                    part_regs.append(task.registers)
-                replicas.append(r)
+        part_warps = [p[1] for p in parts]
+        part_regs = [p[2] for p in parts if p[2] is not None]
         attrs: Dict[str, Any] = {"partition_num_warps": part_warps, "partition_registers": part_regs}
-        if defaults[0][0].registers is not None:
-            attrs["default_registers"] = defaults[0][0].registers
-        wsop = self.builder.create("tlx.warp_specialize", [[]], [], attrs, 1 + len(part_warps))
+        if default_task.registers is not None:
+            attrs["default_registers"] = default_task.registers
+        wsop = self.builder.create("tlx.warp_specialize", [[]], [], attrs, 1 + len(parts))
         saved_block, saved_index = self.builder.block, self.builder.index
         liveins = dict(self.scope)
         try:
             # the default partition sees the enclosing values directly
             self.builder.set_insertion_point_to_end(wsop.regions[0].block)
             self.ctx.replica_id = 0
-            self.visit_stmts(defaults[0][1].body)
+            self.visit_stmts(default_node.body)
             self.builder.create("tlx.ws_yield", [], [])
             self.scope = dict(liveins)
-            k = 0
-            for task, wnode in workers:
-                for r in builtins.range(task.replicate):
-                    blk = wsop.regions[1 + k].block
-                    for c in ws.captures:
-                        blk.add_arg(c.type, c.name)
-                    ws.blocks.append(blk)
-                    part = _Partition(ws, blk)
-                    self.builder.set_insertion_point_to_end(blk)
-                    self.ctx.replica_id = r
-                    self.ctx.in_partition = True
-                    saved_part = self.partition
-                    self.partition = part
-                    self.ctx.const_anchor.append(blk)
-                    try:
-                        self.visit_stmts(wnode.body)
-                    finally:
-                        self.ctx.const_anchor.pop()
-                        self.partition = saved_part
-                        self.ctx.in_partition = False
-                    self.builder.create("tlx.ws_return", [], [])
-                    self.scope = dict(liveins)
-                    k += 1
+            for k, (wnode, _, _, r) in enumerate(parts):
+                blk = wsop.regions[1 + k].block
+                for c in ws.captures:
+                    blk.add_arg(c.type, c.name)
+                ws.blocks.append(blk)
+                part = _Partition(ws, blk)
+                self.builder.set_insertion_point_to_end(blk)
+                self.ctx.replica_id = r
+                self.ctx.in_partition = True
+                saved_part = self.partition
+                self.partition = part
+                self.ctx.const_anchor.append(blk)
+                try:
+                    self.visit_stmts(wnode.body)
+                finally:
+                    self.ctx.const_anchor.pop()
+                    self.partition = saved_part
+                    self.ctx.in_partition = False
+                self.builder.create("tlx.ws_return", [], [])
+                self.scope = dict(liveins)
         finally:
             self.ctx.replica_id = None
             self.builder.block, self.builder.index = saved_block, saved_index
@@ -765,13 +825,11 @@ class Tracer:
                 a.index = j
 
     def _collect_tasks(self, stmts: Sequence[ast.stmt]) -> List[Tuple[Any, ast.With]]:
-        from . import warp_spec
-
         out: List[Tuple[Any, ast.With]] = []
         for s in stmts:
             if isinstance(s, ast.With) and len(s.items) == 1:
                 obj = self.visit(s.items[0].context_expr)
-                if not isinstance(obj, warp_spec.AsyncTask):
+                if not isinstance(obj, AsyncTask):
                     raise self.error(s, "only `with tlx.async_task(...):` blocks may appear inside async_tasks")
                 out.append((obj, s))
             elif isinstance(s, ast.If):
@@ -799,23 +857,46 @@ class Tracer:
         elif hasattr(builtins, name):
             return getattr(builtins, name)
         else:
-            raise self.error(node, f"name '{name}' is not defined",
-                             hint="names first bound inside a loop or branch do not outlive it; bind it before")
+            raise self.error(node, f"name '{name}' is not defined", hint=self._undefined_hint(name))
         if self.partition is not None:
             v = self._remap(v)
         return v
+
+    def _localize(self, liveins: Dict[str, Any], names: Sequence[str]) -> None:
+        """In a worker partition, the values of `names` that a loop carries in or a branch yields
+        unchanged come from outside the partition when they were bound before `async_tasks`: they
+        enter as captures (a partition's region is isolated from the enclosing function)."""
+        if self.partition is not None:
+            for n in names:
+                liveins[n] = self._remap(liveins[n])
+
+    def _undefined_hint(self, name: str) -> str:
+        """What to change for an undefined name: a name the kernel binds somewhere was bound in a
+        loop or branch that does not reach this use; any other name must come from the module."""
+        if name in _assigned_names(self.jitfn.parse().body):
+            return (f"'{name}' is bound inside a loop or branch that does not reach this line; names first "
+                    "bound there do not outlive it: bind it before the loop or branch")
+        module = getattr(self.jitfn, "__module__", None) or "the kernel's module"
+        return (f"define or import '{name}' in {module} (the module that defines {self.jitfn.__name__}); "
+                "a kernel sees that module's globals, its closure and Python's builtins")
+
+    def _remap_value(self, h: Value) -> Value:
+        """In a worker partition, an IR value from outside becomes the partition's capture
+        argument (or its recomputed copy, for a cheap block tensor)."""
+        part = self.partition
+        if self._defined_inside(h, part.block):  # type: ignore[union-attr]
+            return h
+        k = id(h)
+        if k not in part.map:  # type: ignore[union-attr]
+            part.map[k] = part.ws.capture(h, part, self)  # type: ignore[union-attr]
+        return part.map[k]  # type: ignore[union-attr]
 
     def _remap(self, v: Any) -> Any:
         """In a worker partition, values from outside become the partition's capture arguments."""
         if isinstance(v, Handle):
             h = v.handle
-            if not self._defined_inside(h, self.partition.block):  # type: ignore[union-attr]
-                part = self.partition
-                k = id(h)
-                if k not in part.map:  # type: ignore[union-attr]
-                    part.map[k] = part.ws.capture(h, part, self)  # type: ignore[union-attr]
-                return wrap_value(part.map[k], v)  # type: ignore[union-attr]
-            return v
+            local = self._remap_value(h)
+            return v if local is h else wrap_value(local, v)
         if isinstance(v, (tuple, list)) and any(isinstance(x, (Handle, tuple, list)) for x in v):
             r = [self._remap(x) for x in v]
             return tuple(r) if isinstance(v, tuple) else r
@@ -823,8 +904,6 @@ class Tracer:
 
     @staticmethod
     def _defined_inside(v: Value, block: Block) -> bool:
-        from tlx.compiler.ir import BlockArgument
-
         b = v.owner if isinstance(v, BlockArgument) else (v.owner.parent if v.defining_op is not None else None)  # type: ignore[attr-defined]
         while b is not None:
             if b is block:
@@ -908,8 +987,6 @@ class Tracer:
                ast.RShift: "rshift", ast.Pow: "pow", ast.MatMult: "matmul"}
 
     def binop(self, op: ast.operator, a: Any, b: Any, node: ast.AST) -> Any:
-        import operator as pyop
-
         a, b = unwrap(a), unwrap(b)
         name = self._BINOPS.get(type(op))
         if name is None:
@@ -943,8 +1020,6 @@ class Tracer:
     _CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 
     def visit_Compare(self, node: ast.Compare) -> Any:
-        import operator as pyop
-
         left = unwrap(self.visit(node.left))
         result: Any = True
         for op, right_node in zip(node.ops, node.comparators):
@@ -995,8 +1070,6 @@ class Tracer:
         return semantic.cast(out, core.int1)
 
     def visit_Call(self, node: ast.Call) -> Any:
-        from .jit import JITFunction
-
         fn = self.visit(node.func)
         args = self._elts(node.args)
         kwargs: Dict[str, Any] = {}
@@ -1008,7 +1081,7 @@ class Tracer:
                 kwargs.update(d)
             else:
                 kwargs[k.arg] = self.visit(k.value)
-        if isinstance(fn, JITFunction):
+        if isinstance(fn, KernelFunction):
             return self.inline(fn, args, kwargs, node)
         if getattr(fn, "__tlx_builtin__", False):
             return fn(*args, **kwargs)
@@ -1089,3 +1162,75 @@ _UNSUPPORTED_HINTS = {
     "Starred": "unpacking with * is only supported in calls and tuples of compile-time values",
     "Match": "use if / elif",
 }
+
+
+def trace(fn: KernelFunction, arg_types: Dict[str, T.Type], constexprs: Dict[str, Any], num_warps: int = 4,
+          target: str = "sm_90a", num_ctas: int = 1, divisibility: Optional[Dict[str, int]] = None,
+          equal_to_one: Sequence[str] = ()) -> Module:
+    """Trace `fn` into a verified Module for one specialization: `arg_types` gives the IR type
+    of every runtime parameter, `constexprs` the value of every constexpr one (defaults fill
+    the rest); parameters named in `equal_to_one` are integers specialized to 1, and
+    `divisibility` (16 or 1 per runtime parameter) is recorded on the function."""
+    divisibility = divisibility or {}
+    consts = dict(constexprs)
+    for p in fn.params:
+        if p.is_constexpr:
+            if p.name not in consts:
+                if not p.has_default:
+                    raise TLXCompileError(f"kernel {fn.__name__}: no value for constexpr parameter '{p.name}'",
+                                          fn.location(), hint=f"pass {p.name}=... when compiling or launching")
+                consts[p.name] = p.default
+            consts[p.name] = core.unwrap(consts[p.name])
+        elif p.name not in arg_types:
+            raise TLXCompileError(f"kernel {fn.__name__}: no type for parameter '{p.name}'", fn.location(),
+                                  hint="give it in the signature, or mark it `: tl.constexpr`")
+    unknown = set(consts) - set(fn.constexpr_names)
+    if unknown:
+        raise TLXCompileError(f"kernel {fn.__name__}: {sorted(unknown)} are not constexpr parameters of this kernel",
+                              hint="only parameters annotated `: tl.constexpr` take compile-time values")
+    fdef = fn.parse()
+    func_loc = fn.location()
+    runtime = [p for p in fn.params if not p.is_constexpr]
+    func = Operation("tt.func", [], [], {"sym_name": fn.__name__}, 1, func_loc)
+    func.attrs["arg_names"] = [p.name for p in runtime]
+    func.attrs["divisibility"] = [int(divisibility.get(p.name, 1)) for p in runtime]
+    if equal_to_one:
+        func.attrs["equal_to_one"] = [p.name for p in runtime if p.name in equal_to_one]
+    block = func.regions[0].block
+    module = Module(func, {"num_warps": num_warps, "target": target, "num_ctas": num_ctas})
+    builder = Builder(block)
+    builder.loc = func_loc
+    ctx = TraceContext(builder, num_warps, target, semantic)
+    scope: Dict[str, Any] = {}
+    for p in fn.params:
+        scope[p.name] = consts[p.name] if p.is_constexpr else core.wrap_value(block.add_arg(arg_types[p.name], p.name))
+    old = core.set_current(ctx)
+    try:
+        for p in runtime:
+            if p.name in equal_to_one:
+                scope[p.name] = semantic.scalar_constant(1, core.dtype_from_ir(arg_types[p.name]))
+        tracer = Tracer(fn, ctx, scope)
+        ctx.tracer = tracer
+        tracer.run_body(fn.body())
+        builder.set_insertion_point_to_end(block)
+        builder.loc = Location(fn.file, (fdef.end_lineno or fdef.lineno) + fn.line_offset, 0)
+        builder.create("tt.return", [], [])
+    finally:
+        core.set_current(old)
+    _remove_dead_pure_ops(block)
+    try:
+        verify_module(module)
+    except IRVerifyError as e:  # a tracer bug, not the user's: say so plainly
+        raise TLXCompileError(f"internal error: the traced IR does not verify: {e}", func_loc,
+                              hint="please report this kernel to the tlx developers") from e
+    return module
+
+
+def _remove_dead_pure_ops(block: Block) -> None:
+    """Drop pure ops whose results nothing uses (constants the tracer made for a splat, views taken
+    only to be passed to compile-time queries), innermost regions included."""
+    for op in reversed(list(block.ops)):
+        for r in op.regions:
+            _remove_dead_pure_ops(r.block)
+        if not op.regions and op.results and is_pure(op) and not any(res.uses for res in op.results):
+            op.erase()

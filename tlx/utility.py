@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from tlx.compiler.errors import TLXCompileError
-from tlx.compiler.ir import types as T
 
 from .language import core, semantic
 from .language.core import builtin, tensor, unwrap

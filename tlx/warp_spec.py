@@ -1,68 +1,21 @@
-"""Warp specialization: `with tlx.async_tasks():` holding `with tlx.async_task(...):` blocks.
-The tracer turns them into one `tlx.warp_specialize` op (see tlx/tracer.py)."""
+"""`tlx.warp_spec`, the module path TLX kernels import warp-specialization helpers from
+(`from tlx.warp_spec import get_bufidx_phase`): the ring-buffer helper, and the task markers
+(`tlx/tasks.py`) under their usual names."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from . import language as tl
+from .jit import jit
+from .tasks import AsyncTask, AsyncTasks, async_task, async_tasks
 
-from tlx.compiler.errors import TLXCompileError
-
-from .language.core import builtin, unwrap
-
-
-class AsyncTasks:
-    """The marker `with tlx.async_tasks():` opens."""
-
-    def __init__(self, exclusive: Any = False, no_ending_cluster_sync: Any = False,
-                 mbarrier_try_wait_suspend_ns: Any = None):
-        self.exclusive = unwrap(exclusive)
+__all__ = ["get_bufidx_phase", "AsyncTask", "AsyncTasks", "async_task", "async_tasks"]
 
 
-class AsyncTask:
-    """One task of an async_tasks block: the default task, or a worker of `num_warps` warps
-    instantiated `replicate` times, optionally with a register budget."""
-
-    def __init__(self, *args: Any, num_warps: Any = None, num_regs: Any = None, registers: Any = None,
-                 replicate: Any = 1, warp_group_start_id: Any = None):
-        self.is_default = False
-        if args:
-            a = unwrap(args[0])
-            if isinstance(a, (list, tuple)):
-                raise TLXCompileError("the list form async_task([...]) is not supported",
-                                      hint='use async_task("default") or async_task(num_warps=..., replicate=...)')
-            if a != "default" or len(args) > 1:
-                raise TLXCompileError(f"async_task takes 'default' or keyword arguments, got {args!r}")
-            self.is_default = True
-        regs = unwrap(registers) if registers is not None else unwrap(num_regs)
-        if regs is not None and (not isinstance(regs, int) or regs % 8 or not 24 <= regs <= 256):
-            raise TLXCompileError(f"registers={regs!r} must be a multiple of 8 between 24 and 256")
-        self.registers: Optional[int] = regs
-        self.replicate = unwrap(replicate)
-        if not isinstance(self.replicate, int) or self.replicate < 1:
-            raise TLXCompileError(f"replicate must be a positive compile-time integer, got {self.replicate!r}")
-        nw = unwrap(num_warps)
-        if self.is_default:
-            if nw is not None:
-                raise TLXCompileError("the default task runs on the kernel's num_warps; do not pass num_warps")
-            if self.replicate != 1:
-                raise TLXCompileError("the default task cannot be replicated")
-        else:
-            if nw is None:
-                raise TLXCompileError("a worker async_task needs num_warps=")
-            if nw not in (1, 2, 4, 8):
-                raise TLXCompileError(f"async_task num_warps must be 1, 2, 4 or 8, got {nw!r}")
-        self.num_warps = nw
-        self.warp_group_start_id = unwrap(warp_group_start_id)
-
-
-@builtin
-def async_tasks(exclusive: Any = False, no_ending_cluster_sync: Any = False,
-                mbarrier_try_wait_suspend_ns: Any = None) -> AsyncTasks:
-    """Open a warp-specialized region (use as `with tlx.async_tasks():`)."""
-    return AsyncTasks(exclusive, no_ending_cluster_sync, mbarrier_try_wait_suspend_ns)
-
-
-@builtin
-def async_task(*args: Any, **kwargs: Any) -> AsyncTask:
-    """One task of a warp-specialized region (use as `with tlx.async_task(...):`)."""
-    return AsyncTask(*args, **kwargs)
+@jit
+def get_bufidx_phase(accum_cnt, NUM_BUFFERS: tl.constexpr):
+    """The slot and mbarrier phase of the `accum_cnt`-th use of a ring of `NUM_BUFFERS` buffers:
+    `(accum_cnt % NUM_BUFFERS, (accum_cnt // NUM_BUFFERS) & 1)`; the phase flips on every pass
+    around the ring. A @tlx.jit helper: call it from kernels."""
+    buf_idx = accum_cnt % NUM_BUFFERS
+    phase = (accum_cnt // NUM_BUFFERS) & 1
+    return buf_idx, phase

@@ -13,17 +13,9 @@ from __future__ import annotations
 import re
 import time
 
-from ..ptxas import PTXASError, assemble, find_ptxas
-from .lower import KernelLowering, lower_module
-
-
-def hopper_only_op(module):
-    """The first op of `module` that exists only on sm_90a (None if there is none)."""
-    for op in module.ops():
-        if op.name in KernelLowering._HOPPER_ONLY or (op.name == "tlx.warp_specialize"
-                                                      and op.attrs.get("partition_registers")):
-            return op
-    return None
+from ..ptxas import assemble, find_ptxas
+from .lower import hopper_only_op, lower_module
+from .values import even_register_split
 
 
 def run(module, ctx) -> None:
@@ -56,8 +48,7 @@ def run(module, ctx) -> None:
     if (res.spill_stores or res.spill_loads) and ".maxnreg" not in ptx:
         # ptxas trades registers for occupancy on its own and may spill; a kernel that spills
         # gets the register file's even split as its cap instead (one more ptxas run)
-        cap = min(255, 65536 // abi.threads_per_cta)
-        cap -= cap % 8
+        cap = even_register_split(abi.threads_per_cta)
         capped = re.sub(r"^(\.reqntid \d+)$", rf"\1\n.maxnreg {cap}", ptx, count=1, flags=re.M)
         cubin2, res2, log2 = assemble(capped, opts.target)
         if res2.spill_stores + res2.spill_loads < res.spill_stores + res.spill_loads:
@@ -69,10 +60,3 @@ def run(module, ctx) -> None:
     ctx.asm["ptxas_log"] = log
     ctx.resources.update(res.as_dict())
 
-
-def assemble_or_raise(ptx: str, arch: str = "sm_90a"):
-    """Assemble PTX that must be assembled (raises PTXASError, with how to get ptxas)."""
-    return assemble(ptx, arch)
-
-
-__all__ = ["run", "assemble_or_raise", "PTXASError"]

@@ -11,7 +11,7 @@ from typing import Optional, Sequence, Tuple
 from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
-from . import layout_math as LM
+from ..analysis import layout_math as LM
 
 
 def elem_bytes(e: T.ElementType) -> int:
@@ -99,10 +99,6 @@ def dot_operand_layout(mma: L.MmaLayout, a_bits: int) -> L.DotOperandLayout:
 # how layouts follow through shape ops
 # ---------------------------------------------------------------------------------------------
 
-def _attr(m: LM.LinearMap) -> L.LinearLayout:
-    return m.to_attr()
-
-
 def is_shape_generic(layout: L.DistributedLayout) -> bool:
     """Blocked / slice / mma / dot-operand layouts apply to any shape of their rank."""
     return not isinstance(layout, L.LinearLayout)
@@ -111,7 +107,7 @@ def is_shape_generic(layout: L.DistributedLayout) -> bool:
 def broadcast_src(layout: L.DistributedLayout, res_shape, src_shape) -> L.DistributedLayout:
     if is_shape_generic(layout):
         return layout
-    return _attr(LM.broadcast_src_map(LM.to_map(layout, tuple(res_shape)), tuple(src_shape)))
+    return LM.broadcast_src_map(LM.to_map(layout, tuple(res_shape)), tuple(src_shape)).to_attr()
 
 
 def broadcast_res(layout: L.DistributedLayout, src_shape, res_shape) -> Optional[L.DistributedLayout]:
@@ -127,7 +123,8 @@ def expand_res(layout: L.DistributedLayout, axis: int, src_shape, res_shape) -> 
         return layout.parent
     m = LM.to_map(layout, tuple(src_shape))
     ins = lambda b: tuple(b[:axis]) + (0,) + tuple(b[axis:])  # noqa: E731
-    return _attr(LM.LinearMap(tuple(map(ins, m.reg)), tuple(map(ins, m.lane)), tuple(map(ins, m.warp)), tuple(res_shape)))
+    return LM.LinearMap(tuple(map(ins, m.reg)), tuple(map(ins, m.lane)), tuple(map(ins, m.warp)),
+                        tuple(res_shape)).to_attr()
 
 
 def reduce_res(layout: L.DistributedLayout, axis: int) -> L.DistributedLayout:
@@ -146,7 +143,7 @@ def trans_res(layout: L.DistributedLayout, order: Sequence[int], src_shape) -> L
         inv = [order.index(d) for d in range(len(order))]
         return L.BlockedLayout(tuple(layout.spt[o] for o in order), tuple(layout.tpw[o] for o in order),
                                tuple(layout.wpc[o] for o in order), tuple(inv[d] for d in layout.order))
-    return _attr(LM.permute_map(LM.to_map(layout, tuple(src_shape)), order))
+    return LM.permute_map(LM.to_map(layout, tuple(src_shape)), order).to_attr()
 
 
 def trans_src(layout: L.DistributedLayout, order: Sequence[int], res_shape) -> L.DistributedLayout:
@@ -155,18 +152,18 @@ def trans_src(layout: L.DistributedLayout, order: Sequence[int], res_shape) -> L
 
 
 def reshape_to(layout: L.DistributedLayout, src_shape, dst_shape) -> L.DistributedLayout:
-    return _attr(LM.reshape_map(LM.to_map(layout, tuple(src_shape)), tuple(dst_shape)))
+    return LM.reshape_map(LM.to_map(layout, tuple(src_shape)), tuple(dst_shape)).to_attr()
 
 
 def join_res(layout: L.DistributedLayout, src_shape) -> L.DistributedLayout:
-    return _attr(LM.join_map(LM.to_map(layout, tuple(src_shape))))
+    return LM.join_map(LM.to_map(layout, tuple(src_shape))).to_attr()
 
 
 def split_res(layout: L.DistributedLayout, src_shape) -> Optional[L.DistributedLayout]:
     m = LM.to_map(layout, tuple(src_shape))
     if LM.split_bit(m) is None:
         return None
-    return _attr(LM.split_map(m))
+    return LM.split_map(m).to_attr()
 
 
 def split_ready(layout: L.DistributedLayout, src_shape) -> L.DistributedLayout:
@@ -174,7 +171,7 @@ def split_ready(layout: L.DistributedLayout, src_shape) -> L.DistributedLayout:
     m = LM.to_map(layout, tuple(src_shape))
     if LM.split_bit(m) is not None:
         return layout
-    return _attr(LM.with_last_dim_in_registers(m))
+    return LM.with_last_dim_in_registers(m).to_attr()
 
 
 # ---------------------------------------------------------------------------------------------

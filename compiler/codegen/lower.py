@@ -1,11 +1,12 @@
 """The lowering driver: walks a laid-out, allocated module and emits one PTX kernel.
 
-Every op kind has one lowering function, registered with `@lowers("op.name", ...)` in the
-`lower_*` modules (the dispatch table is `LOWERINGS`). The driver owns what they share: the
-emitter, the value → registers map, the partition being lowered (thread ids, leader predicate,
-CTA-barrier id), per-thread coordinate registers of each layout (computed once per partition in
-its prologue), constants, and a liveness table (an async_dot accumulates in place into its
-accumulator's registers when nothing reads that accumulator afterwards).
+Every op kind has one lowering function in a `lower_*` module; each module exports its table (op
+name -> function) and `LOWERINGS` merges them (the `lower_*` modules import this one only for
+type hints). The driver owns what they share: the emitter, the value → registers map, the
+partition being lowered (thread ids, leader predicate, CTA-barrier id), per-thread coordinate
+registers of each layout (computed once per partition in its prologue), constants, and a
+liveness table (an async_dot accumulates in place into its accumulator's registers when nothing
+reads that accumulator afterwards).
 
 Structured control flow maps to labels and branches; loop-carried values and `if` results get
 registers of their own that the yields copy into (copies between identical registers vanish,
@@ -15,34 +16,38 @@ registers for the whole loop, as wgmma needs).
 
 from __future__ import annotations
 
+import itertools
 from contextlib import contextmanager
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from dataclasses import replace
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from ..abi import KernelABI, ParamABI, TMAEncoding
+from ..abi import ABI_DTYPE, TENSOR_MAP_BYTES, KernelABI, ParamABI, TMAEncoding
 from ..errors import TLXCompileError
+from ..ir import layouts as L
 from ..ir import types as T
 from ..ir.core import Module, Operation, Value
-from . import layout_math as LM
-from .axis_info import AxisAnalysis
+from ..analysis import layout_math as LM
+from ..analysis.axis_info import AxisAnalysis
+from . import lower_arith, lower_async, lower_control, lower_memory, lower_tensor
 from .ptx import Emitter
-from .values import Barriers, Desc, Lowered, Partition, Scalar, SmemView, Tensor, Token, reg_kind
+from .values import Barriers, Desc, Lowered, Partition, Scalar, SmemView, Tensor, Token, even_register_split, reg_kind
 
-LOWERINGS: Dict[str, Callable[["KernelLowering", Operation], None]] = {}
+#: op name -> the function that lowers it: each lower_* module's table
+LOWERINGS: Dict[str, Callable[["KernelLowering", Operation], None]] = {
+    **lower_arith.LOWERINGS, **lower_async.LOWERINGS, **lower_control.LOWERINGS, **lower_memory.LOWERINGS,
+    **lower_tensor.LOWERINGS}
 
 # non-root instructions that touch memory (a barrier cannot be skipped across them)
 _MEMORY_PREFIXES = ("ld.", "ldmatrix", "cp.", "st.", "stmatrix", "atom.", "red.", "mbarrier.", "wgmma.", "tensormap")
 
 PTX_VERSION = "8.7"
 SMEM_SYMBOL = "tlx_smem"
-MAX_THREADS_REGS = 65536
 
 
 def _smem_vec_estimate(t, m: LM.LinearMap, eb: int) -> int:
     """Registers per shared access of a tensor with layout m into a buffer of memdesc type t, from
     the type alone (a lower bound of what the access will use: consecutive registers along the
     buffer's contiguous dim, at most 16 bytes)."""
-    from ..ir import layouts as L
-
     lay = getattr(t, "layout", None)
     if isinstance(lay, L.NVMMASharedLayout):
         cd = 0 if lay.transposed else len(t.shape) - 1
@@ -60,20 +65,21 @@ def _smem_vec_estimate(t, m: LM.LinearMap, eb: int) -> int:
     return max(1, v)
 
 
-def lowers(*names: str):
-    """Register the decorated function as the lowering of the named ops."""
-
-    def deco(fn):
-        for n in names:
-            LOWERINGS[n] = fn
-        return fn
-
-    return deco
+_HOPPER_ONLY = frozenset({"tlx.async_dot", "tlx.async_dot_wait", "tlx.tma_load", "tlx.tma_store", "tlx.tma_store_wait",
+                          "tlx.tma_prefetch", "tlx.async_bulk_load", "tlx.async_store", "tlx.barrier_expect_bytes",
+                          "tlx.fence_async_shared", "tt.make_tensor_descriptor", "tt.dot", "tlx.cluster_cta_rank"})
 
 
-TRITON_DTYPE = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u8": "u8", "u16": "u16",
-                "u32": "u32", "u64": "u64", "f16": "fp16", "bf16": "bf16", "f32": "fp32", "f64": "fp64",
-                "f8e4m3": "fp8e4nv", "f8e5m2": "fp8e5"}
+def _mov_op(kind: str) -> str:
+    return "mov.pred" if kind == "pred" else f"mov.b{kind[1:]}"
+
+
+def hopper_only_op(module: Module) -> Optional[Operation]:
+    """The first op of `module` that exists only on sm_90a (None if there is none)."""
+    for op in module.ops():
+        if op.name in _HOPPER_ONLY or (op.name == "tlx.warp_specialize" and op.attrs.get("partition_registers")):
+            return op
+    return None
 
 
 class KernelLowering:
@@ -100,15 +106,12 @@ class KernelLowering:
         self.global_scratch_per_program = 0
         self.pinned: set = set()  # registers shared by many values (constants, ids): never overwritten
         self.groups: Dict[int, list] = {}
-        self.group_vals: Dict[int, list] = {}
         self.value_by_id: Dict[int, Value] = {}
-        self.reserved_barriers: Dict[int, str] = {}
-        self.user_barriers: List[Tuple[int, Operation]] = []
         self._positions()
         self.need: Dict[int, Optional[frozenset]] = {}
         self._needed_registers()
         n_desc = sum(1 for o in self.func.iter_nested() if o.name == "tt.make_tensor_descriptor")
-        self.gscratch_stride = 128 * n_desc
+        self.gscratch_stride = TENSOR_MAP_BYTES * n_desc
 
     # -- liveness ---------------------------------------------------------------------------------
     def _positions(self) -> None:
@@ -116,16 +119,14 @@ class KernelLowering:
         which each value is (or may be, through a loop) read."""
         self.pos: Dict[int, int] = {}
         self.end: Dict[int, int] = {}
-        counter = [0]
+        tick = itertools.count()
 
         def walk(ops) -> None:
             for op in ops:
-                self.pos[id(op)] = counter[0]
-                counter[0] += 1
+                self.pos[id(op)] = next(tick)
                 for r in op.regions:
                     walk(r.block.ops)
-                self.end[id(op)] = counter[0]
-                counter[0] += 1
+                self.end[id(op)] = next(tick)
 
         walk(self.func.regions[0].block.ops)  # type: ignore[union-attr]
         self.last_use: Dict[int, int] = {}
@@ -140,14 +141,10 @@ class KernelLowering:
         for op in self.func.regions[0].block.ops:  # type: ignore[union-attr]
             note(op)
 
-    def _def_block(self, v: Value):
-        op = v.defining_op
-        return op.parent if op is not None else v.owner  # type: ignore[attr-defined]
-
     def _use_extent(self, v: Value, user: Operation) -> int:
         """Position until which `v` stays live because of `user`: the user's position, or the end of
         the outermost loop around the user that does not also contain v's definition."""
-        blk = self._def_block(v)
+        blk = v.defining_op.parent if v.defining_op is not None else v.owner  # type: ignore[attr-defined]
         ext = self.pos[id(user)]
         op: Optional[Operation] = user
         while op is not None and op.parent is not blk:
@@ -173,8 +170,6 @@ class KernelLowering:
         per vector is read), the register indices read, through elementwise ops and loop-carried
         values (fixpoint); None = all. Lowering computes only these, so the per-element address
         arithmetic of a vectorized pointer tensor is never emitted."""
-        from .lower_memory import global_vec
-
         ops: List[Operation] = list(self.func.iter_nested())  # type: ignore[union-attr]
         tensors = {}
         for op in ops:
@@ -188,9 +183,8 @@ class KernelLowering:
             if not isinstance(t, T.TensorType) or t.layout is None:
                 return None
             m = LM.to_map(t.layout, t.shape)
-            e = t.element.pointee  # type: ignore[union-attr]
-            eb = max(1, e.bits // 8)
-            v = global_vec(self, ptr, m, eb, mask)
+            eb = t.element.pointee.bytes  # type: ignore[union-attr]
+            v = lower_memory.global_vec(self, ptr, m, eb, mask)
             if user.name == "tlx.async_load":
                 v = min(v, _smem_vec_estimate(user.arg("dst").type, m, eb))
             return frozenset(range(0, m.num_regs, v))
@@ -198,17 +192,13 @@ class KernelLowering:
         def use_need(v: Value, user: Operation, idx: int) -> Optional[frozenset]:
             n = user.name
             if n in ("tt.load", "tt.store", "tlx.async_load"):
-                g = user.opdef.group_names
-                a, b = user.group_range(g[0])
-                ptr = user.operands[a]
+                ptr = user.operands[user.group_range(user.opdef.group_names[0])[0]]
                 mask = user.arg("mask")
                 if user.operands[idx] is ptr or (mask is not None and user.operands[idx] is mask
                                                  and not (n == "tt.store" and user.arg("value") is mask)):
-                    key = (id(user), idx)
-                    if key not in heads:
-                        hs = head_set(ptr, mask, user)
-                        heads[key] = hs  # type: ignore[assignment]
-                    return heads[key]
+                    if (id(user), idx) not in heads:
+                        heads[(id(user), idx)] = head_set(ptr, mask, user)  # type: ignore[assignment]
+                    return heads[(id(user), idx)]
                 return None
             if n in self.NEED_AWARE:
                 r = user.results[0]
@@ -216,8 +206,7 @@ class KernelLowering:
                     return self.need.get(id(r), frozenset())
                 return None
             if n == "scf.yield" and user.parent_op is not None and user.parent_op.name == "scf.for":
-                f = user.parent_op
-                return self._carried_need(f, idx)
+                return self._carried_need(user.parent_op, idx)
             if n == "scf.for" and idx >= 3:
                 return self._carried_need(user, idx - 3)
             return None
@@ -237,8 +226,7 @@ class KernelLowering:
                     u = use_need(v, user, idx)
                     acc = None if u is None else acc | u
                 if d is not None and d.name == "scf.for":
-                    kres = d.results.index(v)
-                    c = self._carried_need(d, kres)
+                    c = self._carried_need(d, d.results.index(v))
                     acc = None if acc is None or c is None else acc | c
                 old = self.need.get(k)
                 if acc != old and not (old is None):
@@ -252,14 +240,9 @@ class KernelLowering:
 
     def _carried_need(self, f: Operation, k: int) -> Optional[frozenset]:
         """Registers of carried value k of scf.for `f` that something reads (body or result)."""
-        blk = f.regions[0].block
-        a, r = blk.args[1 + k], f.results[k]
-        na, nr = self.need.get(id(a), None), self.need.get(id(r), None)
-        if not isinstance(a.type, T.TensorType):
-            return None
-        if na is None or nr is None:
-            return None
-        return na | nr
+        a, r = f.regions[0].block.args[1 + k], f.results[k]
+        na, nr = self.need.get(id(a)), self.need.get(id(r))
+        return None if not isinstance(a.type, T.TensorType) or na is None or nr is None else na | nr
 
     def needed(self, v: Value) -> Optional[frozenset]:
         """The register indices of tensor `v` that are read (None: all)."""
@@ -283,7 +266,6 @@ class KernelLowering:
             a.extend(b)
             for x in b:
                 self.groups[id(x)] = a
-            self.group_vals.setdefault(id(a), [])
 
     def _group(self, k: int) -> list:
         g = self.groups.get(k)
@@ -325,6 +307,15 @@ class KernelLowering:
             raise TLXCompileError(f"internal: expected a scalar for {v!r}")
         return x.reg
 
+    def regs(self, v: Value, n: int) -> List[str]:
+        """The registers of `v` for a result of `n` registers: a tensor's own, a scalar's n times."""
+        x = self.val(v)
+        if isinstance(x, Tensor):
+            return x.regs
+        if isinstance(x, Scalar):
+            return [x.reg] * n
+        raise TLXCompileError(f"internal: {v!r} is not a register value")
+
     def tensor(self, v: Value) -> Tensor:
         x = self.val(v)
         if not isinstance(x, Tensor):
@@ -361,20 +352,25 @@ class KernelLowering:
             self.e.code = saved
             self.e.loc = saved_loc
 
+    def once(self, key: tuple, make: Callable[[], Any], pin: bool = True) -> Any:
+        """The current partition's value for `key`: made once by `make`, which emits into the
+        partition's prologue; its register is pinned (shared by many uses, never overwritten)."""
+        hit = self.part.cache.get(key)
+        if hit is None:
+            with self.in_prologue():
+                hit = self.part.cache[key] = make()
+            if pin:
+                self.pinned.add(hit if isinstance(hit, str) else hit[0])
+        return hit
+
     def const(self, kind: str, value: str) -> str:
         """A register of `kind` holding immediate `value` (one per partition)."""
-        key = ("const", kind, value)
-        c = self.part.cache.get(key)
-        if c is None:
-            with self.in_prologue():
-                c = self.e.tmp(kind)
-                if kind == "pred":
-                    self.e("setp.ne.b32", c, "1" if value in ("1", "-1", "true") else "0", "0")
-                else:
-                    self.e(f"mov.b{kind[1:]}", c, value)
-            self.part.cache[key] = c
-            self.pinned.add(c)
-        return c
+        def make() -> str:
+            if kind == "pred":
+                return self.e.new("pred", "setp.ne.b32", "1" if value in ("1", "-1", "true") else "0", "0")
+            return self.e.new(kind, f"mov.b{kind[1:]}", value)
+
+        return self.once(("const", kind, value), make)
 
     def thread_linear(self, lane_vals: Sequence[int], warp_vals: Sequence[int]) -> Tuple[Optional[str], int]:
         """A register holding XOR over set lane bits of lane_vals[i] and over set warp bits of
@@ -386,47 +382,43 @@ class KernelLowering:
             mask |= v
         if not mask:
             return None, 0
-        key = ("lin", lane_vals, warp_vals)
-        hit = self.part.cache.get(key)
-        if hit is not None:
-            return hit, mask
-        with self.in_prologue():
-            terms: List[str] = []
-            for src, vals in ((self.part.lane, lane_vals), (self.part.warp, warp_vals)):
-                i = 0
-                while i < len(vals):
-                    v = vals[i]
-                    if not v:
-                        i += 1
-                        continue
-                    if LM.is_pow2(v):
-                        k = 1
-                        while i + k < len(vals) and vals[i + k] == v << k:
-                            k += 1
-                        t = self.e.tmp("b32")
-                        self.e("bfe.u32", t, src, str(i), str(k))
-                        sh = LM.log2(v)
-                        if sh:
-                            t2 = self.e.tmp("b32")
-                            self.e("shl.b32", t2, t, str(sh))
-                            t = t2
-                        terms.append(t)
-                        i += k
-                    else:
-                        t = self.e.tmp("b32")
-                        self.e("bfe.u32", t, src, str(i), "1")
-                        t2 = self.e.tmp("b32")
-                        self.e("mul.lo.u32", t2, t, str(v))
-                        terms.append(t2)
-                        i += 1
-            acc = terms[0]
-            for t in terms[1:]:
-                n = self.e.tmp("b32")
-                self.e("xor.b32", n, acc, t)
-                acc = n
-        self.part.cache[key] = acc
-        self.pinned.add(acc)
-        return acc, mask
+        return self.once(("lin", lane_vals, warp_vals), lambda: self._xor_of_bits(lane_vals, warp_vals)), mask
+
+    def _xor_of_bits(self, lane_vals: Tuple[int, ...], warp_vals: Tuple[int, ...]) -> str:
+        """Emit thread_linear's XOR: runs of consecutive power-of-two values take one bit-field
+        extract (and a shift), other values an extract and a multiply."""
+        terms: List[str] = []
+        for src, vals in ((self.part.lane, lane_vals), (self.part.warp, warp_vals)):
+            i = 0
+            while i < len(vals):
+                v = vals[i]
+                if not v:
+                    i += 1
+                elif LM.is_pow2(v):
+                    k = 1
+                    while i + k < len(vals) and vals[i + k] == v << k:
+                        k += 1
+                    t = self.e.new("b32", "bfe.u32", src, str(i), str(k))
+                    terms.append(self.e.new("b32", "shl.b32", t, str(LM.log2(v))) if LM.log2(v) else t)
+                    i += k
+                else:
+                    t = self.e.new("b32", "bfe.u32", src, str(i), "1")
+                    terms.append(self.e.new("b32", "mul.lo.u32", t, str(v)))
+                    i += 1
+        acc = terms[0]
+        for t in terms[1:]:
+            acc = self.e.new("b32", "xor.b32", acc, t)
+        return acc
+
+    def thread_plus(self, t: Optional[str], mask: int, k: int) -> str:
+        """A new register holding thread part `t` (from `thread_linear`, bits `mask`) and constant
+        k: XORed where k's bits meet the thread's, else added (k alone without a thread part)."""
+        d = self.e.tmp("b32")
+        if t is None:
+            self.e("mov.b32", d, str(k))
+        else:
+            self.e("xor.b32" if k & mask else "add.s32", d, t, str(k))
+        return d
 
     def thread_coord(self, m: LM.LinearMap, d: int) -> Tuple[Optional[str], int]:
         """The calling thread's part of the coordinate along dim d under layout m."""
@@ -438,35 +430,19 @@ class KernelLowering:
         lm, wm = m.free_lane_mask(), m.free_warp_mask()
         if not lm and not wm:
             return None
-        key = ("owner", lm, wm)
-        hit = self.part.cache.get(key)
-        if hit is not None:
-            return hit
-        with self.in_prologue():
-            conds = []
-            for src, mask in ((self.part.lane, lm), (self.part.warp, wm)):
-                if mask:
-                    t = self.e.tmp("b32")
-                    self.e("and.b32", t, src, str(mask))
-                    p = self.e.tmp("pred")
-                    self.e("setp.eq.u32", p, t, "0")
-                    conds.append(p)
-            p = conds[0]
-            if len(conds) == 2:
-                q = self.e.tmp("pred")
-                self.e("and.pred", q, conds[0], conds[1])
-                p = q
-        self.part.cache[key] = p
-        return p
+        return self.once(("owner", lm, wm), lambda: self._owner(lm, wm), pin=False)
+
+    def _owner(self, lm: int, wm: int) -> str:
+        conds = [self.e.new("pred", "setp.eq.u32", self.e.new("b32", "and.b32", src, str(mask)), "0")
+                 for src, mask in ((self.part.lane, lm), (self.part.warp, wm)) if mask]
+        return conds[0] if len(conds) == 1 else self.e.new("pred", "and.pred", conds[0], conds[1])
 
     def and_pred(self, a: Optional[str], b: Optional[str]) -> Optional[str]:
         if a is None:
             return b
         if b is None:
             return a
-        p = self.e.tmp("pred")
-        self.e("and.pred", p, a, b)
-        return p
+        return self.e.new("pred", "and.pred", a, b)
 
     def part_barrier(self) -> None:
         """bar.sync of the current partition (the whole CTA outside warp specialization); not
@@ -485,30 +461,14 @@ class KernelLowering:
     def smem_base(self) -> str:
         """The shared-window address of the dynamic shared memory (a register)."""
         self.uses_smem = True
-        key = ("smem",)
-        hit = self.part.cache.get(key)
-        if hit is None:
-            with self.in_prologue():
-                hit = self.e.tmp("b32")
-                self.e("mov.u32", hit, SMEM_SYMBOL)
-            self.part.cache[key] = hit
-            self.pinned.add(hit)
-        return hit
+        return self.once(("smem",), lambda: self.e.new("b32", "mov.u32", SMEM_SYMBOL))
 
     def smem_addr(self, offset: int) -> str:
         """A register holding the shared address `offset` bytes into the dynamic shared memory."""
         base = self.smem_base()
         if offset == 0:
             return base
-        key = ("smem_off", offset)
-        hit = self.part.cache.get(key)
-        if hit is None:
-            with self.in_prologue():
-                hit = self.e.tmp("b32")
-                self.e("add.s32", hit, base, str(offset))
-            self.part.cache[key] = hit
-            self.pinned.add(hit)
-        return hit
+        return self.once(("smem_off", offset), lambda: self.e.new("b32", "add.s32", base, str(offset)))
 
     def scratch(self, op: Operation) -> str:
         """The shared address of an op's scratch (`scratch_offset` from the allocation pass)."""
@@ -535,8 +495,7 @@ class KernelLowering:
             if first_warp:
                 e("sub.s32", tid, tid, str(first_warp * 32))
             e("and.b32", lane, tid, "31")
-            raw = e.tmp("b32")
-            e("shr.u32", raw, tid, "5")
+            raw = e.new("b32", "shr.u32", tid, "5")
             # the warp index is the same in every lane: say so, so ptxas keeps it uniform
             e("shfl.sync.idx.b32", warp, raw, "0", "31", "-1")
             e("setp.eq.u32", leader, tid, "0")
@@ -547,6 +506,13 @@ class KernelLowering:
     def lower_ops(self, ops: Sequence[Operation]) -> None:
         for op in ops:
             self.lower_op(op)
+
+    def lower_body(self, ops: Sequence[Operation]) -> None:
+        """Lower the current partition's ops, preceded by its prologue (what `once` emitted)."""
+        start = len(self.e.code)
+        self.lower_ops(ops)
+        self.e.code[start:start] = self.part.prologue
+        self.part.prologue = []
 
     def lower_op(self, op: Operation) -> None:
         fn = LOWERINGS.get(op.name)
@@ -559,24 +525,14 @@ class KernelLowering:
     def copy_regs(self, dsts: List[str], srcs: List[str], kinds: List[str]) -> None:
         """Parallel copy srcs → dsts (registers that appear on both sides are read first)."""
         pairs = [(d, s, k) for d, s, k in zip(dsts, srcs, kinds) if d != s]
-        if not pairs:
-            return
         dset = {d for d, _, _ in pairs}
-        if any(s in dset for _, s, _ in pairs):
-            tmp = []
-            for d, s, k in pairs:
-                if s in dset:
-                    t = self.e.tmp(k)
-                    self.mov(k, t, s)
-                    tmp.append((d, t, k))
-                else:
-                    tmp.append((d, s, k))
-            pairs = tmp
+        if any(s in dset for _, s, _ in pairs):  # a source that is also a destination: read it first
+            pairs = [(d, self.e.new(k, _mov_op(k), s) if s in dset else s, k) for d, s, k in pairs]
         for d, s, k in pairs:
             self.mov(k, d, s)
 
     def mov(self, kind: str, d: str, s: str) -> None:
-        self.e(f"mov.{kind}" if kind == "pred" else f"mov.b{kind[1:]}", d, s)
+        self.e(_mov_op(kind), d, s)
 
     def flat_regs(self, x: Lowered) -> Tuple[List[str], List[str]]:
         """Registers and kinds of a lowered value (for copies)."""
@@ -586,11 +542,8 @@ class KernelLowering:
             k = reg_kind(x.elem)
             return list(x.regs), [k] * len(x.regs)
         if isinstance(x, SmemView):
-            regs, kinds = [x.base], ["b32"]
-            if isinstance(x.origin, str):
-                regs.append(x.origin)
-                kinds.append("b32")
-            return regs, kinds
+            regs = [x.base] + ([x.origin] if isinstance(x.origin, str) else [])
+            return regs, ["b32"] * len(regs)
         if isinstance(x, Barriers):
             return [x.addr], ["b32"]
         if isinstance(x, Desc):
@@ -605,15 +558,12 @@ class KernelLowering:
         if isinstance(x, Tensor):
             return Tensor(self.e.named_array(reg_kind(x.elem), len(x.regs), hint), x.lmap, x.elem)
         if isinstance(x, SmemView):
-            o = x.origin
-            if isinstance(o, str):
-                o = self.e.named("b32", hint + "_origin")
-            return SmemView(self.e.named("b32", hint), x.elem, x.layout, x.storage_shape, x.perm, x.shape, x.buffers,
-                            x.buffer_bytes, o, x.origin_coords)
+            o = self.e.named("b32", hint + "_origin") if isinstance(x.origin, str) else x.origin
+            return replace(x, base=self.e.named("b32", hint), origin=o)
         if isinstance(x, Barriers):
             return Barriers(self.e.named("b32", hint), x.count, x.array)
         if isinstance(x, Desc):
-            return Desc(self.e.named("b64", hint), x.dtype, x.param_index, x.swizzle, x.box)
+            return replace(x, addr=self.e.named("b64", hint))
         return Token()
 
     def home_for(self, v: Value) -> Lowered:
@@ -630,19 +580,12 @@ class KernelLowering:
         raise TLXCompileError(f"internal: no home registers for {t}")
 
     # -- driver -----------------------------------------------------------------------------------
-    _HOPPER_ONLY = ("tlx.async_dot", "tlx.async_dot_wait", "tlx.tma_load", "tlx.tma_store", "tlx.tma_store_wait",
-                    "tlx.tma_prefetch", "tlx.async_bulk_load", "tlx.async_store", "tlx.barrier_expect_bytes",
-                    "tlx.fence_async_shared", "tt.make_tensor_descriptor", "tt.dot", "tlx.cluster_cta_rank")
-
     def _check_target(self) -> None:
         """PTX is generated for sm_90a; an older target gets it only for ops that exist there."""
-        cap = int(self.target[3:].rstrip("a"))
-        if cap >= 90:
-            return
-        for op in self.func.iter_nested():  # type: ignore[union-attr]
-            if op.name in self._HOPPER_ONLY or (op.name == "tlx.warp_specialize" and op.attrs.get("partition_registers")):
-                raise TLXCompileError(f"{op.name} needs sm_90a (Hopper); the target is {self.target}", op.loc,
-                                      hint="compile for target='sm_90a'")
+        bad = hopper_only_op(self.m) if int(self.target[3:].rstrip("a")) < 90 else None
+        if bad is not None:
+            raise TLXCompileError(f"{bad.name} needs sm_90a (Hopper); the target is {self.target}", bad.loc,
+                                  hint="compile for target='sm_90a'")
 
     def run(self) -> Tuple[str, KernelABI]:
         self._check_target()
@@ -652,10 +595,7 @@ class KernelLowering:
         self._plan_warps()
         self.part = self.make_partition(-1, self.num_warps, 0, 0, True)
         self._params(body)
-        start = len(e.code)
-        self.lower_ops(body.ops)
-        e.code[start:start] = self.part.prologue
-        self.part.prologue = []
+        self.lower_body(body.ops)
         e.eliminate_dead_code()
         return self._module_text(), self._abi()
 
@@ -664,78 +604,58 @@ class KernelLowering:
         total = self.num_warps
         for op in self.func.iter_nested():  # type: ignore[union-attr]
             if op.name == "tlx.warp_specialize":
-                from .lower_control import plan_partitions
-                plan = plan_partitions(self, op)
+                plan = lower_control.plan_partitions(self, op)
                 total = max(total, plan.total_warps)
         self.total_warps = total
 
     def _params(self, body) -> None:
+        """Load every kernel parameter into registers; record its ABI entry."""
         e = self.e
         names = self.func.attrs.get("arg_names") or []  # type: ignore[union-attr]
         for i, a in enumerate(body.args):
             pname = names[i] if i < len(names) else (a.name or f"arg{i}")
-            pid = f"{self.name}_param_{i}"
-            t = a.type
-            hint = pname
-            if isinstance(t, T.PointerType):
-                r = e.named("b64", hint)
-                e("ld.param.u64", r, f"[{pid}]")
-                self.set(a, Scalar(r, t))
-                self.params.append(ParamABI(pname, "pointer", TRITON_DTYPE[t.pointee.name], 8, 8))
-            elif isinstance(t, T.ScalarType):
-                if t.bits == 1:
-                    r32 = e.tmp("b32")
-                    e("ld.param.u32", r32, f"[{pid}]")
-                    p = e.named("pred", hint)
-                    e("setp.ne.u32", p, r32, "0")
-                    self.set(a, Scalar(p, t))
-                    self.params.append(ParamABI(pname, "scalar", "i1", 4, 4))
-                elif t.is_float and t.bits == 16:
-                    r = e.named("b16", hint)
-                    e("ld.param.b16", r, f"[{pid}]")
-                    self.set(a, Scalar(r, t))
-                    self.params.append(ParamABI(pname, "scalar", TRITON_DTYPE[t.name], 2, 2))
-                elif t.bits <= 32:
-                    r32 = e.named("b32", hint)
-                    e("ld.param.b32", r32, f"[{pid}]")
-                    if t.bits < 32:
-                        r = e.named("b16", hint + "_16")
-                        e("cvt.u16.u32", r, r32)
-                        self.set(a, Scalar(r, t))
-                    else:
-                        self.set(a, Scalar(r32, t))
-                    self.params.append(ParamABI(pname, "scalar", TRITON_DTYPE[t.name], 4, 4))
-                else:
-                    r = e.named("b64", hint)
-                    e("ld.param.b64", r, f"[{pid}]")
-                    self.set(a, Scalar(r, t))
-                    self.params.append(ParamABI(pname, "scalar", TRITON_DTYPE[t.name], 8, 8))
-            elif isinstance(t, T.TensorDescType):
-                r0 = e.tmp("b64")
-                e("mov.b64", r0, pid)
-                r = e.named("b64", hint)
-                e("cvta.param.u64", r, r0)
-                d = Desc(r, t, param_index=i)
+            pid, t = f"{self.name}_param_{i}", a.type
+            if isinstance(t, T.TensorDescType):  # passed by value: its generic address
+                r0 = e.new("b64", "mov.b64", pid)
+                d = Desc(e.named("b64", pname), t, param_index=i)
+                e("cvta.param.u64", d.addr, r0)
                 self.descs.append(d)
                 self.set(a, d)
-                self.params.append(ParamABI(pname, "tensordesc", TRITON_DTYPE[t.element.name], 128, 64))
+                self.params.append(ParamABI(pname, "tensordesc", ABI_DTYPE[t.element.name], TENSOR_MAP_BYTES, 64))
+                continue
+            if isinstance(t, T.PointerType):
+                r = e.named("b64", pname)
+                e("ld.param.u64", r, f"[{pid}]")
+                abi = ParamABI(pname, "pointer", ABI_DTYPE[t.pointee.name], 8, 8)
+            elif isinstance(t, T.ScalarType):
+                size = 2 if t.is_float and t.bits == 16 else max(4, t.bits // 8)
+                if t.bits == 1:
+                    r32 = e.new("b32", "ld.param.u32", f"[{pid}]")
+                    r = e.named("pred", pname)
+                    e("setp.ne.u32", r, r32, "0")
+                elif size == 4 and t.bits < 32:  # 8- and 16-bit values arrive widened to 32 bits
+                    r32 = e.named("b32", pname)
+                    e("ld.param.b32", r32, f"[{pid}]")
+                    r = e.named("b16", pname + "_16")
+                    e("cvt.u16.u32", r, r32)
+                else:
+                    r = e.named(f"b{size * 8}", pname)
+                    e(f"ld.param.b{size * 8}", r, f"[{pid}]")
+                abi = ParamABI(pname, "scalar", ABI_DTYPE[t.name], size, size)
             else:
                 raise TLXCompileError(f"kernel parameter '{pname}' has a type ({t}) that cannot be passed to a kernel",
                                       self.func.loc)
+            self.set(a, Scalar(r, t))
+            self.params.append(abi)
 
     def _param_decl(self, i: int, p: ParamABI) -> str:
         pid = f"{self.name}_param_{i}"
         if p.kind == "tensordesc":
-            return f"\t.param .align 64 .b8 {pid}[128]"
+            return f"\t.param .align 64 .b8 {pid}[{TENSOR_MAP_BYTES}]"
         if p.kind == "pointer":
             return f"\t.param .u64 .ptr .global .align 1 {pid}"
-        if p.size == 2:
-            return f"\t.param .b16 {pid}"
-        if p.dtype in ("fp32",):
-            return f"\t.param .f32 {pid}"
-        if p.dtype in ("fp64",):
-            return f"\t.param .f64 {pid}"
-        return f"\t.param .b{p.size * 8} {pid}"
+        ty = {"fp32": "f32", "fp64": "f64"}.get(p.dtype, f"b{p.size * 8}")
+        return f"\t.param .{ty} {pid}"
 
     def _final_params(self) -> List[ParamABI]:
         params = list(self.params)
@@ -748,45 +668,30 @@ class KernelLowering:
         code = e.render_code()  # assigns file indices
         lines = ["//", "// Generated by tlx (PTX for sm_90a)", "//", "", f".version {PTX_VERSION}",
                  f".target {self.target}", ".address_size 64", ""]
-        for path, idx in sorted(e.files.items(), key=lambda kv: kv[1]):
-            lines.append(f'.file {idx} "{path}"')
+        lines += [f'.file {idx} "{path}"' for path, idx in sorted(e.files.items(), key=lambda kv: kv[1])]
         if self.uses_smem:
             lines.append(f".extern .shared .align 1024 .b8 {SMEM_SYMBOL}[];")
-        lines.append("")
-        lines.append(f".visible .entry {self.name}(")
-        params = self._final_params()
-        lines.append(",\n".join(self._param_decl(i, p) for i, p in enumerate(params)))
-        lines.append(")")
-        lines.append(f".reqntid {self.total_warps * 32}")
+        params = ",\n".join(self._param_decl(i, p) for i, p in enumerate(self._final_params()))
+        lines += ["", f".visible .entry {self.name}(", params, ")", f".reqntid {self.total_warps * 32}"]
         maxnreg = self._maxnreg()
         if maxnreg:
             lines.append(f".maxnreg {maxnreg}")
-        lines.append("{")
-        lines.extend(e.render_decls())
-        lines.append("")
-        lines.extend(code)
+        lines += ["{", *e.render_decls(), "", *code]
         if not code or code[-1].strip() != "ret;":
             lines.append("\tret;")
-        lines.append("}")
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines + ["}"]) + "\n"
 
     def _maxnreg(self) -> Optional[int]:
         if self.user_maxnreg:
             return self.user_maxnreg
         if self.setmaxnreg_used:
             # setmaxnreg only works under a register cap at entry: the even split of the file
-            per = min(248, MAX_THREADS_REGS // (self.total_warps * 32))
-            return per - per % 8
+            return even_register_split(self.total_warps * 32)
         return None
 
     def _abi(self) -> KernelABI:
-        params = []
-        for p in self._final_params():
-            if p.kind == "tensordesc":
-                d = next(x for x in self.descs if x.param_index is not None and self.params.index(p) == x.param_index)
-                params.append(ParamABI(p.name, p.kind, p.dtype, p.size, p.align, p.hidden, self._tma_encoding(d)))
-            else:
-                params.append(p)
+        params = [replace(p, tma=self._tma_encoding(next(d for d in self.descs if d.param_index == i)))
+                  if p.kind == "tensordesc" else p for i, p in enumerate(self._final_params())]
         return KernelABI(entry=self.name, params=tuple(params), threads_per_cta=self.total_warps * 32,
                          num_warps=self.num_warps, shared_bytes=int(self.m.attrs.get("shared_bytes", 0)),
                          cluster=tuple(self.m.attrs.get("cluster", (1, 1, 1))),  # type: ignore[arg-type]
@@ -795,20 +700,10 @@ class KernelLowering:
 
     def _tma_encoding(self, d: Desc) -> TMAEncoding:
         t = d.dtype
-        eb = max(1, t.element.bits // 8)
-        if d.swizzle is None:
-            # not used by a TMA op: encode it as the default layout of its block would be
-            from ..passes.layouts import alloc_layout
-            lay = alloc_layout(T.MemDescType(t.block_shape, t.element))
-            sw = getattr(lay, "swizzle", 0)
-            from .lower_async import tma_box
-            box = tma_box(t.block_shape, eb, sw)
-        else:
-            sw, box = d.swizzle, d.box
-        return TMAEncoding(TRITON_DTYPE[t.element.name], eb, tuple(t.block_shape), tuple(box), int(sw))
+        sw, box = (d.swizzle, d.box) if d.swizzle is not None else lower_async.default_tma_encoding(t)
+        return TMAEncoding(ABI_DTYPE[t.element.name], t.element.bytes, tuple(t.block_shape), tuple(box), int(sw))
 
 
 def lower_module(module: Module, target: str = "sm_90a", maxnreg: Optional[int] = None) -> Tuple[str, KernelABI]:
     """PTX text and ABI of a laid-out, allocated module."""
-    from . import lower_arith, lower_async, lower_control, lower_memory, lower_tensor  # noqa: F401  (registrations)
     return KernelLowering(module, target, maxnreg).run()

@@ -19,44 +19,44 @@ else reads it afterwards.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+import itertools
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
+from ..abi import ABI_DTYPE, TENSOR_MAP_BYTES, TMA_DATA_TYPE, TMA_SWIZZLE
 from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
 from ..ir.core import Operation, Value
-from . import layout_math as LM
-from .lower import KernelLowering, lowers
-from .values import Barriers, Desc, Scalar, SmemView, Tensor, Token, reg_kind
+from ..analysis import layout_math as LM
+from ..passes.layouts import alloc_layout
+from .lower_memory import pack_words
+from .values import Barriers, Desc, SmemView, Tensor
+
+if TYPE_CHECKING:
+    from .lower import KernelLowering
 
 
 # ---------------------------------------------------------------------------------------------
 # fences and barriers
 # ---------------------------------------------------------------------------------------------
 
-@lowers("tlx.fence_async_shared")
 def _fence_async_shared(lw: KernelLowering, op: Operation) -> None:
     lw.e("fence.proxy.async.shared::cluster" if op.attrs.get("cluster") else "fence.proxy.async.shared::cta")
 
 
-@lowers("tlx.fence")
 def _fence(lw: KernelLowering, op: Operation) -> None:
     lw.e(f"fence.acq_rel.{op.attrs['scope']}")
 
 
-@lowers("tlx.cta_barrier")
 def _cta_barrier(lw: KernelLowering, op: Operation) -> None:
     lw.part_barrier()
 
 
-@lowers("tlx.named_barrier_wait", "tlx.named_barrier_arrive")
 def _named_barrier(lw: KernelLowering, op: Operation) -> None:
-    i, n = int(op.attrs["id"]), int(op.attrs["count"])
-    lw.user_barriers.append((i, op))
-    lw.e("bar.sync" if op.name.endswith("wait") else "bar.arrive", str(i), str(n))
+    lw.e("bar.sync" if op.name.endswith("wait") else "bar.arrive", str(int(op.attrs["id"])),
+         str(int(op.attrs["count"])))
 
 
-@lowers("tlx.alloc_barriers")
 def _alloc_barriers(lw: KernelLowering, op: Operation) -> None:
     if "offset" not in op.attrs:
         raise TLXCompileError("internal: alloc_barriers has no offset (run shared-memory allocation first)", op.loc)
@@ -80,48 +80,40 @@ def _opt_pred(lw: KernelLowering, op: Operation) -> Optional[str]:
     return lw.scalar(p) if p is not None else None
 
 
-@lowers("tlx.barrier_expect_bytes")
-def _expect_bytes(lw: KernelLowering, op: Operation) -> None:
-    a = _bar_addr(lw, op.arg("bar"))
-    p = lw.and_pred(lw.part.leader, _opt_pred(lw, op))
-    lw.e("mbarrier.arrive.expect_tx.shared::cta.b64", "_", f"[{a}]", str(int(op.attrs["bytes"])), pred=p)
-
-
-@lowers("tlx.barrier_arrive")
 def _arrive(lw: KernelLowering, op: Operation) -> None:
+    """barrier_arrive and barrier_expect_bytes: one arrive by the leader (expecting the bytes), or by
+    every thread on an alloc_warp_barrier barrier."""
     a = _bar_addr(lw, op.arg("bar"))
-    p = lw.and_pred(lw.part.leader, _opt_pred(lw, op))
-    count = int(op.attrs.get("count", 1))
-    if count == 1:
-        lw.e("mbarrier.arrive.shared::cta.b64", "_", f"[{a}]", pred=p)
+    # An alloc_warp_barrier barrier counts every thread's arrival (its count is num_warps * 32 *
+    # num_arrivals): each thread arrives by itself. Any other barrier: the partition's leader.
+    leader = None if op.attrs.get("per_thread") else lw.part.leader
+    p = lw.and_pred(leader, _opt_pred(lw, op))
+    if op.name == "tlx.barrier_expect_bytes":
+        lw.e("mbarrier.arrive.expect_tx.shared::cta.b64", "_", f"[{a}]", str(int(op.attrs["bytes"])), pred=p)
     else:
-        lw.e("mbarrier.arrive.shared::cta.b64", "_", f"[{a}]", str(count), pred=p)
+        count = int(op.attrs.get("count", 1))
+        lw.e("mbarrier.arrive.shared::cta.b64", "_", f"[{a}]", *([str(count)] if count != 1 else []), pred=p)
 
 
-@lowers("tlx.barrier_inval")
 def _inval(lw: KernelLowering, op: Operation) -> None:
     # one thread, as the init: the CTA-barrier pass has every thread past its waits by now
     lw.e("mbarrier.inval.shared::cta.b64", f"[{_bar_addr(lw, op.arg('bar'))}]", pred=lw.part.leader)
 
 
-@lowers("tlx.barrier_wait")
 def _wait(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
     a = _bar_addr(lw, op.arg("bar"))
     ph_v = op.arg("phase")
     ph = lw.scalar(ph_v)
     if ph_v.type == T.i1:
-        t = em.tmp("b32")
-        em("selp.b32", t, "1", "0", ph)
-        ph = t
+        ph = em.new("b32", "selp.b32", "1", "0", ph)
     pred = _opt_pred(lw, op)
     done = em.new_label("wait_done")
     if pred is not None:
         em("bra", done, pred="!" + pred)
     loop = em.new_label("wait")
     em.label(loop)
-    p = em.tmp("pred")
-    em("mbarrier.try_wait.parity.shared::cta.b64", p, f"[{a}]", ph)
+    p = em.new("pred", "mbarrier.try_wait.parity.shared::cta.b64", f"[{a}]", ph)
     em("bra", loop, pred="!" + p)
     if pred is not None:
         em.label(done)
@@ -155,29 +147,11 @@ def _tma_geometry(lw: KernelLowering, view: SmemView, desc: Desc, op: Operation)
             raise TLXCompileError("a TMA copy needs a non-transposed NVMMA buffer", op.loc)
         sw = lay.swizzle
         box = tma_box(shape, eb, sw)
-        atom = LM.nvmma_atom_bytes(lay)
-        rows_buf = 1
-        for s in view.storage_shape[:-1]:
-            rows_buf *= s
-        w = atom // eb
-        pieces = []
-        rank = len(shape)
         # split the inner dim into atom columns, each outer dim into chunks of at most 256
-        outer_chunks = [range(0, shape[d], box[d]) for d in range(rank - 1)]
-
-        def rec(d, acc):
-            if d == rank - 1:
-                yield acc
-                return
-            for x in outer_chunks[d]:
-                yield from rec(d + 1, acc + [x])
-
-        for j in range(0, shape[-1], w):
-            for outer in rec(0, []):
-                coord = tuple(outer) + (j,)
-                off = view.element_bases(coord)
-                pieces.append((off, tuple(reversed(coord))))
-        del rows_buf
+        outer_chunks = [range(0, shape[d], box[d]) for d in range(len(shape) - 1)]
+        coords = [outer + (j,) for j in range(0, shape[-1], LM.nvmma_atom_bytes(lay) // eb)
+                  for outer in itertools.product(*outer_chunks)]
+        pieces = [(view.element_bases(c), tuple(reversed(c))) for c in coords]
     elif isinstance(lay, L.SwizzledSharedLayout) and len(shape) == 1:
         sw = 0
         box = (min(shape[0], 256),)
@@ -197,11 +171,8 @@ def _view_addr(lw: KernelLowering, view: SmemView, off: int) -> str:
     """An address operand for the view's element at XOR-offset `off` from its origin."""
     em = lw.e
     if isinstance(view.origin, str):
-        x = em.tmp("b32")
-        em("xor.b32", x, view.origin, str(off))
-        a = em.tmp("b32")
-        em("add.s32", a, view.base, x)
-        return f"[{a}]"
+        x = em.new("b32", "xor.b32", view.origin, str(off))
+        return f"[{em.new('b32', 'add.s32', view.base, x)}]"
     o = view.origin ^ off
     return f"[{view.base}+{o}]" if o else f"[{view.base}]"
 
@@ -212,15 +183,10 @@ def _coords(lw: KernelLowering, offs: List[Value], deltas: Tuple[int, ...]) -> s
     regs = []
     for v, dlt in zip(reversed(offs), deltas):
         r = lw.scalar(v)
-        if dlt:
-            t = em.tmp("b32")
-            em("add.s32", t, r, str(dlt))
-            r = t
-        regs.append(r)
+        regs.append(em.new("b32", "add.s32", r, str(dlt)) if dlt else r)
     return "{" + ", ".join(regs) + "}"
 
 
-@lowers("tlx.tma_load")
 def _tma_load(lw: KernelLowering, op: Operation) -> None:
     if op.attrs.get("multicast"):
         raise TLXCompileError("TMA multicast (multicast_targets) has no PTX lowering yet", op.loc,
@@ -237,7 +203,6 @@ def _tma_load(lw: KernelLowering, op: Operation) -> None:
              _view_addr(lw, view, off), f"[{desc.addr}, {_coords(lw, offs, dl)}]", f"[{bar}]", pred=p)
 
 
-@lowers("tlx.tma_store")
 def _tma_store(lw: KernelLowering, op: Operation) -> None:
     desc: Desc = lw.val(op.arg("desc"))  # type: ignore[assignment]
     view: SmemView = lw.val(op.arg("src"))  # type: ignore[assignment]
@@ -251,12 +216,10 @@ def _tma_store(lw: KernelLowering, op: Operation) -> None:
     lw.e("cp.async.bulk.commit_group", pred=p)
 
 
-@lowers("tlx.tma_store_wait")
 def _tma_store_wait(lw: KernelLowering, op: Operation) -> None:
     lw.e("cp.async.bulk.wait_group.read", str(int(op.attrs["pendings"])), pred=lw.part.leader)
 
 
-@lowers("tlx.tma_prefetch")
 def _tma_prefetch(lw: KernelLowering, op: Operation) -> None:
     desc: Desc = lw.val(op.arg("desc"))  # type: ignore[assignment]
     offs = op.group("offsets")
@@ -264,15 +227,13 @@ def _tma_prefetch(lw: KernelLowering, op: Operation) -> None:
          f"[{desc.addr}, {_coords(lw, offs, (0,) * len(offs))}]", pred=lw.part.leader)
 
 
-@lowers("tlx.async_bulk_load")
 def _bulk_load(lw: KernelLowering, op: Operation) -> None:
     view: SmemView = lw.val(op.arg("dst"))  # type: ignore[assignment]
     bar = _bar_addr(lw, op.arg("bar"))
-    lw.e("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes", _view_addr(lw, view, 0),
+    lw.e("cp.async.bulk.shared::cta.global.mbarrier::complete_tx::bytes", _view_addr(lw, view, 0),
          f"[{lw.scalar(op.arg('src'))}]", str(int(op.attrs["size"])), f"[{bar}]", pred=lw.part.leader)
 
 
-@lowers("tlx.async_store")
 def _bulk_store(lw: KernelLowering, op: Operation) -> None:
     view: SmemView = lw.val(op.arg("src"))  # type: ignore[assignment]
     p = lw.part.leader
@@ -284,11 +245,6 @@ def _bulk_store(lw: KernelLowering, op: Operation) -> None:
 # ---------------------------------------------------------------------------------------------
 # device-side tensor descriptors
 # ---------------------------------------------------------------------------------------------
-
-_TMA_DTYPE = {"u8": 0, "i8": 0, "f8e4m3": 0, "f8e5m2": 0, "u16": 1, "i16": 1, "u32": 2, "i32": 3, "u64": 4,
-              "i64": 5, "f16": 6, "f32": 7, "f64": 8, "bf16": 9}
-_SWIZZLE_CODE = {0: 0, 32: 1, 64: 2, 128: 3}
-
 
 def _desc_users_encoding(lw: KernelLowering, v: Value) -> Tuple[int, Tuple[int, ...]]:
     """The (swizzle, box) a device-made descriptor needs: that of the buffers its TMA ops move."""
@@ -305,110 +261,78 @@ def _desc_users_encoding(lw: KernelLowering, v: Value) -> Tuple[int, Tuple[int, 
                 buf = user.arg("dst" if user.name == "tlx.tma_load" else "src").type
                 lay = buf.layout
                 sw = lay.swizzle if isinstance(lay, L.NVMMASharedLayout) else 0
-                enc = (sw, tma_box(buf.shape, max(1, buf.element.bits // 8), sw))
+                enc = (sw, tma_box(buf.shape, buf.element.bytes, sw))
                 if found is not None and found != enc:
                     raise TLXCompileError("one tensor descriptor is used with two shared layouts", user.loc)
                 found = enc
-            elif user.name == "tlx.warp_specialize":
-                for r in user.regions[1:]:
-                    stack.append(r.block.args[idx])
-            elif user.name in ("scf.for",):
-                k = idx - 3
-                if k >= 0:
-                    stack.append(user.regions[0].block.args[1 + k])
-                    stack.append(user.results[k])
-    if found is None:
-        t = v.type
-        from ..passes.layouts import alloc_layout
-        lay = alloc_layout(T.MemDescType(t.block_shape, t.element))
-        sw = getattr(lay, "swizzle", 0)
-        found = (sw, tma_box(t.block_shape, max(1, t.element.bits // 8), sw))
-    return found
+            elif user.name == "tlx.warp_specialize":  # the partitions' captures
+                stack.extend(r.block.args[idx] for r in user.regions[1:])
+            elif user.name == "scf.for" and idx >= 3:  # a carried value: the body's argument, the result
+                stack += [user.regions[0].block.args[idx - 2], user.results[idx - 3]]
+    return found or default_tma_encoding(v.type)
 
 
-@lowers("tt.make_tensor_descriptor")
+def default_tma_encoding(t: T.TensorDescType) -> Tuple[int, Tuple[int, ...]]:
+    """(swizzle, box) of a descriptor no TMA op uses: as the default layout of its block would be."""
+    sw = getattr(alloc_layout(T.MemDescType(t.block_shape, t.element)), "swizzle", 0)
+    return sw, tma_box(t.block_shape, t.element.bytes, sw)
+
+
 def _make_desc(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
     t: T.TensorDescType = op.result.type  # type: ignore[assignment]
-    rank = t.rank
-    eb = max(1, t.element.bits // 8)
     sw, box = _desc_users_encoding(lw, op.result)
-    s0 = lw.scratch(op)
-    s1, s = em.tmp("b32"), em.tmp("b32")
-    em("add.s32", s1, s0, "127")
-    em("and.b32", s, s1, "-128")  # tensormaps in shared memory are 128-byte aligned
+    s1 = em.new("b32", "add.s32", lw.scratch(op), "127")
+    s = em.new("b32", "and.b32", s1, "-128")  # tensormaps in shared memory are 128-byte aligned
     # the program's slot in global scratch
     slot = lw.global_scratch_per_program
-    lw.global_scratch_per_program += 128
+    lw.global_scratch_per_program += TENSOR_MAP_BYTES
     lw.needs_global_scratch = True
-    gs = lw.part.cache.get(("gscratch",))
-    if gs is None:
-        with lw.in_prologue():
-            p = em.tmp("b64")
-            em("ld.param.u64", p, f"[{lw.name}_param_{len(lw.params)}]")
-            x, y, z, nx, ny = (em.tmp("b32") for _ in range(5))
-            em("mov.u32", x, "%ctaid.x")
-            em("mov.u32", y, "%ctaid.y")
-            em("mov.u32", z, "%ctaid.z")
-            em("mov.u32", nx, "%nctaid.x")
-            em("mov.u32", ny, "%nctaid.y")
-            a, b = em.tmp("b32"), em.tmp("b32")
-            em("mad.lo.s32", a, z, ny, y)
-            em("mad.lo.s32", b, a, nx, x)
-            gs = (p, b)
-        lw.part.cache[("gscratch",)] = gs
-        lw.pinned.add(gs[0])
+
+    def global_slot() -> Tuple[str, str]:  # the global scratch pointer, the linear program id
+        p = em.new("b64", "ld.param.u64", f"[{lw.name}_param_{len(lw.params)}]")
+        x, y, z, nx, ny = (em.new("b32", "mov.u32", r) for r in ("%ctaid.x", "%ctaid.y", "%ctaid.z", "%nctaid.x",
+                                                                  "%nctaid.y"))
+        zy = em.new("b32", "mad.lo.s32", z, ny, y)
+        return p, em.new("b32", "mad.lo.s32", zy, nx, x)
+
+    gs = lw.once(("gscratch",), global_slot)
     gptr, pidlin = gs
     addr = em.named("b64", lw.hint(op.result, "desc"))
-    off = em.tmp("b64")
-    em("mul.wide.u32", off, pidlin, str(lw.gscratch_stride))
-    em("add.s64", addr, gptr, off)
+    em("add.s64", addr, gptr, em.new("b64", "mul.wide.u32", pidlin, str(lw.gscratch_stride)))
     if slot:
         em("add.s64", addr, addr, str(slot))
     # build in shared memory with warp 0, then copy out with a release of the tensormap proxy
-    w0 = em.tmp("pred")
-    em("setp.eq.u32", w0, lw.part.warp, "0")
-    zero_addr = em.tmp("b32")
-    em("mad.lo.s32", zero_addr, lw.part.lane, "4", s)
+    w0 = em.new("pred", "setp.eq.u32", lw.part.warp, "0")
+    zero_addr = em.new("b32", "mad.lo.s32", lw.part.lane, "4", s)
     em("st.shared.b32", f"[{zero_addr}]", "0", pred=w0)
     done = em.new_label("tmap_done")
     em("bra", done, pred="!" + w0)
     em("bar.warp.sync", "-1")
-    lead = lw.part.leader
-    rep = "tensormap.replace.tile"
-    base = lw.scalar(op.arg("base"))
-    em(f"{rep}.global_address.shared::cta.b1024.b64", f"[{s}]", base, pred=lead)
-    em(f"{rep}.rank.shared::cta.b1024.b32", f"[{s}]", str(rank - 1), pred=lead)
-    shape = list(reversed(op.group("shape")))
-    strides = list(reversed(op.group("strides")))
-    for i in range(rank):
-        em(f"{rep}.box_dim.shared::cta.b1024.b32", f"[{s}]", str(i), str(list(reversed(box))[i]), pred=lead)
-    for i, v in enumerate(shape):
+
+    def replace(field: str, *vals: str, width: str = "b32") -> None:
+        em(f"tensormap.replace.tile.{field}.shared::cta.b1024.{width}", f"[{s}]", *vals, pred=lw.part.leader)
+
+    replace("global_address", lw.scalar(op.arg("base")), width="b64")
+    replace("rank", str(t.rank - 1))
+    for i, b in enumerate(reversed(box)):
+        replace("box_dim", str(i), str(b))
+    for i, v in enumerate(reversed(op.group("shape"))):
         r = lw.scalar(v)
-        if v.type.bits == 64:  # type: ignore[union-attr]
-            r32 = em.tmp("b32")
-            em("cvt.u32.u64", r32, r)
-            r = r32
-        em(f"{rep}.global_dim.shared::cta.b1024.b32", f"[{s}]", str(i), r, pred=lead)
-    for i, v in enumerate(strides[1:]):
-        r = lw.scalar(v)
-        r64 = em.tmp("b64")
-        if v.type.bits == 64:  # type: ignore[union-attr]
-            em("mul.lo.s64", r64, r, str(eb))
-        else:
-            em("mul.wide.s32", r64, r, str(eb))
-        em(f"{rep}.global_stride.shared::cta.b1024.b64", f"[{s}]", str(i), r64, pred=lead)
-    for i in range(rank):
-        em(f"{rep}.element_stride.shared::cta.b1024.b32", f"[{s}]", str(i), "1", pred=lead)
-    em(f"{rep}.elemtype.shared::cta.b1024.b32", f"[{s}]", str(_TMA_DTYPE[t.element.name]), pred=lead)
-    em(f"{rep}.interleave_layout.shared::cta.b1024.b32", f"[{s}]", "0", pred=lead)
-    em(f"{rep}.swizzle_mode.shared::cta.b1024.b32", f"[{s}]", str(_SWIZZLE_CODE[sw]), pred=lead)
-    fill = 1 if op.attrs.get("padding", "zero") == "nan" else 0
-    em(f"{rep}.fill_mode.shared::cta.b1024.b32", f"[{s}]", str(fill), pred=lead)
+        replace("global_dim", str(i), em.new("b32", "cvt.u32.u64", r) if v.type.bits == 64 else r)  # type: ignore
+    for i, v in enumerate(list(reversed(op.group("strides")))[1:]):
+        ins = "mul.lo.s64" if v.type.bits == 64 else "mul.wide.s32"  # type: ignore[union-attr]
+        replace("global_stride", str(i), em.new("b64", ins, lw.scalar(v), str(t.element.bytes)), width="b64")
+    for i in range(t.rank):
+        replace("element_stride", str(i), "1")
+    replace("elemtype", str(TMA_DATA_TYPE[ABI_DTYPE[t.element.name]]))
+    replace("interleave_layout", "0")
+    replace("swizzle_mode", str(TMA_SWIZZLE[sw]))
+    replace("fill_mode", "1" if op.attrs.get("padding", "zero") == "nan" else "0")
     em("bar.warp.sync", "-1")
     em("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned", f"[{addr}]",
-       f"[{s}]", "128")
-    em("fence.proxy.tensormap::generic.acquire.gpu", f"[{addr}]", "128")
+       f"[{s}]", str(TENSOR_MAP_BYTES))
+    em("fence.proxy.tensormap::generic.acquire.gpu", f"[{addr}]", str(TENSOR_MAP_BYTES))
     em.label(done)
     lw.part_barrier()
     lw.set(op.result, Desc(addr, t, None, sw, box))
@@ -458,7 +382,7 @@ def operand_geometry(view: SmemView, mn_dim: int, mn_extent: int, k_extent: int,
 
 
 def _operand(lw: KernelLowering, view: SmemView, mn_dim: int, mn_extent: int, k_extent: int, loc,
-             warp_vals: List[int]) -> Tuple[str, bool, Dict]:
+             warp_vals: List[int]) -> Tuple[str, bool]:
     """The base descriptor (a b64 register) of a wgmma operand view and whether it is MN-major.
     `warp_vals[j]`: the view coordinate (along mn_dim) that warp bit j adds (warpgroup offsets)."""
     lbo, sbo, mode, mn_major = operand_geometry(view, mn_dim, mn_extent, k_extent, loc)
@@ -474,46 +398,32 @@ def _operand(lw: KernelLowering, view: SmemView, mn_dim: int, mn_extent: int, k_
     start = view.base
     origin = view.origin
     if isinstance(origin, str) or (origin and g_off is not None and origin & gmask):
-        x = em.tmp("b32")
-        if g_off is None:
-            em("mov.b32", x, origin if isinstance(origin, str) else str(origin))
-        else:
-            em("xor.b32", x, g_off, origin if isinstance(origin, str) else str(origin))
-        s2 = em.tmp("b32")
-        em("add.s32", s2, start, x)
-        start = s2
+        # the origin's bits meet the warpgroup's: XOR them, then add to the base
+        x = em.new("b32", "mov.b32", str(origin)) if g_off is None else em.new("b32", "xor.b32", g_off, str(origin))
+        start = em.new("b32", "add.s32", start, x)
     else:
         if origin:
-            s2 = em.tmp("b32")
-            em("add.s32", s2, start, str(origin))
-            start = s2
+            start = em.new("b32", "add.s32", start, str(origin))
         if g_off is not None:
-            s3 = em.tmp("b32")
-            em("add.s32", s3, start, g_off)
-            start = s3
+            start = em.new("b32", "add.s32", start, g_off)
     if gmask & 0x380 & ((sw // 16 - 1) << 7 if sw else 0):
         raise TLXCompileError("a warpgroup's wgmma tile does not start on a swizzle pattern boundary", loc)
-    lo = em.tmp("b32")
-    em("bfe.u32", lo, start, "4", "14")
-    lo2 = em.tmp("b32")
-    em("or.b32", lo2, lo, str((lbo >> 4) << 16))
+    lo = em.new("b32", "bfe.u32", start, "4", "14")
+    lo2 = em.new("b32", "or.b32", lo, str((lbo >> 4) << 16))
     hi = lw.const("b32", str((sbo >> 4) | (mode << 30)))
-    d = em.tmp("b64")
-    em("mov.b64", d, "{" + lo2 + ", " + hi + "}")
-    return d, mn_major, {"sw": sw}
+    return em.new("b64", "mov.b64", "{" + lo2 + ", " + hi + "}"), mn_major
 
 
-def _tile_delta(view: SmemView, coord: Tuple[int, int], sw: int, loc) -> int:
+def _tile_delta(view: SmemView, coord: Tuple[int, int], loc) -> int:
     """Descriptor increment (the start field, in 16-byte units, plus the base-offset field) of the
     operand tile at static view coordinates `coord`."""
     off = view.element_bases(coord)
-    base_off = (off >> 7) & (sw // 16 - 1) if sw else 0
-    if base_off:
+    sw = view.layout.swizzle  # type: ignore[union-attr]
+    if sw and (off >> 7) & (sw // 16 - 1):
         raise TLXCompileError("internal: wgmma tile starts inside a swizzle pattern", loc)
     return off >> 4
 
 
-@lowers("tlx.async_dot")
 def _async_dot(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
     a_v, b_v, acc_v = op.arg("a"), op.arg("b"), op.arg("acc")
@@ -547,19 +457,14 @@ def _async_dot(lw: KernelLowering, op: Operation) -> None:
             raise TLXCompileError(f"async_dot accumulates in f32 here, not {re.name}", op.loc,
                                   hint="accumulate in float32 and convert the result")
     # result registers: in place when the accumulator is not read afterwards
-    if acc_v is not None:
-        acc = lw.tensor(acc_v)
-        if lw.can_overwrite(acc_v, op) and not any(r in lw.pinned for r in acc.regs):
-            regs = acc.regs
-            lw.set(op.result, Tensor(regs, m, re))
-            lw.alias(op.result, acc_v)
-        else:
-            regs = em.named_array("b32", m.num_regs, lw.hint(op.result, "acc"))
-            lw.copy_regs(regs, acc.regs, ["b32"] * len(regs))
-            lw.set(op.result, Tensor(regs, m, re))
-    else:
-        regs = em.named_array("b32", m.num_regs, lw.hint(op.result, "acc"))
-        lw.set(op.result, Tensor(regs, m, re))
+    acc = lw.tensor(acc_v) if acc_v is not None else None
+    in_place = acc is not None and lw.can_overwrite(acc_v, op) and not any(r in lw.pinned for r in acc.regs)
+    regs = acc.regs if in_place else em.named_array("b32", m.num_regs, lw.hint(op.result, "acc"))  # type: ignore
+    if acc is not None and not in_place:
+        lw.copy_regs(regs, acc.regs, ["b32"] * len(regs))
+    lw.set(op.result, Tensor(regs, m, re))
+    if in_place:
+        lw.alias(op.result, acc_v)
     n_nrep = N // (n * wn)
     n_mrep = M // (16 * wm)
     n_k = K // kstep
@@ -568,47 +473,18 @@ def _async_dot(lw: KernelLowering, op: Operation) -> None:
     wg_cols = [b[1] for b in m.warp]
     for j in range(min(2, len(wg_rows))):
         wg_rows[j] = 0  # within a warpgroup: the instruction's own rows
-    b_desc, b_mn, binfo = _operand(lw, bview, 1, n, kstep, op.loc, wg_cols)
+    b_desc, b_mn = _operand(lw, bview, 1, n, kstep, op.loc, wg_cols)
     a_reg = isinstance(a_v.type, T.TensorType)
     if a_reg:
+        # four 32-bit registers of consecutive K elements per instruction
         a_t = lw.tensor(a_v)
-        a_map = a_t.lmap
-        kw = 32 // ae.bits
-        per_instr = 4 * kw
-        a_words: Dict[Tuple[int, int], List[str]] = {}
-        for i in range(n_mrep):
-            for kk in range(n_k):
-                b0 = ((i * n_k) + kk) * per_instr
-                els = a_t.regs[b0:b0 + per_instr]
-                words = []
-                for q in range(4):
-                    part = els[q * kw:(q + 1) * kw]
-                    if kw == 1:
-                        words.append(part[0])
-                        continue
-                    wreg = em.tmp("b32")
-                    if kw == 2:
-                        em("mov.b32", wreg, "{" + part[0] + ", " + part[1] + "}")
-                    else:
-                        acc32 = None
-                        for bi, r in enumerate(part):
-                            x = em.tmp("b32")
-                            em("cvt.u32.u16", x, r)
-                            if acc32 is None:
-                                y = em.tmp("b32")
-                                em("and.b32", y, x, "255")
-                            else:
-                                y = em.tmp("b32")
-                                em("bfi.b32", y, x, acc32, str(8 * bi), "8")
-                            acc32 = y
-                        em("mov.b32", wreg, acc32)
-                    words.append(wreg)
-                a_words[(i, kk)] = words
+        per_instr = 4 * (32 // ae.bits)
+        a_words = {(i, kk): pack_words(lw, a_t.regs[(i * n_k + kk) * per_instr:][:per_instr], ae, 16)[0]
+                   for i in range(n_mrep) for kk in range(n_k)}
         a_mn = False
-        del a_map
     else:
         aview: SmemView = lw.val(a_v)  # type: ignore[assignment]
-        a_desc, a_mn, ainfo = _operand(lw, aview, 0, 64, kstep, op.loc, wg_rows)
+        a_desc, a_mn = _operand(lw, aview, 0, 64, kstep, op.loc, wg_rows)
     if (a_mn or b_mn) and atype not in ("f16", "bf16"):
         raise TLXCompileError(f"wgmma reads {atype} operands K-major only (the contiguous dim must be K)", op.loc,
                               hint="transpose the buffer layout or use 16-bit operands")
@@ -616,8 +492,12 @@ def _async_dot(lw: KernelLowering, op: Operation) -> None:
     ptrue = lw.const("pred", "1")
     pfalse = lw.const("pred", "0")
     nregs = n // 2
-    shape = f"m64n{n}k{kstep}"
-    ins = f"wgmma.mma_async.sync.aligned.{shape}.{dtype}.{atype}.{btype}"
+    ins = f"wgmma.mma_async.sync.aligned.m64n{n}k{kstep}.{dtype}.{atype}.{btype}"
+    # the immediates after scale-d: scale-a, scale-b, and the transposes of shared operands (16-bit types)
+    if atype in ("f16", "bf16"):
+        tail = ["1", "1"] + ([] if a_reg else ["1" if a_mn else "0"]) + ["1" if b_mn else "0"]
+    else:
+        tail = [] if atype in ("s8", "u8") else ["1", "1"]
     for i in range(n_mrep):
         for j in range(n_nrep):
             base = (i * n_nrep + j) * nregs
@@ -625,25 +505,16 @@ def _async_dot(lw: KernelLowering, op: Operation) -> None:
             for kk in range(n_k):
                 scale_d = ptrue if (acc_v is not None or kk > 0) else pfalse
                 bd = em.tmp("b64")
-                em("add.s64", bd, b_desc, str(_tile_delta(bview, (kk * kstep, j * n * wn), binfo["sw"], op.loc)))
+                em("add.s64", bd, b_desc, str(_tile_delta(bview, (kk * kstep, j * n * wn), op.loc)))
                 if a_reg:
                     a_opnd = "{" + ", ".join(a_words[(i, kk)]) + "}"
                 else:
-                    ad = em.tmp("b64")
-                    em("add.s64", ad, a_desc,
-                       str(_tile_delta(aview, (i * 16 * wm, kk * kstep), ainfo["sw"], op.loc)))
-                    a_opnd = ad
-                if atype in ("f16", "bf16"):
-                    tail = ["1", "1"] + ([] if a_reg else ["1" if a_mn else "0"]) + ["1" if b_mn else "0"]
-                elif atype in ("s8", "u8"):
-                    tail = []
-                else:
-                    tail = ["1", "1"]
+                    delta = _tile_delta(aview, (i * 16 * wm, kk * kstep), op.loc)
+                    a_opnd = em.new("b64", "add.s64", a_desc, str(delta))
                 em.root(ins, dregs, a_opnd, bd, scale_d, *tail)
     em("wgmma.commit_group.sync.aligned")
 
 
-@lowers("tlx.async_dot_wait")
 def _async_dot_wait(lw: KernelLowering, op: Operation) -> None:
     lw.e("wgmma.wait_group.sync.aligned", str(int(op.attrs["pendings"])))
     for v, r in zip(op.group("values"), op.results):
@@ -651,7 +522,19 @@ def _async_dot_wait(lw: KernelLowering, op: Operation) -> None:
         lw.alias(r, v)
 
 
-@lowers("tt.dot", "tt.descriptor_load", "tt.descriptor_store")
 def _must_be_lowered(lw: KernelLowering, op: Operation) -> None:
     raise TLXCompileError(f"internal: {op.name} reached code generation; the pipeline lowers it before the fence "
                           "passes", op.loc)
+
+
+#: op name -> its lowering (lower.py merges the tables of the lower_* modules)
+LOWERINGS = {
+    "tlx.fence_async_shared": _fence_async_shared, "tlx.fence": _fence, "tlx.cta_barrier": _cta_barrier,
+    "tlx.named_barrier_wait": _named_barrier, "tlx.named_barrier_arrive": _named_barrier,
+    "tlx.alloc_barriers": _alloc_barriers, "tlx.barrier_expect_bytes": _arrive, "tlx.barrier_arrive": _arrive,
+    "tlx.barrier_inval": _inval, "tlx.barrier_wait": _wait, "tlx.tma_load": _tma_load, "tlx.tma_store": _tma_store,
+    "tlx.tma_store_wait": _tma_store_wait, "tlx.tma_prefetch": _tma_prefetch, "tlx.async_bulk_load": _bulk_load,
+    "tlx.async_store": _bulk_store, "tt.make_tensor_descriptor": _make_desc, "tlx.async_dot": _async_dot,
+    "tlx.async_dot_wait": _async_dot_wait, "tt.dot": _must_be_lowered, "tt.descriptor_load": _must_be_lowered,
+    "tt.descriptor_store": _must_be_lowered,
+}

@@ -18,13 +18,15 @@ named barriers must avoid the ids the kernel reserves.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 from ..errors import TLXCompileError
 from ..ir import types as T
 from ..ir.core import Operation
-from .lower import KernelLowering, lowers
-from .values import Barriers, Desc, Partition, Scalar, SmemView, Tensor, Token, reg_kind
+from .values import Scalar, SmemView, Tensor, Token, even_register_split, reg_kind
+
+if TYPE_CHECKING:
+    from .lower import KernelLowering
 
 
 # ---------------------------------------------------------------------------------------------
@@ -35,8 +37,7 @@ def _restrict(regs, kinds, x, want):
     """Only the registers (of a tensor) whose indices are in `want` (all when want is None)."""
     if want is None or not isinstance(x, Tensor):
         return regs, kinds
-    keep = [i for i in range(len(regs)) if i in want]
-    return [regs[i] for i in keep], [kinds[i] for i in keep]
+    return [r for i, r in enumerate(regs) if i in want], [k for i, k in enumerate(kinds) if i in want]
 
 
 def _home(lw: KernelLowering, init_value, region_value, op: Operation, claimed: set, want=None):
@@ -65,36 +66,29 @@ def _yield_into(lw: KernelLowering, homes: List, values, loc_op: Operation, want
     kinds: List[str] = []
     for k, (h, v) in enumerate(zip(homes, values)):
         x = lw.val(v)
-        if isinstance(h, SmemView) and isinstance(x, SmemView):
-            if (h.origin if not isinstance(h.origin, str) else None) != (x.origin if not isinstance(x.origin, str) else None) \
-                    and not (isinstance(h.origin, str) and isinstance(x.origin, str)):
-                raise TLXCompileError("a loop-carried shared-memory view changes its sub-slice origin across "
-                                      "iterations", loc_op.loc, hint="carry the buffer index instead of the view")
+        static = lambda o: "a register" if isinstance(o, str) else o  # noqa: E731
+        if isinstance(h, SmemView) and isinstance(x, SmemView) and static(h.origin) != static(x.origin):
+            raise TLXCompileError("a loop-carried shared-memory view changes its sub-slice origin across "
+                                  "iterations", loc_op.loc, hint="carry the buffer index instead of the view")
         hr, hk = lw.flat_regs(h)
         xr, _ = lw.flat_regs(x)
         if len(hr) != len(xr):
             raise TLXCompileError("internal: a carried value changes its register count", loc_op.loc)
-        if wants is not None:
-            hr2, hk = _restrict(hr, hk, x, wants[k])
-            xr, _ = _restrict(xr, [""] * len(xr), x, wants[k])
-            hr = hr2
+        want = wants[k] if wants is not None else None
+        hr, hk = _restrict(hr, hk, x, want)
+        xr, _ = _restrict(xr, xr, x, want)
         dsts += hr
         srcs += xr
         kinds += hk
     lw.copy_regs(dsts, srcs, kinds)
 
 
-def _cmp_type(t: T.ScalarType) -> str:
-    return f"{'s' if t.is_signed else 'u'}{t.bits}"
-
-
-@lowers("scf.for")
 def _for(lw: KernelLowering, op: Operation) -> None:
     e = lw.e
     lb, ub, st = op.arg("lb"), op.arg("ub"), op.arg("step")
     it = lb.type
     blk = op.regions[0].block
-    ct = _cmp_type(it)  # type: ignore[arg-type]
+    ct = f"{'s' if it.is_signed else 'u'}{it.bits}"  # type: ignore[union-attr]
     kind = reg_kind(it)
     iv = e.named(kind, lw.hint(blk.args[0], "iv"))
     e(f"mov.b{kind[1:]}", iv, lw.scalar(lb))
@@ -102,9 +96,7 @@ def _for(lw: KernelLowering, op: Operation) -> None:
     wants = [lw._carried_need(op, k) for k in range(len(op.results))]
     homes = [_home(lw, v, a, op, claimed, w) for v, a, w in zip(op.group("inits"), blk.args[1:], wants)]
     head, exit_ = e.new_label("loop"), e.new_label("loop_exit")
-    p = e.tmp("pred")
-    e(f"setp.ge.{ct}", p, iv, lw.scalar(ub))
-    e("bra.uni", exit_, pred=p)
+    e("bra.uni", exit_, pred=e.new("pred", f"setp.ge.{ct}", iv, lw.scalar(ub)))
     e.label(head)
     lw.set(blk.args[0], Scalar(iv, it))
     for a, h in zip(blk.args[1:], homes):
@@ -112,10 +104,8 @@ def _for(lw: KernelLowering, op: Operation) -> None:
     lw.lower_ops(blk.ops[:-1])
     e.set_loc(blk.ops[-1].loc if blk.ops else op.loc)
     _yield_into(lw, homes, blk.terminator.operands, op, wants)  # type: ignore[union-attr]
-    e(f"add.{ct if ct.startswith('s') else ct}", iv, iv, lw.scalar(st))
-    q = e.tmp("pred")
-    e(f"setp.lt.{ct}", q, iv, lw.scalar(ub))
-    e("bra.uni", head, pred=q)
+    e(f"add.{ct}", iv, iv, lw.scalar(st))
+    e("bra.uni", head, pred=e.new("pred", f"setp.lt.{ct}", iv, lw.scalar(ub)))
     e.label(exit_)
     for r, h in zip(op.results, homes):
         lw.set(r, h)
@@ -130,7 +120,6 @@ def _alias_home(lw: KernelLowering, result, home, op: Operation) -> None:
                 lw.alias(result, a)
 
 
-@lowers("scf.if")
 def _if(lw: KernelLowering, op: Operation) -> None:
     e = lw.e
     c = lw.scalar(op.arg("cond"))
@@ -151,7 +140,6 @@ def _if(lw: KernelLowering, op: Operation) -> None:
         lw.set(r, h)
 
 
-@lowers("scf.while")
 def _while(lw: KernelLowering, op: Operation) -> None:
     e = lw.e
     before, after = op.regions[0].block, op.regions[1].block
@@ -176,18 +164,12 @@ def _while(lw: KernelLowering, op: Operation) -> None:
         lw.set(r, h)
 
 
-@lowers("scf.yield", "scf.condition", "tlx.ws_yield")
 def _terminator(lw: KernelLowering, op: Operation) -> None:
     """Handled by the region op that owns the block."""
 
 
-@lowers("tt.return")
 def _return(lw: KernelLowering, op: Operation) -> None:
-    lw.e("ret")
-
-
-@lowers("tlx.ws_return")
-def _ws_return(lw: KernelLowering, op: Operation) -> None:
+    """tt.return, and tlx.ws_return at the end of a worker partition."""
     lw.e("ret")
 
 
@@ -229,8 +211,7 @@ def plan_partitions(lw: KernelLowering, op: Operation) -> PartitionPlan:
     dflt = op.attrs.get("default_registers")
     requested = [dflt] + (regs_attr if regs_attr else [None] * (len(nw) - 1))
     requested = [None if (r is None or r == 0) else int(r) for r in requested]
-    per_thread = min(248, 65536 // (total * 32))  # the entry cap: a multiple of 8, at most 255
-    per_thread -= per_thread % 8
+    per_thread = even_register_split(total * 32)  # the cap at entry
     wg_regs: Optional[List[int]] = None
     if any(r is not None for r in requested):
         for r in requested:
@@ -268,7 +249,6 @@ def plan_partitions(lw: KernelLowering, op: Operation) -> PartitionPlan:
     return PartitionPlan(first, nw, total, wg_regs, per_thread)
 
 
-@lowers("tlx.warp_specialize")
 def _warp_specialize(lw: KernelLowering, op: Operation) -> None:
     e = lw.e
     plan = plan_partitions(lw, op)
@@ -276,57 +256,37 @@ def _warp_specialize(lw: KernelLowering, op: Operation) -> None:
     if main.index != -1:
         raise TLXCompileError("warp_specialize cannot be nested", op.loc)
     nparts = len(plan.num_warps)
-    for k in range(1, nparts):
-        lw.reserved_barriers[2 + (k - 1)] = f"partition {k - 1}"
-    lw.reserved_barriers[0] = "the default partition"
-    lw.reserved_barriers[1] = "warp specialization"
     if plan.wg_regs is not None:
         lw.setmaxnreg_used = True
     # entering warp specialization synchronizes the CTA (the CTA-barrier pass relies on it)
     lw.part_barrier()
     # dispatch by warpgroup
-    raw = e.tmp("b32")
-    e("mov.u32", raw, "%tid.x")
-    wg = e.tmp("b32")
-    e("shr.u32", wg, raw, "7")
-    wgu = e.tmp("b32")
-    e("shfl.sync.idx.b32", wgu, wg, "0", "31", "-1")
+    raw = e.new("b32", "mov.u32", "%tid.x")
+    wg = e.new("b32", "shr.u32", raw, "7")
+    wgu = e.new("b32", "shfl.sync.idx.b32", wg, "0", "31", "-1")
     # the warp index the worker warpgroups test below: computed here, before the branches (code
     # placed after the default partition's unconditional branch would never run)
-    warp_raw = e.tmp("b32")
-    e("shr.u32", warp_raw, raw, "5")
-    warp_u = e.tmp("b32")
-    e("shfl.sync.idx.b32", warp_u, warp_raw, "0", "31", "-1")
+    warp_raw = e.new("b32", "shr.u32", raw, "5")
+    warp_u = e.new("b32", "shfl.sync.idx.b32", warp_raw, "0", "31", "-1")
     nwg = plan.total_warps // 4
-    wg_of_part = {}
     labels = [e.new_label(f"wg{g}") for g in range(nwg)]
     l_default = e.new_label("ws_default")
     default_wgs = {w // 4 for w in range(plan.first_warp[0], plan.first_warp[0] + plan.num_warps[0])}
-    for g in range(nwg):
-        if g in default_wgs:
-            continue
-        p = e.tmp("pred")
-        e("setp.eq.u32", p, wgu, str(g))
-        e("bra", labels[g], pred=p)
+    worker_wgs = [g for g in range(nwg) if g not in default_wgs]
+    for g in worker_wgs:
+        e("bra", labels[g], pred=e.new("pred", "setp.eq.u32", wgu, str(g)))
     e("bra.uni", l_default)
-    # worker warpgroups
+    # worker warpgroups: setmaxnreg, then to the partition of the warp's range
     part_labels = [None] + [e.new_label(f"partition{k - 1}") for k in range(1, nparts)]
-    for g in range(nwg):
-        if g in default_wgs:
-            continue
+    for g in worker_wgs:
         e.label(labels[g])
         _setmaxnreg(lw, plan, g)
         for k in range(1, nparts):
             f, w = plan.first_warp[k], plan.num_warps[k]
             if f // 4 <= g <= (f + w - 1) // 4:
-                lo, hi = max(f, 4 * g), min(f + w, 4 * g + 4)
-                p = e.tmp("pred")
-                q = e.tmp("pred")
-                e("setp.ge.u32", p, warp_u, str(lo))
-                e("setp.lt.u32", q, warp_u, str(hi))
-                pq = e.tmp("pred")
-                e("and.pred", pq, p, q)
-                e("bra", part_labels[k], pred=pq)
+                p = e.new("pred", "setp.ge.u32", warp_u, str(max(f, 4 * g)))
+                q = e.new("pred", "setp.lt.u32", warp_u, str(min(f + w, 4 * g + 4)))
+                e("bra", part_labels[k], pred=e.new("pred", "and.pred", p, q))
         e("ret")  # padding warps
     # worker partitions
     caps = op.group("captures")
@@ -338,16 +298,11 @@ def _warp_specialize(lw: KernelLowering, op: Operation) -> None:
     for k in range(1, nparts):
         region = op.regions[k]
         e.label(part_labels[k])  # type: ignore[arg-type]
-        part = lw.make_partition(k - 1, plan.num_warps[k], plan.first_warp[k], 2 + (k - 1), False)
-        saved = lw.part
-        lw.part = part
         for a, c in zip(region.block.args, caps):
             lw.set(a, lw.val(c))
-        start = len(e.code)
-        lw.lower_ops(region.block.ops)
-        e.code[start:start] = part.prologue
-        part.prologue = []
-        lw.part = saved
+        lw.part = lw.make_partition(k - 1, plan.num_warps[k], plan.first_warp[k], 2 + (k - 1), False)
+        lw.lower_body(region.block.ops)
+        lw.part = main
         if not region.block.ops or region.block.ops[-1].name != "tlx.ws_return":
             e("ret")
     # the default partition, then the code after the op
@@ -360,10 +315,14 @@ def _warp_specialize(lw: KernelLowering, op: Operation) -> None:
 
 
 def _setmaxnreg(lw: KernelLowering, plan: PartitionPlan, g: int) -> None:
-    if plan.wg_regs is None:
-        return
-    r = plan.wg_regs[g]
-    if r == plan.entry_regs:
-        return
-    kind = "inc" if r > plan.entry_regs else "dec"
-    lw.e(f"setmaxnreg.{kind}.sync.aligned.u32", str(r))
+    r = plan.wg_regs[g] if plan.wg_regs is not None else plan.entry_regs
+    if r != plan.entry_regs:
+        lw.e(f"setmaxnreg.{'inc' if r > plan.entry_regs else 'dec'}.sync.aligned.u32", str(r))
+
+
+#: op name -> its lowering (lower.py merges the tables of the lower_* modules)
+LOWERINGS = {
+    "scf.for": _for, "scf.if": _if, "scf.while": _while, "scf.yield": _terminator, "scf.condition": _terminator,
+    "tlx.ws_yield": _terminator, "tt.return": _return, "tlx.ws_return": _return,
+    "tlx.warp_specialize": _warp_specialize,
+}

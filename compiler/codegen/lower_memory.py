@@ -11,21 +11,20 @@ many registers per instruction as sit at consecutive addresses (up to 16 bytes).
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+import math
+from dataclasses import replace
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
 from ..ir.core import Operation, Value
-from . import layout_math as LM
-from .lower import KernelLowering, lowers
-from .values import Barriers, Scalar, SmemView, Tensor, Token, reg_kind
+from ..analysis import layout_math as LM
+from .layout_rules import elem_bytes
+from .values import Barriers, Scalar, SmemView, Tensor, Token, int_bits, reg_kind
 
-
-def _eb(e) -> int:
-    if isinstance(e, T.PointerType):
-        return 8
-    return max(1, e.bits // 8)
+if TYPE_CHECKING:
+    from .lower import KernelLowering
 
 
 # ---------------------------------------------------------------------------------------------
@@ -44,29 +43,27 @@ def _width_ops(nbytes: int, eb: int) -> Tuple[str, int, str]:
     return "", 1, "b8"
 
 
+def bool_byte(lw: KernelLowering, r: str) -> str:
+    """A b16 register holding 1 or 0 for predicate r (a bool is stored as a byte)."""
+    return lw.e.new("b16", "selp.u16", "1", "0", r)
+
+
 def pack_words(lw: KernelLowering, regs: List[str], e, nbytes: int) -> Tuple[List[str], str]:
-    """Registers of one vector access packed into memory words."""
+    """Registers of one vector access packed into memory words, and the word type."""
     em = lw.e
-    eb = _eb(e)
-    vec, n, wt = _width_ops(nbytes, eb)
-    kind = reg_kind(e)
-    if kind == "pred":
-        regs2 = []
-        for r in regs:
-            t = em.tmp("b16")
-            em("selp.u16", t, "1", "0", r)
-            regs2.append(t)
-        regs = regs2
-    if wt in ("b64",) or (wt == "b32" and eb == 4):
+    eb = elem_bytes(e)
+    _, n, wt = _width_ops(nbytes, eb)
+    if reg_kind(e) == "pred":
+        regs = [bool_byte(lw, r) for r in regs]
+    if wt == "b64" or (wt == "b32" and eb == 4):
         return list(regs), wt
-    if wt == "b16" or wt == "b8":
-        if eb == 1 and wt == "b16":
-            lo, hi = regs
-            a, b, c = em.tmp("b16"), em.tmp("b16"), em.tmp("b16")
-            em("and.b16", a, lo, "255")
-            em("shl.b16", b, hi, "8")
-            em("or.b16", c, a, b)
-            return [c], "b16"
+    if wt == "b16" and eb == 1:  # two bytes
+        a, b, c = em.tmp("b16"), em.tmp("b16"), em.tmp("b16")
+        em("and.b16", a, regs[0], "255")
+        em("shl.b16", b, regs[1], "8")
+        em("or.b16", c, a, b)
+        return [c], "b16"
+    if wt in ("b16", "b8"):
         return [regs[0]], wt
     words = []
     per = 4 // eb
@@ -78,16 +75,13 @@ def pack_words(lw: KernelLowering, regs: List[str], e, nbytes: int) -> Tuple[Lis
         else:  # four bytes
             acc = None
             for k, r in enumerate(part):
-                x = em.tmp("b32")
+                x, y = em.tmp("b32"), em.tmp("b32")
                 em("cvt.u32.u16", x, r)
                 if acc is None:
-                    y = em.tmp("b32")
                     em("and.b32", y, x, "255")
-                    acc = y
                 else:
-                    y = em.tmp("b32")
                     em("bfi.b32", y, x, acc, str(8 * k), "8")
-                    acc = y
+                acc = y
             em("mov.b32", t, acc)
         words.append(t)
     return words, "b32"
@@ -95,8 +89,7 @@ def pack_words(lw: KernelLowering, regs: List[str], e, nbytes: int) -> Tuple[Lis
 
 def word_regs(lw: KernelLowering, e, nbytes: int) -> Tuple[List[str], str]:
     """Temporaries to load one vector access into (memory words)."""
-    eb = _eb(e)
-    vec, n, wt = _width_ops(nbytes, eb)
+    _, n, wt = _width_ops(nbytes, elem_bytes(e))
     if wt == "b8":
         return [lw.e.tmp("b16")], "b8"
     return [lw.e.tmp(wt) for _ in range(n)], wt
@@ -105,7 +98,7 @@ def word_regs(lw: KernelLowering, e, nbytes: int) -> Tuple[List[str], str]:
 def unpack_words(lw: KernelLowering, words: List[str], wt: str, dsts: List[str], e) -> None:
     """Move loaded memory words into element registers."""
     em = lw.e
-    eb = _eb(e)
+    eb = elem_bytes(e)
     kind = reg_kind(e)
     if kind == "pred":
         tmp = [em.tmp("b16") for _ in dsts]
@@ -134,8 +127,7 @@ def unpack_words(lw: KernelLowering, words: List[str], wt: str, dsts: List[str],
             em("mov.b32", "{" + ", ".join(part) + "}", word)
         else:
             for k, d in enumerate(part):
-                x = em.tmp("b32")
-                em("bfe.u32", x, word, str(8 * k), "8")
+                x = em.new("b32", "bfe.u32", word, str(8 * k), "8")
                 em("cvt.u16.u32", d, x)
 
 
@@ -143,8 +135,9 @@ def _vec_text(regs: List[str]) -> str:
     return regs[0] if len(regs) == 1 else "{" + ", ".join(regs) + "}"
 
 
-def _mem_type(wt: str) -> str:
-    return {"b8": "b8", "b16": "b16", "b32": "b32", "b64": "b64"}[wt]
+def _ld_type(wt: str) -> str:
+    """The type a load of words `wt` names (a single byte is loaded zero-extended)."""
+    return "u8" if wt == "b8" else wt
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,13 +206,9 @@ class SmemAccess:
     def address(self, r0: int) -> str:
         """The address operand ("[reg+imm]") of the register group starting at register r0."""
         ro = self.K
-        i = 0
-        x = r0
-        while x:
-            if x & 1:
-                ro ^= self.reg_off[i]
-            x >>= 1
-            i += 1
+        for i, off in enumerate(self.reg_off):
+            if r0 >> i & 1:
+                ro ^= off
         rx, ra = ro & self.tmask, ro & ~self.tmask
         em = self.lw.e
         base = self.view.base
@@ -231,10 +220,8 @@ class SmemAccess:
                 em("add.s32", self.base_plus_t, base, self.t)
             a = self.base_plus_t
         else:
-            xr = em.tmp("b32")
-            em("xor.b32", xr, self.t, str(rx))
-            a = em.tmp("b32")
-            em("add.s32", a, base, xr)
+            xr = em.new("b32", "xor.b32", self.t, str(rx))
+            a = em.new("b32", "add.s32", base, xr)
         return f"[{a}+{ra}]" if ra else f"[{a}]"
 
 
@@ -244,14 +231,7 @@ def _matrix_groups(n: int, sel: List[int]):
     for g in range(n):
         if g & fixed:
             continue
-        mats = []
-        for j in range(1 << len(sel)):
-            r = g
-            for b, k in enumerate(sel):
-                if (j >> b) & 1:
-                    r |= 1 << k
-            mats.append(r)
-        yield g, mats
+        yield g, [g | sum(1 << k for b, k in enumerate(sel) if j >> b & 1) for j in range(1 << len(sel))]
 
 
 def smem_store(lw: KernelLowering, view: SmemView, x: Tensor) -> None:
@@ -262,20 +242,16 @@ def smem_store(lw: KernelLowering, view: SmemView, x: Tensor) -> None:
     if sel is not None:
         nm = 1 << len(sel)
         for g, mats in _matrix_groups(len(x.regs), sel):
-            words = []
-            for r in mats:
-                w = lw.e.tmp("b32")
-                lw.e("mov.b32", w, "{" + x.regs[r] + ", " + x.regs[r | 1] + "}")
-                words.append(w)
+            words = [lw.e.new("b32", "mov.b32", "{" + x.regs[r] + ", " + x.regs[r | 1] + "}") for r in mats]
             # ldmatrix / stmatrix take a vector operand even for one matrix ({%r}, not %r)
             lw.e(f"stmatrix.sync.aligned.m8n8.x{nm}.shared.b16", acc.address(g), "{" + ", ".join(words) + "}")
         return
     v = acc.vec
     nbytes = v * acc.eb
     for r0 in range(0, len(x.regs), v):
-        words, wt = pack_words(lw, x.regs[r0:r0 + v], x.elem if reg_kind(x.elem) != "pred" else T.i1, nbytes)
-        vec, _, _ = _width_ops(nbytes, acc.eb if reg_kind(x.elem) != "pred" else 1)
-        lw.e(f"st.shared{vec}.{_mem_type(wt)}", acc.address(r0), _vec_text(words))
+        words, wt = pack_words(lw, x.regs[r0:r0 + v], x.elem, nbytes)
+        vec, _, _ = _width_ops(nbytes, acc.eb)
+        lw.e(f"st.shared{vec}.{wt}", acc.address(r0), _vec_text(words))
 
 
 def smem_load(lw: KernelLowering, view: SmemView, m: LM.LinearMap, elem, hint: str) -> List[str]:
@@ -294,9 +270,9 @@ def smem_load(lw: KernelLowering, view: SmemView, m: LM.LinearMap, elem, hint: s
     v = acc.vec
     nbytes = v * acc.eb
     for r0 in range(0, len(regs), v):
-        words, wt = word_regs(lw, elem if reg_kind(elem) != "pred" else T.u8, nbytes)
+        words, wt = word_regs(lw, elem, nbytes)
         vec, _, _ = _width_ops(nbytes, acc.eb)
-        lw.e(f"ld.shared{vec}.{_mem_type(wt) if wt != 'b8' else 'u8'}", _vec_text(words), acc.address(r0))
+        lw.e(f"ld.shared{vec}.{_ld_type(wt)}", _vec_text(words), acc.address(r0))
         unpack_words(lw, words, wt, regs[r0:r0 + v], elem)
     return regs
 
@@ -306,17 +282,10 @@ def scratch_view(lw: KernelLowering, op: Operation, shape: Tuple[int, ...], elem
     conflict-free vectors (NVMMA-style 16-byte chunk swizzle when rows are long enough)."""
     base = lw.scratch(op)
     e = elem if isinstance(elem, T.ScalarType) and elem.bits > 1 else (T.u64 if isinstance(elem, T.PointerType) else T.u8)
-    eb = max(1, e.bits // 8)
+    row_bytes = shape[-1] * e.bytes
     lay: L.SharedLayout
-    if len(shape) >= 2 and shape[-1] * eb >= 16:
-        rows = 1
-        for s in shape[:-1]:
-            rows *= s
-        sw = 0
-        for s in (128, 64, 32):
-            if (shape[-1] * eb) % s == 0 and rows >= 8:
-                sw = s
-                break
+    if len(shape) >= 2 and row_bytes >= 16:
+        sw = next((s for s in (128, 64, 32) if row_bytes % s == 0 and math.prod(shape[:-1]) >= 8), 0)
         lay = L.NVMMASharedLayout(sw, e.bits, False)
     else:
         lay = L.SwizzledSharedLayout(1, 1, 1, tuple(range(len(shape) - 1, -1, -1)))
@@ -329,17 +298,12 @@ def scratch_view(lw: KernelLowering, op: Operation, shape: Tuple[int, ...], elem
 
 def view_of_alloc(lw: KernelLowering, base: str, t: T.MemDescType) -> SmemView:
     shape = t.buffer_shape
-    eb = max(1, t.element.bits // 8)
-    nbytes = eb
-    for s in shape:
-        nbytes *= s
     if t.layout is None:
         raise TLXCompileError(f"buffer {t} has no shared layout: run the layout pass before code generation")
     return SmemView(base, t.element, t.layout, tuple(shape), tuple(range(len(shape))), tuple(t.shape),
-                    t.buffers, nbytes)
+                    t.buffers, t.element.bytes * math.prod(shape))
 
 
-@lowers("tlx.local_alloc")
 def _local_alloc(lw: KernelLowering, op: Operation) -> None:
     t = op.result.type
     if "offset" not in op.attrs:
@@ -360,25 +324,16 @@ def _add_index(lw: KernelLowering, base: str, idx_v: Value, stride: int) -> str:
         off = info.constant * stride
         if off == 0:
             return base
-        r = em.tmp("b32")
-        em("add.s32", r, base, str(off))
-        return r
+        return em.new("b32", "add.s32", base, str(off))
     idx = lw.scalar(idx_v)
-    it = idx_v.type
-    if it.bits == 64:  # type: ignore[union-attr]
+    bits = idx_v.type.bits  # type: ignore[union-attr]
+    if bits != 32:
         i32 = em.tmp("b32")
-        em("cvt.u32.u64", i32, idx)
+        em(f"cvt.u32.u{int_bits(idx_v.type)}", i32, idx)  # type: ignore[arg-type]
         idx = i32
-    elif it.bits < 32:  # type: ignore[union-attr]
-        i32 = em.tmp("b32")
-        em("cvt.u32.u16", i32, idx)
-        idx = i32
-    r = em.tmp("b32")
-    em("mad.lo.s32", r, idx, str(stride), base)
-    return r
+    return em.new("b32", "mad.lo.s32", idx, str(stride), base)
 
 
-@lowers("tlx.memdesc_index")
 def _memdesc_index(lw: KernelLowering, op: Operation) -> None:
     src = lw.val(op.arg("src"))
     idx = op.arg("index")
@@ -389,8 +344,7 @@ def _memdesc_index(lw: KernelLowering, op: Operation) -> None:
         raise TLXCompileError("internal: memdesc_index of a non-buffer", op.loc)
     if src.buffers:
         base = _add_index(lw, src.base, idx, src.buffer_bytes)
-        lw.set(op.result, SmemView(base, src.elem, src.layout, src.storage_shape, src.perm, tuple(src.shape[1:]), 0, 0,
-                                   src.origin, src.origin_coords))
+        lw.set(op.result, replace(src, base=base, shape=tuple(src.shape[1:]), buffers=0, buffer_bytes=0))
         return
     if len(src.shape) == 1:
         # an element view of a 1-D buffer
@@ -402,7 +356,6 @@ def _memdesc_index(lw: KernelLowering, op: Operation) -> None:
     raise TLXCompileError("memdesc_index needs a buffer array (or a 1-D buffer)", op.loc)
 
 
-@lowers("tlx.memdesc_subslice")
 def _memdesc_subslice(lw: KernelLowering, op: Operation) -> None:
     src: SmemView = lw.val(op.arg("src"))  # type: ignore[assignment]
     offs = list(op.attrs["static_offsets"])
@@ -429,8 +382,7 @@ def _memdesc_subslice(lw: KernelLowering, op: Operation) -> None:
     if isinstance(origin, int):
         origin = origin ^ K
     elif K:
-        t = lw.e.tmp("b32")
-        lw.e("xor.b32", t, origin, str(K))
+        t = lw.e.new("b32", "xor.b32", origin, str(K))
         origin = t
     em = lw.e
     for d, v in dyn_terms:
@@ -441,34 +393,24 @@ def _memdesc_subslice(lw: KernelLowering, op: Operation) -> None:
             unit = [0] * len(src.storage_shape)
             unit[sd] = 1 << bit
             boff = smap.offset(tuple(unit))
-            b = em.tmp("b32")
-            em("bfe.u32", b, r, str(bit), "1")
-            m = em.tmp("b32")
-            em("mul.lo.u32", m, b, str(boff))
-            if isinstance(origin, int):
-                t = em.tmp("b32")
-                em("xor.b32", t, m, str(origin))
-            else:
-                t = em.tmp("b32")
-                em("xor.b32", t, m, origin)
+            b = em.new("b32", "bfe.u32", r, str(bit), "1")
+            m = em.new("b32", "mul.lo.u32", b, str(boff))
+            t = em.new("b32", "xor.b32", m, str(origin))
             origin = t
     coords = None
     if not dyn_terms and src.origin_coords is not None:
         coords = tuple(a + b for a, b in zip(src.origin_coords if len(src.origin_coords) == len(so) else (0,) * len(so), so))
-    lw.set(op.result, SmemView(src.base, src.elem, src.layout, src.storage_shape, src.perm, rshape, 0, 0, origin, coords))
+    lw.set(op.result, replace(src, shape=rshape, origin=origin, origin_coords=coords))
 
 
-@lowers("tlx.memdesc_trans")
 def _memdesc_trans(lw: KernelLowering, op: Operation) -> None:
     src: SmemView = lw.val(op.arg("src"))  # type: ignore[assignment]
     order = list(op.attrs["order"])
     if src.buffers:
         raise TLXCompileError("transpose a single buffer (index the array first)", op.loc)
-    lw.set(op.result, SmemView(src.base, src.elem, src.layout, src.storage_shape, tuple(src.perm[o] for o in order),
-                               tuple(src.shape[o] for o in order), 0, 0, src.origin, src.origin_coords))
+    lw.set(op.result, replace(src, perm=tuple(src.perm[o] for o in order), shape=tuple(src.shape[o] for o in order)))
 
 
-@lowers("tlx.memdesc_reinterpret")
 def _memdesc_reinterpret(lw: KernelLowering, op: Operation) -> None:
     src = lw.val(op.arg("src"))
     t = op.result.type
@@ -483,12 +425,10 @@ def _memdesc_reinterpret(lw: KernelLowering, op: Operation) -> None:
     lw.set(op.result, view_of_alloc(lw, src.base, t))
 
 
-@lowers("tlx.local_store")
 def _local_store(lw: KernelLowering, op: Operation) -> None:
     smem_store(lw, lw.val(op.arg("dst")), lw.tensor(op.arg("src")))  # type: ignore[arg-type]
 
 
-@lowers("tlx.local_load")
 def _local_load(lw: KernelLowering, op: Operation) -> None:
     view: SmemView = lw.val(op.arg("src"))  # type: ignore[assignment]
     t = op.result.type
@@ -514,38 +454,30 @@ def global_vec(lw: KernelLowering, ptr_v: Value, m: LM.LinearMap, eb: int, mask_
     k = 1
     while k < len(m.reg) and m.reg[k] == tuple((1 << k) if i == d else 0 for i in range(m.rank)):
         k += 1
-    v = 1 << k
-    v = min(v, lw.axis.vector_elems(ptr_v, d, eb, mask_v), max(1, 16 // eb))
-    return max(1, v)
+    return max(1, min(1 << k, lw.axis.vector_elems(ptr_v, d, eb, mask_v), max(1, 16 // eb)))
 
 
 def _regs_of(lw: KernelLowering, v: Optional[Value], n: int) -> Optional[List[str]]:
-    if v is None:
-        return None
-    x = lw.val(v)
-    if isinstance(x, Tensor):
-        return x.regs
-    return [x.reg] * n  # type: ignore[union-attr]
+    return None if v is None else lw.regs(v, n)
 
 
-@lowers("tt.load")
 def _load(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
     ptr_v, mask_v, other_v = op.arg("ptr"), op.arg("mask"), op.arg("other")
     ptr = lw.val(ptr_v)
     t = op.result.type
     e = T.element_of(t)
-    eb = _eb(e)
+    eb = elem_bytes(e)
     cache = op.attrs.get("cache", "")
-    cmod = {"ca": ".ca", "cg": ".cg", "cs": ".cs", "cv": ".cv", "lu": ".lu"}.get(cache, "")
+    cmod = "." + cache if cache in ("ca", "cg", "cs", "cv", "lu") else ""
     vol = ".volatile" if op.attrs.get("volatile") else ""
     if isinstance(ptr, Scalar):
         d = em.named(reg_kind(e), lw.hint(op.result, "ld"))
         mask = lw.scalar(mask_v) if mask_v is not None else None
         if other_v is not None:
             lw.mov(reg_kind(e), d, lw.scalar(other_v))
-        words, wt = word_regs(lw, e if reg_kind(e) != "pred" else T.u8, eb)
-        em(f"ld{vol}.global{cmod}.{_mem_type(wt) if wt != 'b8' else 'u8'}", _vec_text(words), f"[{ptr.reg}]", pred=mask)
+        words, wt = word_regs(lw, e, eb)
+        em(f"ld{vol}.global{cmod}.{_ld_type(wt)}", _vec_text(words), f"[{ptr.reg}]", pred=mask)
         unpack_words(lw, words, wt, [d], e)
         lw.set(op.result, Scalar(d, e))  # type: ignore[arg-type]
         return
@@ -556,7 +488,7 @@ def _load(lw: KernelLowering, op: Operation) -> None:
     others = _regs_of(lw, other_v, len(regs))
     nbytes = v * eb
     for r0 in range(0, len(regs), v):
-        words, wt = word_regs(lw, e if reg_kind(e) != "pred" else T.u8, nbytes)
+        words, wt = word_regs(lw, e, nbytes)
         p = masks[r0] if masks else None
         if others is not None:
             # masked-off elements read `other`: start from it, the load overwrites the rest
@@ -564,24 +496,23 @@ def _load(lw: KernelLowering, op: Operation) -> None:
             for w, o in zip(words, ow):
                 em(f"mov.{wt if wt != 'b8' else 'b16'}", w, o)
         vec, _, _ = _width_ops(nbytes, eb)
-        em(f"ld{vol}.global{cmod}{vec}.{_mem_type(wt) if wt != 'b8' else 'u8'}", _vec_text(words),
+        em(f"ld{vol}.global{cmod}{vec}.{_ld_type(wt)}", _vec_text(words),
            f"[{ptr.regs[r0]}]", pred=p)  # type: ignore[union-attr]
         unpack_words(lw, words, wt, regs[r0:r0 + v], e)
     lw.set(op.result, Tensor(regs, m, e))
 
 
-@lowers("tt.store")
 def _store(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
     ptr_v, val_v, mask_v = op.arg("ptr"), op.arg("value"), op.arg("mask")
     ptr = lw.val(ptr_v)
     e = T.element_of(val_v.type)
-    eb = _eb(e)
+    eb = elem_bytes(e)
     if isinstance(ptr, Scalar):
         mask = lw.scalar(mask_v) if mask_v is not None else None
         p = lw.and_pred(lw.part.leader, mask)
         words, wt = pack_words(lw, [lw.scalar(val_v)], e, eb)
-        em(f"st.global.{_mem_type(wt)}", f"[{ptr.reg}]", words[0], pred=p)
+        em(f"st.global.{wt}", f"[{ptr.reg}]", words[0], pred=p)
         return
     m = ptr.lmap  # type: ignore[union-attr]
     vals = lw.tensor(val_v).regs
@@ -593,7 +524,7 @@ def _store(lw: KernelLowering, op: Operation) -> None:
         words, wt = pack_words(lw, vals[r0:r0 + v], e, nbytes)
         p = lw.and_pred(owner, masks[r0] if masks else None)
         vec, _, _ = _width_ops(nbytes, eb)
-        em(f"st.global{vec}.{_mem_type(wt)}", f"[{ptr.regs[r0]}]", _vec_text(words), pred=p)  # type: ignore[union-attr]
+        em(f"st.global{vec}.{wt}", f"[{ptr.regs[r0]}]", _vec_text(words), pred=p)  # type: ignore[union-attr]
 
 
 _ATOM = {"add": "add", "fadd": "add", "max": "max", "min": "min", "umax": "max", "umin": "min", "and": "and",
@@ -602,10 +533,8 @@ _ATOM = {"add": "add", "fadd": "add", "max": "max", "min": "min", "umax": "max",
 
 def _atom_type(kind: str, e: T.ScalarType, loc) -> str:
     if kind == "fadd":
-        if e.name == "f32":
-            return "f32"
-        if e.name == "f64":
-            return "f64"
+        if e.name in ("f32", "f64"):
+            return e.name
         if e.name in ("f16", "bf16"):
             return "noftz." + e.name
         raise TLXCompileError(f"atomic fadd on {e.name} is not supported", loc)
@@ -625,15 +554,15 @@ def _atom_type(kind: str, e: T.ScalarType, loc) -> str:
 
 
 def _sem_scope(op: Operation) -> str:
-    sem = op.attrs.get("sem", "acq_rel")
-    scope = op.attrs.get("scope", "gpu")
-    sem = {"acq_rel": "acq_rel", "acquire": "acquire", "release": "release", "relaxed": "relaxed"}.get(sem, "acq_rel")
-    scope = {"gpu": "gpu", "cta": "cta", "sys": "sys"}.get(scope, "gpu")
-    return f".{sem}.{scope}"
+    sem, scope = op.attrs.get("sem"), op.attrs.get("scope")
+    sem = sem if sem in ("acq_rel", "acquire", "release", "relaxed") else "acq_rel"
+    return f".{sem}.{scope if scope in ('gpu', 'cta', 'sys') else 'gpu'}"
 
 
-def _atomic(lw: KernelLowering, op: Operation, cas: bool) -> None:
+def _atomic(lw: KernelLowering, op: Operation) -> None:
+    """tt.atomic_rmw and tt.atomic_cas; a used scalar result goes through scratch to every thread."""
     em = lw.e
+    cas = op.name == "tt.atomic_cas"
     ptr_v = op.arg("ptr")
     ptr = lw.val(ptr_v)
     res = op.result
@@ -689,38 +618,25 @@ def _atomic(lw: KernelLowering, op: Operation, cas: bool) -> None:
     lw.set(res, Tensor(regs, m, e))
 
 
-@lowers("tt.atomic_rmw")
-def _atomic_rmw(lw: KernelLowering, op: Operation) -> None:
-    _atomic(lw, op, False)
-
-
-@lowers("tt.atomic_cas")
-def _atomic_cas(lw: KernelLowering, op: Operation) -> None:
-    _atomic(lw, op, True)
-
-
 # ---------------------------------------------------------------------------------------------
 # cp.async
 # ---------------------------------------------------------------------------------------------
 
-@lowers("tlx.async_load")
 def _async_load(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
     src_v, mask_v, other_v = op.arg("src"), op.arg("mask"), op.arg("other")
     view: SmemView = lw.val(op.arg("dst"))  # type: ignore[assignment]
     if other_v is not None:
-        info = lw.axis.info(other_v)
         cv = other_v.defining_op
         if not (cv is not None and cv.name == "arith.constant" and cv.attrs.get("value") in (0, 0.0)):
             raise TLXCompileError("cp.async fills masked-off elements with zeros only", op.loc,
                                   hint="drop other=, or use tl.load + local_store")
-        del info
     ptr = lw.val(src_v)
     if not isinstance(ptr, Tensor):
         raise TLXCompileError("async_load needs a tensor of pointers", op.loc)
     m = ptr.lmap
     e = view.elem
-    eb = max(1, e.bits // 8)
+    eb = e.bytes
     gv = global_vec(lw, src_v, m, eb, mask_v)
     acc = SmemAccess(lw, view, m, e)
     v = min(gv, acc.vec)
@@ -735,22 +651,27 @@ def _async_load(lw: KernelLowering, op: Operation) -> None:
     cmod = ".cg" if nbytes == 16 else ".ca"
     for r0 in range(0, len(ptr.regs), v):
         addr = acc.address(r0)
-        if masks is not None:
-            sz = em.tmp("b32")
-            em("selp.b32", sz, str(nbytes), "0", masks[r0])
-            em(f"cp.async{cmod}.shared.global", addr, f"[{ptr.regs[r0]}]", str(nbytes), sz, pred=owner)
-        else:
-            em(f"cp.async{cmod}.shared.global", addr, f"[{ptr.regs[r0]}]", str(nbytes), pred=owner)
+        # a masked-off copy reads 0 bytes (and fills the rest with zeros)
+        src_size = [em.new("b32", "selp.b32", str(nbytes), "0", masks[r0])] if masks is not None else []
+        em(f"cp.async{cmod}.shared.global", addr, f"[{ptr.regs[r0]}]", str(nbytes), *src_size, pred=owner)
     lw.set(op.result, Token())
 
 
-@lowers("tlx.async_commit_group")
 def _commit(lw: KernelLowering, op: Operation) -> None:
     lw.e("cp.async.commit_group")
     lw.set(op.result, Token())
 
 
-@lowers("tlx.async_wait_group")
 def _wait(lw: KernelLowering, op: Operation) -> None:
     lw.e("cp.async.wait_group", str(int(op.attrs["pendings"])))
     lw.set(op.result, Token())
+
+
+#: op name -> its lowering (lower.py merges the tables of the lower_* modules)
+LOWERINGS = {
+    "tlx.local_alloc": _local_alloc, "tlx.memdesc_index": _memdesc_index, "tlx.memdesc_subslice": _memdesc_subslice,
+    "tlx.memdesc_trans": _memdesc_trans, "tlx.memdesc_reinterpret": _memdesc_reinterpret,
+    "tlx.local_store": _local_store, "tlx.local_load": _local_load, "tt.load": _load, "tt.store": _store,
+    "tt.atomic_rmw": _atomic, "tt.atomic_cas": _atomic, "tlx.async_load": _async_load,
+    "tlx.async_commit_group": _commit, "tlx.async_wait_group": _wait,
+}

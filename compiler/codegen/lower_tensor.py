@@ -11,16 +11,20 @@ butterfly shuffles, then warps through scratch shared memory.
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
+import math
+from typing import TYPE_CHECKING, Callable, List, Optional
 
 from ..errors import TLXCompileError
 from ..ir import types as T
 from ..ir.core import Operation
-from . import layout_math as LM
+from ..analysis import layout_math as LM
 from . import layout_rules as R
-from .lower import KernelLowering, lowers
-from .lower_memory import scratch_view, smem_load, smem_store
-from .values import Scalar, Tensor, float_suffix, reg_kind
+from .lower_arith import norm8, to_f32
+from .lower_memory import bool_byte, scratch_view, smem_load, smem_store
+from .values import Scalar, Tensor, float_suffix, int_bits, reg_kind
+
+if TYPE_CHECKING:
+    from .lower import KernelLowering
 
 
 def remap(lw: KernelLowering, src: Tensor, dst: LM.LinearMap, f: Callable, what: str, loc,
@@ -43,61 +47,45 @@ def remap(lw: KernelLowering, src: Tensor, dst: LM.LinearMap, f: Callable, what:
     return out
 
 
-def _set_alias(lw: KernelLowering, op: Operation, regs: List[str], m: LM.LinearMap, e, src_v, k: int = 0) -> None:
-    lw.set(op.results[k], Tensor(regs, m, e))
-    lw.alias(op.results[k], src_v)
+def _on_src_regs(lw: KernelLowering, op: Operation, regs: List[str], m: LM.LinearMap, k: int = 0) -> None:
+    """Result k of `op` is `regs` (registers of its source) under layout m."""
+    r = op.results[k]
+    lw.set(r, Tensor(regs, m, r.type.element))
+    lw.alias(r, op.arg("src"))
 
 
-@lowers("tt.broadcast")
+def _rearrange(lw: KernelLowering, op: Operation, f: Callable, f_lin: Optional[Callable] = None, k: int = 0) -> None:
+    """Result k of a shape op: its source's registers re-indexed by f (result coordinate ->
+    source coordinate; f_lin its linear part, see `remap`)."""
+    m = lw.lmap(op.results[k].type)
+    _on_src_regs(lw, op, remap(lw, lw.tensor(op.arg("src")), m, f, op.name, op.loc, f_lin), m, k)
+
+
 def _broadcast(lw: KernelLowering, op: Operation) -> None:
-    s = lw.tensor(op.arg("src"))
-    t = op.result.type
-    m = lw.lmap(t)
     sshape = op.arg("src").type.shape
-    f = lambda c: tuple(0 if sshape[d] == 1 else c[d] for d in range(len(c)))  # noqa: E731
-    _set_alias(lw, op, remap(lw, s, m, f, "broadcast", op.loc), m, t.element, op.arg("src"))
+    _rearrange(lw, op, lambda c: tuple(0 if sshape[d] == 1 else x for d, x in enumerate(c)))
 
 
-@lowers("tt.expand_dims")
 def _expand_dims(lw: KernelLowering, op: Operation) -> None:
-    s = lw.val(op.arg("src"))
-    t = op.result.type
-    m = lw.lmap(t)
-    ax = op.attrs["axis"]
+    s, ax = lw.val(op.arg("src")), op.attrs["axis"]
     if isinstance(s, Scalar):
-        lw.set(op.result, Tensor([s.reg] * m.num_regs, m, t.element))
+        m = lw.lmap(op.result.type)
+        lw.set(op.result, Tensor([s.reg] * m.num_regs, m, op.result.type.element))
         return
-    f = lambda c: tuple(c[:ax]) + tuple(c[ax + 1:])  # noqa: E731
-    _set_alias(lw, op, remap(lw, s, m, f, "expand_dims", op.loc), m, t.element, op.arg("src"))  # type: ignore[arg-type]
+    _rearrange(lw, op, lambda c: tuple(c[:ax]) + tuple(c[ax + 1:]))
 
 
-@lowers("tt.reshape")
 def _reshape(lw: KernelLowering, op: Operation) -> None:
-    s = lw.tensor(op.arg("src"))
-    t = op.result.type
-    m = lw.lmap(t)
-    sshape, dshape = tuple(op.arg("src").type.shape), tuple(t.shape)
-    f = lambda c: LM._reshape_basis(c, dshape, sshape)  # noqa: E731
-    _set_alias(lw, op, remap(lw, s, m, f, "reshape", op.loc), m, t.element, op.arg("src"))
+    sshape, dshape = tuple(op.arg("src").type.shape), tuple(op.result.type.shape)
+    _rearrange(lw, op, lambda c: LM._reshape_basis(c, dshape, sshape))
 
 
-@lowers("tt.trans")
 def _trans(lw: KernelLowering, op: Operation) -> None:
-    s = lw.tensor(op.arg("src"))
-    t = op.result.type
-    m = lw.lmap(t)
     order = list(op.attrs["order"])
-
-    def f(c):
-        out = [0] * len(c)
-        for i, o in enumerate(order):
-            out[o] = c[i]
-        return tuple(out)
-
-    _set_alias(lw, op, remap(lw, s, m, f, "trans", op.loc), m, t.element, op.arg("src"))
+    inv = [order.index(d) for d in range(len(order))]
+    _rearrange(lw, op, lambda c: tuple(c[i] for i in inv))
 
 
-@lowers("tt.join")
 def _join(lw: KernelLowering, op: Operation) -> None:
     a, b = lw.tensor(op.arg("lhs")), lw.tensor(op.arg("rhs"))
     t = op.result.type
@@ -115,32 +103,23 @@ def _join(lw: KernelLowering, op: Operation) -> None:
     lw.alias(op.result, op.arg("rhs"))
 
 
-@lowers("tt.split")
 def _split(lw: KernelLowering, op: Operation) -> None:
-    s = lw.tensor(op.arg("src"))
-    for k, r in enumerate(op.results):
-        m = lw.lmap(r.type)
-        f = lambda c, k=k: tuple(c) + (k,)  # noqa: E731
-        f_lin = lambda c: tuple(c) + (0,)  # noqa: E731
-        _set_alias(lw, op, remap(lw, s, m, f, "split", op.loc, f_lin), m, r.type.element, op.arg("src"), k)
+    for k in range(len(op.results)):
+        _rearrange(lw, op, lambda c, k=k: tuple(c) + (k,), lambda c: tuple(c) + (0,), k)
 
 
-@lowers("tt.hint")
 def _hint(lw: KernelLowering, op: Operation) -> None:
-    x = lw.val(op.arg("src"))
-    lw.set(op.result, x)
+    lw.set(op.result, lw.val(op.arg("src")))
     lw.alias(op.result, op.arg("src"))
 
 
-@lowers("tt.convert_layout")
 def _convert(lw: KernelLowering, op: Operation) -> None:
     s = lw.tensor(op.arg("src"))
     t = op.result.type
     m = lw.lmap(t)
     kind = R.convert_kind(s.lmap, m)
     if kind in ("none", "regs"):
-        regs = remap(lw, s, m, lambda c: c, "convert_layout", op.loc) if kind == "regs" else list(s.regs)
-        _set_alias(lw, op, regs, m, t.element, op.arg("src"))
+        _on_src_regs(lw, op, remap(lw, s, m, lambda c: c, op.name, op.loc) if kind == "regs" else list(s.regs), m)
         return
     view = scratch_view(lw, op, tuple(t.shape), t.element)
     smem_store(lw, view, s)
@@ -173,18 +152,14 @@ def _combiner(lw: KernelLowering, kind: str, e: T.ScalarType, loc) -> Callable[[
             nan = ".NaN" if ty != "f64" else ""
             return lambda d, a, b: em(f"{kind}{nan}.{ty}", d, a, b)
         raise TLXCompileError(f"reduce {kind} on floats is not supported", loc)
-    bits = 16 if e.bits <= 16 else e.bits
+    bits = int_bits(e)
     sg = "s" if e.is_signed else "u"
     table = {"sum": f"add.s{bits}", "prod": f"mul.lo.s{bits}", "max": f"max.{sg}{bits}", "min": f"min.{sg}{bits}",
              "xor_sum": f"xor.b{bits}", "and": f"and.b{bits}", "or": f"or.b{bits}"}
     if kind not in table:
         raise TLXCompileError(f"reduce {kind} is not supported on {e.name}", loc)
     if e.bits == 8 and kind in ("max", "min"):
-        from .lower_arith import norm8
-
-        def c8(d, a, b):
-            em(table[kind], d, norm8(lw, a, e), norm8(lw, b, e))
-        return c8
+        return lambda d, a, b: em(table[kind], d, norm8(lw, a, e), norm8(lw, b, e))
     return lambda d, a, b: em(table[kind], d, a, b)
 
 
@@ -192,22 +167,16 @@ def _arg_combiner(lw: KernelLowering, kind: str, e: T.ScalarType, loc):
     """Combine (value, index) pairs: the larger (smaller) value wins, ties go to the smaller index."""
     em = lw.e
     if e.is_float:
-        ty = float_suffix(e)
-        if ty == "bf16":
-            ty = None  # compared in f32
+        ty = None if e.name == "bf16" else float_suffix(e)  # bf16 is compared in f32
     else:
-        ty = f"{'s' if e.is_signed else 'u'}{16 if e.bits <= 16 else e.bits}"
+        ty = f"{'s' if e.is_signed else 'u'}{int_bits(e)}"
     cmp = "gt" if kind == "argmax" else "lt"
     k = reg_kind(e)
 
     def comb(dv: str, di: str, av: str, ai: str, bv: str, bi: str) -> None:
-        x, y = av, bv
-        t = ty
+        x, y, t = av, bv, ty
         if t is None:
-            x, y = em.tmp("b32"), em.tmp("b32")
-            em("cvt.f32.bf16", x, av)
-            em("cvt.f32.bf16", y, bv)
-            t = "f32"
+            x, y, t = to_f32(lw, av, e), to_f32(lw, bv, e), "f32"
         better, eq, lt_idx, tie, take_b = (em.tmp("pred") for _ in range(5))
         em(f"setp.{cmp}.{t}", better, y, x)
         em(f"setp.eq.{t}", eq, y, x)
@@ -216,23 +185,16 @@ def _arg_combiner(lw: KernelLowering, kind: str, e: T.ScalarType, loc):
         em("or.pred", take_b, better, tie)
         if e.is_float:
             # a NaN wins (as numpy's argmax) unless the current one is already NaN
-            bn, an, nb = em.tmp("pred"), em.tmp("pred"), em.tmp("pred")
+            bn, an, nb, t2, an2, t3, t4, t5, t6, t7 = (em.tmp("pred") for _ in range(10))
             em(f"setp.nan.{t}", bn, y, y)
             em(f"setp.num.{t}", an, x, x)
             em("and.pred", nb, bn, an)
-            t2 = em.tmp("pred")
             em("or.pred", t2, take_b, nb)
-            take_b = t2
-            an2, t3 = em.tmp("pred"), em.tmp("pred")
             em(f"setp.nan.{t}", an2, x, x)
             em("not.pred", t3, an2)
-            t4 = em.tmp("pred")
-            em("and.pred", t4, take_b, t3)
-            t5 = em.tmp("pred")
+            em("and.pred", t4, t2, t3)
             em("and.pred", t5, an2, bn)
-            t6 = em.tmp("pred")
             em("and.pred", t6, t5, lt_idx)
-            t7 = em.tmp("pred")
             em("or.pred", t7, t4, t6)
             take_b = t7
         em(f"selp.b{k[1:]}", dv, bv, av, take_b)
@@ -245,9 +207,7 @@ def _shfl(lw: KernelLowering, r: str, kind: str, mask: int) -> str:
     """The value of register r in lane (lane ^ mask)."""
     em = lw.e
     if kind == "b32":
-        d = em.tmp("b32")
-        em("shfl.sync.bfly.b32", d, r, str(mask), "31", "-1")
-        return d
+        return em.new("b32", "shfl.sync.bfly.b32", r, str(mask), "31", "-1")
     if kind == "b16":
         w, d32, d = em.tmp("b32"), em.tmp("b32"), em.tmp("b16")
         em("cvt.u32.u16", w, r)
@@ -268,23 +228,17 @@ def _shfl(lw: KernelLowering, r: str, kind: str, mask: int) -> str:
     return d
 
 
-@lowers("tt.reduce")
 def _reduce(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
-    src_v = op.arg("src")
-    s = lw.tensor(src_v)
-    ax = op.attrs["axis"]
-    kind = op.attrs["kind"]
+    s = lw.tensor(op.arg("src"))
+    ax, kind = op.attrs["axis"], op.attrs["kind"]
     e: T.ScalarType = s.elem  # type: ignore[assignment]
-    arg = kind in ("argmax", "argmin")
-    sm = s.lmap
-    res = op.result
+    arg = kind in ("argmax", "argmin")  # partial results are (value, index) pairs, else (value,)
+    sm, res = s.lmap, op.result
     rt = res.type
     k = reg_kind(e)
-    if isinstance(rt, T.TensorType):
-        rm = lw.lmap(rt)
-    else:
-        rm = LM.LinearMap((), tuple(() for _ in sm.lane), tuple(() for _ in sm.warp), ())
+    rm = lw.lmap(rt) if isinstance(rt, T.TensorType) else \
+        LM.LinearMap((), tuple(() for _ in sm.lane), tuple(() for _ in sm.warp), ())
     ridx = rm.reg_index()
     drop = lambda c: tuple(c[:ax]) + tuple(c[ax + 1:])  # noqa: E731
     for a, b in ((rm.lane, sm.lane), (rm.warp, sm.warp)):
@@ -293,137 +247,75 @@ def _reduce(lw: KernelLowering, op: Operation) -> None:
     groups: List[List[int]] = [[] for _ in range(rm.num_regs)]
     for i, c in enumerate(sm.reg_coords()):
         groups[ridx[drop(c)]].append(i)
-    # index of each source register's element along the axis (thread part added below)
+    comb = _arg_combiner(lw, kind, e, op.loc) if arg else _combiner(lw, kind, e, op.loc)
+
+    def combine(x: tuple, y: tuple) -> tuple:
+        if arg:
+            dv, di = em.tmp(k), em.tmp("b32")
+            comb(dv, di, x[0], x[1], y[0], y[1])  # type: ignore[call-arg]
+            return dv, di
+        d = em.tmp(k)
+        comb(d, x[0], y[0])  # type: ignore[call-arg]
+        return (d,)
+
+    # in each thread: a tree over the registers of each result element (with each element's
+    # index along the axis: the thread's part of the coordinate plus the register's)
     if arg:
         tc, tmask = lw.thread_coord(sm, ax)
         coords = sm.reg_coords()
-    comb = _arg_combiner(lw, kind, e, op.loc) if arg else _combiner(lw, kind, e, op.loc)
-    vals: List[str] = []
-    idxs: List[str] = []
+    parts = []
     for g in groups:
-        if arg:
-            items = []
-            for i in g:
-                ix = em.tmp("b32")
-                ca = coords[i][ax]
-                if tc is None:
-                    em("mov.b32", ix, str(ca))
-                elif ca & tmask:
-                    em("xor.b32", ix, tc, str(ca))
-                else:
-                    em("add.s32", ix, tc, str(ca))
-                items.append((s.regs[i], ix))
-            while len(items) > 1:
-                nxt = []
-                for j in range(0, len(items) - 1, 2):
-                    (av, ai), (bv, bi) = items[j], items[j + 1]
-                    dv, di = em.tmp(k), em.tmp("b32")
-                    comb(dv, di, av, ai, bv, bi)  # type: ignore[call-arg]
-                    nxt.append((dv, di))
-                if len(items) % 2:
-                    nxt.append(items[-1])
-                items = nxt
-            vals.append(items[0][0])
-            idxs.append(items[0][1])
-        else:
-            items2 = [s.regs[i] for i in g]
-            while len(items2) > 1:
-                nxt2 = []
-                for j in range(0, len(items2) - 1, 2):
-                    d = em.tmp(k)
-                    comb(d, items2[j], items2[j + 1])  # type: ignore[call-arg]
-                    nxt2.append(d)
-                if len(items2) % 2:
-                    nxt2.append(items2[-1])
-                items2 = nxt2
-            vals.append(items2[0])
+        items = [(s.regs[i], lw.thread_plus(tc, tmask, coords[i][ax])) if arg else (s.regs[i],) for i in g]
+        while len(items) > 1:
+            items = [combine(items[j], items[j + 1]) for j in range(0, len(items) - 1, 2)] + \
+                (items[-1:] if len(items) % 2 else [])
+        parts.append(items[0])
     # across lanes
     for j, b in enumerate(sm.lane):
-        if not b[ax]:
-            continue
-        for r in range(len(vals)):
-            ov = _shfl(lw, vals[r], k, 1 << j)
-            if arg:
-                oi = _shfl(lw, idxs[r], "b32", 1 << j)
-                dv, di = em.tmp(k), em.tmp("b32")
-                comb(dv, di, vals[r], idxs[r], ov, oi)  # type: ignore[call-arg]
-                vals[r], idxs[r] = dv, di
-            else:
-                d = em.tmp(k)
-                comb(d, vals[r], ov)  # type: ignore[call-arg]
-                vals[r] = d
-    # across warps, through scratch
+        if b[ax]:
+            for r, x in enumerate(parts):
+                parts[r] = combine(x, tuple(_shfl(lw, reg, kind_, 1 << j) for reg, kind_ in zip(x, (k, "b32"))))
+    # across warps, through scratch: slot (warp index along the axis, flat result element)
     wbits = [j for j, b in enumerate(sm.warp) if b[ax]]
     if wbits:
-        nwa = 1 << len(wbits)
         out_shape = tuple(rt.shape) if isinstance(rt, T.TensorType) else (1,)
-        n_out = 1
-        for x in out_shape:
-            n_out *= x
-        eb = max(1, e.bits // 8) if k != "pred" else 1
+        n_out = math.prod(out_shape)
+        eb = e.bytes if k != "pred" else 1
         per = eb + (4 if arg else 0)
         base = lw.scratch(op)
-        # this thread's result element (flat index) and its warp index along the axis
-        strides = []
-        acc = 1
-        for x in reversed(out_shape):
-            strides.insert(0, acc)
-            acc *= x
+        strides = [math.prod(out_shape[d + 1:]) for d in range(len(out_shape))]
         flat_of = lambda c: sum(ci * st for ci, st in zip(c, strides)) if c else 0  # noqa: E731
         t_flat, fmask = lw.thread_linear([flat_of(b) for b in rm.lane], [flat_of(b) for b in rm.warp])
         wai_vals = [0] * len(sm.warp)
         for rank, j in enumerate(wbits):
             wai_vals[j] = 1 << rank
         t_wai, _ = lw.thread_linear([0] * len(sm.lane), wai_vals)
-        rcoords = rm.reg_coords()
         slot_addr: List[str] = []
-        for r in range(len(vals)):
-            fl = flat_of(rcoords[r])
-            f = em.tmp("b32")
-            if t_flat is None:
-                em("mov.b32", f, str(fl))
-            elif fl & fmask:
-                em("xor.b32", f, t_flat, str(fl))
-            else:
-                em("add.s32", f, t_flat, str(fl))
+        for x, c in zip(parts, rm.reg_coords()):
+            f = lw.thread_plus(t_flat, fmask, flat_of(c))
             slot_addr.append(f)
-            w = em.tmp("b32")
+            w, a = em.tmp("b32"), em.tmp("b32")
             em("mad.lo.s32", w, t_wai, str(n_out), f)  # type: ignore[arg-type]
-            a = em.tmp("b32")
             em("mad.lo.s32", a, w, str(per), base)
-            _st_scalar(lw, a, vals[r], k, eb)
+            _st_scalar(lw, a, x[0], k, eb)
             if arg:
-                em("st.shared.b32", f"[{a}+{eb}]", idxs[r])
+                em("st.shared.b32", f"[{a}+{eb}]", x[1])
         lw.part_barrier()
-        for r in range(len(vals)):
-            cur_v, cur_i = None, None
-            for wi in range(nwa):
-                a = em.tmp("b32")
-                em("mad.lo.s32", a, slot_addr[r], str(per), base)
+        for r in range(len(parts)):
+            cur = None
+            for wi in range(1 << len(wbits)):
+                a = em.new("b32", "mad.lo.s32", slot_addr[r], str(per), base)
                 off = wi * n_out * per
-                v = _ld_scalar(lw, a, off, k, eb)
-                ix = None
+                got = (_ld_scalar(lw, a, off, k, eb),)
                 if arg:
-                    ix = em.tmp("b32")
-                    em("ld.shared.b32", ix, f"[{a}+{off + eb}]")
-                if cur_v is None:
-                    cur_v, cur_i = v, ix
-                elif arg:
-                    dv, di = em.tmp(k), em.tmp("b32")
-                    comb(dv, di, cur_v, cur_i, v, ix)  # type: ignore[call-arg]
-                    cur_v, cur_i = dv, di
-                else:
-                    d = em.tmp(k)
-                    comb(d, cur_v, v)  # type: ignore[call-arg]
-                    cur_v = d
-            vals[r] = cur_v  # type: ignore[assignment]
-            if arg:
-                idxs[r] = cur_i  # type: ignore[assignment]
-    out = idxs if arg else vals
+                    ix = em.new("b32", "ld.shared.b32", f"[{a}+{off + eb}]")
+                    got += (ix,)
+                cur = got if cur is None else combine(cur, got)
+            parts[r] = cur  # type: ignore[assignment]
     ok = "b32" if arg else k
-    final = em.named_array(ok, len(out), lw.hint(res, "red"))
-    for d, x in zip(final, out):
-        lw.mov(ok, d, x)
+    final = em.named_array(ok, len(parts), lw.hint(res, "red"))
+    for d, x in zip(final, parts):
+        lw.mov(ok, d, x[-1])
     if isinstance(rt, T.TensorType):
         lw.set(res, Tensor(final, rm, rt.element))
     else:
@@ -431,15 +323,10 @@ def _reduce(lw: KernelLowering, op: Operation) -> None:
 
 
 def _st_scalar(lw: KernelLowering, addr: str, r: str, kind: str, eb: int) -> None:
-    em = lw.e
     if kind == "pred":
-        t = em.tmp("b16")
-        em("selp.u16", t, "1", "0", r)
-        em("st.shared.b8", f"[{addr}]", t)
-    elif kind == "b16" and eb == 1:
-        em("st.shared.b8", f"[{addr}]", r)
+        lw.e("st.shared.b8", f"[{addr}]", bool_byte(lw, r))
     else:
-        em(f"st.shared.{kind}", f"[{addr}]", r)
+        lw.e(f"st.shared.{'b8' if eb == 1 else kind}", f"[{addr}]", r)
 
 
 def _ld_scalar(lw: KernelLowering, addr: str, off: int, kind: str, eb: int) -> str:
@@ -456,3 +343,10 @@ def _ld_scalar(lw: KernelLowering, addr: str, off: int, kind: str, eb: int) -> s
     else:
         em(f"ld.shared.{kind}", d, a)
     return d
+
+
+#: op name -> its lowering (lower.py merges the tables of the lower_* modules)
+LOWERINGS = {
+    "tt.broadcast": _broadcast, "tt.expand_dims": _expand_dims, "tt.reshape": _reshape, "tt.trans": _trans,
+    "tt.join": _join, "tt.split": _split, "tt.hint": _hint, "tt.convert_layout": _convert, "tt.reduce": _reduce,
+}

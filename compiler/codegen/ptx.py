@@ -32,7 +32,7 @@ _TEMP_POOLS = {"b32": "%r", "b64": "%rd", "b16": "%rs", "pred": "%p"}
 
 
 class Ins:
-    """One instruction (or a label / comment / raw directive when `op` starts with ':')."""
+    """One instruction (or a label when `op` is ':label')."""
 
     __slots__ = ("pred", "op", "args", "dsts", "srcs", "root", "loc")
 
@@ -129,13 +129,15 @@ class Emitter:
         root = op.startswith(_ROOT_PREFIXES)
         self.code.append(Ins(pred, op, args, self.loc, root))
 
+    def new(self, kind: str, op: str, *args: str, pred: Optional[str] = None) -> str:
+        """Emit `op` into a fresh temporary of `kind` (its first operand); returns the temporary."""
+        d = self.tmp(kind)
+        self(op, d, *args, pred=pred)
+        return d
+
     def root(self, op: str, *args: str, pred: Optional[str] = None) -> None:
         """Emit an instruction that must be kept even if its destinations look unused."""
         self.code.append(Ins(pred, op, args, self.loc, True))
-
-    def raw(self, text: str) -> None:
-        """A line of text kept as is (a comment, a directive)."""
-        self.code.append(Ins(None, ":raw", (text,), self.loc, True))
 
     def new_label(self, hint: str) -> str:
         self.label_count += 1
@@ -154,19 +156,15 @@ class Emitter:
         return self.files[path]
 
     # -- output ---------------------------------------------------------------------------------
-    def eliminate_dead_code(self) -> int:
+    def eliminate_dead_code(self) -> None:
         """Drop non-root instructions whose destinations no kept instruction reads (flow-insensitive,
-        so loop-carried dead cycles go too). Returns how many were dropped."""
+        so loop-carried dead cycles go too)."""
         defs: Dict[str, List[int]] = {}
         for i, ins in enumerate(self.code):
             for d in ins.dsts:
                 defs.setdefault(d, []).append(i)
-        live = [False] * len(self.code)
-        work: List[int] = []
-        for i, ins in enumerate(self.code):
-            if ins.root:
-                live[i] = True
-                work.append(i)
+        live = [ins.root for ins in self.code]
+        work = [i for i, ins in enumerate(self.code) if ins.root]
         seen_regs = set()
         while work:
             i = work.pop()
@@ -178,9 +176,7 @@ class Emitter:
                     if not live[j]:
                         live[j] = True
                         work.append(j)
-        before = len(self.code)
         self.code = [ins for i, ins in enumerate(self.code) if live[i]]
-        return before - len(self.code)
 
     def render_decls(self) -> List[str]:
         out = []
@@ -199,9 +195,6 @@ class Emitter:
             if ins.op == ":label":
                 out.append(f"{ins.args[0]}:")
                 continue
-            if ins.op == ":raw":
-                out.append("\t" + ins.args[0])
-                continue
             loc = ins.loc
             if loc is not None:
                 key = (loc.file, loc.line, loc.col)
@@ -209,5 +202,5 @@ class Emitter:
                     cur = key
                     out.append(f"\t.loc\t{self.file_index(loc.file)} {loc.line} {loc.col + 1}")
             p = f"@{ins.pred} " if ins.pred else ""
-            out.append(f"\t{p}{ins.op} \t{', '.join(ins.args)};" if ins.args else f"\t{p}{ins.op};")
+            out.append(f"\t{p}{ins.op} {', '.join(ins.args)};" if ins.args else f"\t{p}{ins.op};")
         return out

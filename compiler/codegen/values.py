@@ -10,7 +10,7 @@ from typing import List, Optional, Tuple, Union
 from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
-from . import layout_math as LM
+from ..analysis import layout_math as LM
 
 
 def reg_kind(e: T.ElementType) -> str:
@@ -27,22 +27,21 @@ def reg_kind(e: T.ElementType) -> str:
     return "b64"
 
 
-_INT_SUF = {8: "16", 16: "16", 32: "32", 64: "64"}
+def even_register_split(threads: int) -> int:
+    """Registers per thread when `threads` share the 64K register file evenly (a multiple of 8,
+    at most 248: what .maxnreg and setmaxnreg accept)."""
+    per = min(248, 65536 // threads)
+    return per - per % 8
 
 
-def int_suffix(e: T.ScalarType, signed: Optional[bool] = None) -> str:
-    """The integer instruction type (`s32`, `u16`, ...) of an integer element (8-bit as 16-bit)."""
-    s = e.is_signed if signed is None else signed
-    return ("s" if s else "u") + _INT_SUF[e.bits]
+def int_bits(e: T.ScalarType) -> int:
+    """The width integer instructions on element type `e` use (8-bit values as 16-bit)."""
+    return 16 if e.bits <= 16 else e.bits
 
 
 def float_suffix(e: T.ScalarType) -> str:
+    """The PTX type of a float element that arithmetic runs on (KeyError for fp8)."""
     return {"f16": "f16", "bf16": "bf16", "f32": "f32", "f64": "f64"}[e.name]
-
-
-def bits_suffix(e: T.ElementType) -> str:
-    k = reg_kind(e)
-    return {"pred": "pred", "b16": "b16", "b32": "b32", "b64": "b64"}[k]
 
 
 @dataclass

@@ -112,8 +112,8 @@ class Operation:
     """One IR operation. Operands are stored flat; `segments` gives the size of each operand
     group the op's definition declares (one / optional / variadic)."""
 
-    __slots__ = ("name", "_operands", "segments", "results", "attrs", "regions", "loc", "parent", "opdef",
-                 "__weakref__")
+    __slots__ = ("name", "_operands", "segments", "results", "attrs", "regions", "loc", "parent", "prev_op",
+                 "next_op", "_order", "opdef", "__weakref__")
 
     def __init__(self, name: str, operands: Sequence[OperandSpec], result_types: Sequence[Type],
                  attrs: Optional[Dict[str, Any]] = None, num_regions: int = 0,
@@ -127,6 +127,10 @@ class Operation:
         self.attrs: Dict[str, Any] = dict(attrs) if attrs else {}
         self.loc = loc
         self.parent: Optional[Block] = None
+        # neighbours in the parent block's list (None at either end, and outside a block)
+        self.prev_op: Optional[Operation] = None
+        self.next_op: Optional[Operation] = None
+        self._order = 0  # position key in the block, valid while the block's `_ordered` is set
         if result_types:
             names = list(result_names or [])
             self.results: List[OpResult] = [
@@ -171,12 +175,13 @@ class Operation:
             self._append_operand(v)
 
     def group_range(self, group: str) -> Tuple[int, int]:
-        names = self.opdef.group_names
-        if group not in names:
+        """[start, end) of one named operand group in the flat operand list."""
+        k = self.opdef.group_index.get(group)
+        if k is None:
             raise KeyError(f"{self.name} has no operand group '{group}'")
-        k = names.index(group)
-        start = sum(self.segments[:k])
-        return start, start + self.segments[k]
+        segs = self.segments
+        start = sum(segs[:k]) if k else 0
+        return start, start + segs[k]
 
     def group(self, group: str) -> List[Value]:
         """The operands of one named group, as a list."""
@@ -185,8 +190,8 @@ class Operation:
 
     def arg(self, group: str) -> Optional[Value]:
         """The operand of a one/optional group (None when an optional group is empty)."""
-        vals = self.group(group)
-        return vals[0] if vals else None
+        a, b = self.group_range(group)
+        return self._operands[a] if b > a else None
 
     # ---- results, structure ---------------------------------------------------------------
     @property
@@ -216,91 +221,243 @@ class Operation:
         return any(a is self for a in other.ancestors())
 
     def walk(self, fn: Callable[["Operation"], Any], post_order: bool = False) -> None:
-        """Call `fn` on this op and every op nested in it (pre-order unless `post_order`)."""
+        """Call `fn` on this op and every op nested in it (pre-order unless `post_order`); `fn` may
+        erase the op it is given."""
         if not post_order:
             fn(self)
         for r in self.regions:
-            for op in list(r.block.ops):
+            for op in r.block.ops:
                 op.walk(fn, post_order)
         if post_order:
             fn(self)
 
-    def iter_nested(self) -> Iterator["Operation"]:
-        """Every op nested in this op's regions, pre-order (this op excluded)."""
-        for r in self.regions:
-            for op in r.block.ops:
-                yield op
-                yield from op.iter_nested()
+    def iter_nested(self) -> List["Operation"]:
+        """Every op nested in this op's regions, pre-order (this op excluded), as a list."""
+        return [op for r in self.regions for op in preorder(r.block)]
+
+    def is_before_in_block(self, other: "Operation") -> bool:
+        """Whether this op comes before `other`, an op of the same block (amortized O(1): the
+        block numbers its ops on the first question after an insertion left no room)."""
+        blk = self.parent
+        if blk is None or other.parent is not blk:
+            raise ValueError(f"{self.name} and {other.name} are not in one block")
+        if not blk._ordered:
+            blk._renumber()
+        return self._order < other._order
 
     def erase(self) -> None:
         """Remove this op from its block; its results must be unused."""
         for r in self.results:
             if r.uses:
                 raise ValueError(f"cannot erase {self.name}: result still used by {r.users[0].name}")
-        for op in list(self.iter_nested()):
+        for op in self.iter_nested():
             op.drop_operands()
         self.drop_operands()
         if self.parent is not None:
             self.parent.remove(self)
 
     def move_before(self, other: "Operation") -> None:
+        """Move this op (from wherever it is) right before `other`."""
         if self.parent is not None:
             self.parent.remove(self)
         assert other.parent is not None
         other.parent.insert_before(other, self)
 
+    def move_after(self, other: "Operation") -> None:
+        """Move this op (from wherever it is) right after `other`."""
+        if self.parent is not None:
+            self.parent.remove(self)
+        assert other.parent is not None
+        other.parent.insert_after(other, self)
+
     def __repr__(self) -> str:
         return f"<Operation {self.name} at {self.loc}>"
 
 
-class Block:
-    """A straight-line list of operations with arguments; the last op is the terminator."""
+_ORDER_STRIDE = 16  # gap between the order keys `Block._renumber` gives: room for later insertions
 
-    __slots__ = ("args", "ops", "parent", "__weakref__")
+
+class Block:
+    """A straight-line sequence of operations with arguments; the last op is the terminator.
+
+    The ops form a doubly linked list (`first_op` / `last_op`, each op's `prev_op` / `next_op`,
+    as in MLIR and xDSL): inserting or removing an op anywhere is O(1). `ops` is a view of the
+    list in order. Position comparisons (`Operation.is_before_in_block`) read order keys the block
+    assigns lazily: an insertion takes a key between its neighbours' when there is room, and
+    otherwise marks the keys stale, so the next comparison renumbers the block once."""
+
+    __slots__ = ("args", "parent", "first_op", "last_op", "_count", "_ordered", "__weakref__")
 
     def __init__(self, parent: Optional["Region"] = None):
         self.args: List[BlockArgument] = []
-        self.ops: List[Operation] = []
         self.parent = parent
+        self.first_op: Optional[Operation] = None
+        self.last_op: Optional[Operation] = None
+        self._count = 0
+        self._ordered = False  # whether every op's `_order` is current
+
+    @property
+    def ops(self) -> "BlockOps":
+        """The block's ops in order (a view: iterate it, index it, take its length)."""
+        return BlockOps(self)
 
     def add_arg(self, type: Type, name: Optional[str] = None) -> BlockArgument:
         a = BlockArgument(type, self, len(self.args), name)
         self.args.append(a)
         return a
 
+    # ---- edits (O(1) but `insert` by position) -------------------------------------------
+    def _link(self, op: Operation, prev: Optional[Operation], nxt: Optional[Operation]) -> None:
+        if op.parent is not None:
+            raise ValueError(f"{op.name} is already in a block: remove it (or use move_before) first")
+        op.parent = self
+        op.prev_op, op.next_op = prev, nxt
+        if prev is None:
+            self.first_op = op
+        else:
+            prev.next_op = op
+        if nxt is None:
+            self.last_op = op
+        else:
+            nxt.prev_op = op
+        self._count += 1
+        if self._ordered:  # keep the keys valid when the neighbours leave room
+            lo = prev._order if prev is not None else 0
+            if nxt is None:
+                op._order = lo + _ORDER_STRIDE
+            elif nxt._order - lo > 1:
+                op._order = (lo + nxt._order) // 2
+            else:
+                self._ordered = False
+
+    def _renumber(self) -> None:
+        k = 0
+        op = self.first_op
+        while op is not None:
+            k += _ORDER_STRIDE
+            op._order = k
+            op = op.next_op
+        self._ordered = True
+
+    def append(self, op: Operation) -> None:
+        self._link(op, self.last_op, None)
+
+    def insert_before(self, anchor: Operation, op: Operation) -> None:
+        """Insert `op` right before `anchor`, an op of this block."""
+        if anchor.parent is not self:
+            raise ValueError(f"{anchor.name} is not in this block")
+        self._link(op, anchor.prev_op, anchor)
+
+    def insert_after(self, anchor: Operation, op: Operation) -> None:
+        """Insert `op` right after `anchor`, an op of this block."""
+        if anchor.parent is not self:
+            raise ValueError(f"{anchor.name} is not in this block")
+        self._link(op, anchor, anchor.next_op)
+
+    def insert(self, idx: int, op: Operation) -> None:
+        """Insert `op` at position `idx` (O(idx); `insert_before` / `insert_after` are O(1))."""
+        if idx >= self._count:
+            self.append(op)
+        else:
+            self.insert_before(self.ops[idx], op)
+
+    def remove(self, op: Operation) -> None:
+        """Unlink `op` from this block (its operands and regions stay as they are)."""
+        if op.parent is not self:
+            raise ValueError(f"{op.name} is not in this block")
+        prev, nxt = op.prev_op, op.next_op
+        if prev is None:
+            self.first_op = nxt
+        else:
+            prev.next_op = nxt
+        if nxt is None:
+            self.last_op = prev
+        else:
+            nxt.prev_op = prev
+        op.parent = op.prev_op = op.next_op = None
+        self._count -= 1
+
     def index(self, op: Operation) -> int:
+        """The position of `op` in this block (O(n))."""
         for i, o in enumerate(self.ops):
             if o is op:
                 return i
         raise ValueError(f"{op.name} is not in this block")
 
-    def insert(self, idx: int, op: Operation) -> None:
-        op.parent = self
-        self.ops.insert(idx, op)
-
-    def append(self, op: Operation) -> None:
-        op.parent = self
-        self.ops.append(op)
-
-    def insert_before(self, anchor: Operation, op: Operation) -> None:
-        self.insert(self.index(anchor), op)
-
-    def insert_after(self, anchor: Operation, op: Operation) -> None:
-        self.insert(self.index(anchor) + 1, op)
-
-    def remove(self, op: Operation) -> None:
-        del self.ops[self.index(op)]
-        op.parent = None
-
     @property
     def terminator(self) -> Optional[Operation]:
-        if self.ops and self.ops[-1].has_trait("terminator"):
-            return self.ops[-1]
-        return None
+        last = self.last_op
+        return last if last is not None and last.has_trait("terminator") else None
 
     @property
     def parent_op(self) -> Optional[Operation]:
         return self.parent.parent if self.parent is not None else None
+
+
+class BlockOps:
+    """The ops of a block, in order: a view of its linked list. Iterating it (either way) reads
+    the next op before handing out the current one, so the loop body may erase or move the op
+    it was given, or insert ops before or after it (those are not visited); erasing the op the
+    loop goes to next ends the loop early. Indexing by position is O(position from the nearer
+    end); a slice is a list."""
+
+    __slots__ = ("_block",)
+
+    def __init__(self, block: Block):
+        self._block = block
+
+    def __iter__(self) -> Iterator[Operation]:
+        op = self._block.first_op
+        while op is not None:
+            nxt = op.next_op
+            yield op
+            op = nxt
+
+    def __reversed__(self) -> Iterator[Operation]:
+        op = self._block.last_op
+        while op is not None:
+            prev = op.prev_op
+            yield op
+            op = prev
+
+    def __len__(self) -> int:
+        return self._block._count
+
+    def __bool__(self) -> bool:
+        return self._block.first_op is not None
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return list(self)[i]
+        n = self._block._count
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("block op index out of range")
+        if i <= n // 2:
+            it = iter(self)
+        else:
+            it, i = reversed(self), n - 1 - i
+        for _ in range(i):
+            next(it)
+        return next(it)
+
+
+def preorder(blk: Block) -> List[Operation]:
+    """Every op of `blk` and of the regions nested in it, pre-order (an op, then its regions'
+    ops, then the next op), as a list: a snapshot the caller may edit the IR under."""
+    out: List[Operation] = []
+    stack: List[Optional[Operation]] = [blk.first_op]
+    while stack:
+        op = stack.pop()
+        while op is not None:
+            out.append(op)
+            if op.regions:  # its regions first, in order, then the rest of this block
+                stack.append(op.next_op)
+                stack.extend(r.block.first_op for r in reversed(op.regions))
+                break
+            op = op.next_op
+    return out
 
 
 class Region:
@@ -330,10 +487,9 @@ class Module:
         if self.func is not None:
             self.func.walk(fn, post_order)
 
-    def ops(self) -> Iterator[Operation]:
-        """Every op of the function body, pre-order."""
-        if self.func is not None:
-            yield from self.func.iter_nested()
+    def ops(self) -> List[Operation]:
+        """Every op of the function body, pre-order (a list: see `preorder`)."""
+        return preorder(self.body) if self.func is not None else []
 
     def __str__(self) -> str:
         from .printer import print_module

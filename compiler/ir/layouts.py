@@ -3,7 +3,7 @@ shared-memory buffer's elements sit in bytes (shared layouts).
 
 These classes are data only: value objects with a canonical text form `#name<key=value, ...>`
 that the IR parser reads back. The index math (which thread holds which element, which byte an
-element lives at) belongs to the code generator (`compiler/codegen/layout_math.py`).
+element lives at) belongs to the code generator (`compiler/analysis/layout_math.py`).
 """
 
 from __future__ import annotations
@@ -147,8 +147,7 @@ def make_layout(tag: str, values: Dict[str, object]) -> Layout:
 
 
 # (shape, element bits) -> its default layout: layouts are immutable, so one object serves every
-# buffer of that shape (the passes ask for it per allocation, and building a frozen dataclass runs
-# its generated __init__ in the interpreter even when the caller is compiled)
+# buffer of that shape (the passes ask for it per allocation, and building a frozen dataclass is slow)
 _DEFAULT_SHARED: Dict[Tuple[Tuple[int, ...], int], SharedLayout] = {}
 
 

@@ -50,9 +50,11 @@ class OpDef:
     verify: Optional[Callable[[Operation], None]] = None
     summary: str = ""
     group_names: Tuple[str, ...] = field(init=False)
+    group_index: Dict[str, int] = field(init=False)  # group name -> its position
 
     def __post_init__(self) -> None:
         self.group_names = tuple(g for g, _ in self.groups)
+        self.group_index = {g: i for i, g in enumerate(self.group_names)}
 
     def _normalize(self, name: str, operands: Sequence[OperandSpec]) -> List[OperandSpec]:
         ops = list(operands)

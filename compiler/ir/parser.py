@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import IRParseError
 from . import types as T
@@ -176,16 +176,7 @@ class Parser:
     def layout(self) -> Layout:
         self.expect("#")
         tag = self.ident()
-        self.expect("<")
-        vals: Dict[str, Any] = {}
-        if not self.peek(">"):
-            while True:
-                k = self.ident()
-                self.expect("=")
-                vals[k] = self.layout_value()
-                if not self.accept(","):
-                    break
-        self.expect(">")
+        vals = self.keyed_values("<", ">", self.layout_value)
         try:
             return make_layout(tag, vals)
         except (KeyError, ValueError, TypeError) as e:
@@ -242,17 +233,21 @@ class Parser:
         return self.type()
 
     def attr_dict(self) -> Dict[str, Any]:
-        self.expect("{")
-        attrs: Dict[str, Any] = {}
-        if not self.peek("}"):
+        return self.keyed_values("{", "}", self.attr_value)
+
+    def keyed_values(self, open_: str, close: str, value: Callable[[], Any]) -> Dict[str, Any]:
+        """`open_ key = value, ... close` (possibly empty) as a dict; `value` parses one value."""
+        self.expect(open_)
+        vals: Dict[str, Any] = {}
+        if not self.peek(close):
             while True:
                 k = self.ident()
                 self.expect("=")
-                attrs[k] = self.attr_value()
+                vals[k] = value()
                 if not self.accept(","):
                     break
-        self.expect("}")
-        return attrs
+        self.expect(close)
+        return vals
 
     def at_region(self) -> bool:
         """`{` opens a region when a block header `^` follows it; otherwise attributes."""

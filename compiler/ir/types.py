@@ -17,6 +17,7 @@ Text forms::
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Optional, Tuple, Union
 
@@ -114,10 +115,7 @@ class TensorType(Type):
 
     @property
     def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
     @property
     def rank(self) -> int:
@@ -125,9 +123,6 @@ class TensorType(Type):
 
     def with_layout(self, layout: Optional[DistributedLayout]) -> "TensorType":
         return TensorType(self.shape, self.element, layout)
-
-    def with_element(self, element: ElementType) -> "TensorType":
-        return TensorType(self.shape, element, self.layout)
 
 
 @dataclass(frozen=True)
@@ -170,10 +165,7 @@ class MemDescType(Type):
 
     @property
     def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:

@@ -70,10 +70,10 @@ class _Verifier:
         self.visible.append({id(a) for a in block.args})
         if not block.ops:
             raise IRVerifyError(f"{owner.name} at {owner.loc}: empty region (needs a {terminator})")
-        for i, op in enumerate(block.ops):
+        for op in block.ops:
             if op.parent is not block:
                 raise IRVerifyError(f"{op.name} at {op.loc}: broken parent link")
-            last = i == len(block.ops) - 1
+            last = op is block.last_op
             if op.has_trait("terminator") and not last:
                 raise IRVerifyError(f"{op.name} at {op.loc}: a terminator in the middle of a block")
             if last and op.name != terminator:

@@ -47,25 +47,45 @@ count. Below sm_90 the same rules hold for the generic accesses.
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, List, Optional, Tuple
+from typing import Dict, FrozenSet, List, NamedTuple, Optional, Tuple
 
+from ..analysis.access_index import AccessIndex, trip_count
+from ..analysis.flights import FLIGHT_CAP
+from ..analysis.memory import ASYNC, BARRIER, EFFECT_NAMES, FENCE, GENERIC, const_int
 from ..ir.core import Block, Module, Operation
-from .access_index import access_index, forget_access_index
-from .skeleton import edits_for
 from .manager import PassContext
-from .memory import arg, ASYNC, BARRIER, FENCE, GENERIC, EFFECT_NAMES, const_int
-from .flights import FLIGHT_CAP
 
-# item: (lo, hi, write, op, cls, state, flight)
-#   cls: 'g' generic, 'a' async read (wgmma / TMA store source), 'b' mbarrier initialization or
-#        invalidation, 'u' mbarrier use (wait / arrive / expect / TMA completion)
-#   state: 'U' unsynced+unfenced, 'F' fenced, 'S' synced (not fenced since), 'SF' synced then fenced;
-#          for async reads: 'P' not yet complete (its wait has not run), 'U' complete, 'PB' a wgmma
-#          of a multi-warpgroup partition with a barrier since its issue (see `access`)
-#   flight: for cp.async: None landed, -1 uncommitted, k committed with k newer groups. Until its
-#           own thread's wait lands it, a cp.async write is ordered by nothing: barriers and
-#           fences leave in-flight items as they are (it lands unsynced and unfenced)
-LO, HI, W, OP, CLS, STATE, FLIGHT = range(7)
+
+class Pending(NamedTuple):
+    """An access some thread made that later accesses of other threads may have to wait for."""
+
+    lo: int  # bytes [lo, hi)
+    hi: int
+    write: bool
+    op: Operation
+    # 'g' generic, 'a' async read (wgmma / TMA store source), 'b' mbarrier initialization or
+    # invalidation, 'u' mbarrier use (wait / arrive / expect / TMA completion)
+    cls: str
+    # 'U' unsynced+unfenced, 'F' fenced, 'S' synced (not fenced since), 'SF' synced then fenced;
+    # for async reads: 'P' not yet complete (its wait has not run), 'U' complete, 'PB' a wgmma of a
+    # multi-warpgroup partition with a barrier since its issue (see `access`)
+    state: str
+    # for cp.async: None landed, -1 uncommitted, k committed with k newer groups. Until its own
+    # thread's wait lands it, a cp.async write is ordered by nothing: barriers and fences leave
+    # in-flight items as they are (it lands unsynced and unfenced)
+    flight: Optional[int]
+
+
+_new = tuple.__new__  # builds a named tuple without its (several times slower) Python-level __new__
+
+
+def _with_state(it: Pending, state: str) -> Pending:
+    return _new(Pending, (it.lo, it.hi, it.write, it.op, it.cls, state, it.flight))
+
+
+def _with_flight(it: Pending, flight: Optional[int]) -> Pending:
+    return _new(Pending, (it.lo, it.hi, it.write, it.op, it.cls, it.state, flight))
+
 
 SYNC = {"U": "S", "F": None, "S": "S", "SF": None, "P": "P", "PB": "PB"}  # what a barrier makes of an item (None: gone)
 FENCED = {"U": "F", "S": "SF", "F": "F", "SF": "SF"}
@@ -106,60 +126,64 @@ def _union(a: State, b: State) -> State:
     return (a[0] | b[0], a[1] if a[1] is b[1] else a[1] | b[1])
 
 
-def _same_kind(it) -> Tuple:
+def _same_kind(it: Pending) -> Tuple:
     """What a newer access must share with a pending item to supersede it: bytes, write, class,
     flight (and the op for async reads, whose completions differ)."""
-    return (it[LO], it[HI], it[W], it[CLS], it[FLIGHT], it[OP].name if it[CLS] == "a" else "")
+    return (it.lo, it.hi, it.write, it.cls, it.flight, it.op.name if it.cls == "a" else "")
 
 
 class _Walker:
     def __init__(self, module: Module, ctx: PassContext):
         self.module = module
         self.ctx = ctx
-        self.index = access_index(module, ctx)
+        self.index = ctx.analyses.get(AccessIndex, module)
         self.kind: Dict[Operation, int] = {}  # (dicts keyed by the objects themselves: hashed in C)
         # block -> its ops that matter: (op, kind, what the walk needs of it: its accesses for
         # K_ACC, its partition's warps for K_DOTWAIT, its trip count for K_FOR)
-        self.skel: Dict[Block, List[Tuple[Operation, int, object]]] = {}
+        self.steps: Dict[Block, List[Tuple[Operation, int, object]]] = {}
         self.acc: Dict[Operation, Tuple] = {}  # op -> (generic, async reads, async writes, barrier init, barrier use, ...)
         self.warps: Dict[Operation, int] = {}  # op -> warps of its partition
         self.pre_states: List[Tuple[Operation, State]] = []  # enclosing loops and their entry states
         self.inserted = 0
         self.planned: Dict[Operation, Operation] = {}  # anchor -> the barrier to insert before it
-        self.edits = edits_for(ctx)
         self._classify(module.func.regions[0].block, int(module.attrs.get("num_warps", ctx.options.num_warps)))
 
     def _classify(self, blk: Block, warps: int) -> None:
-        kind = self.kind
-        skel: List[Tuple[Operation, int, object]] = []
-        self.skel[blk] = skel
+        steps: List[Tuple[Operation, int, object]] = []
+        self.steps[blk] = steps
         relevant = _RELEVANT
-        for op, accs in self.index.entries(blk):  # the ops that touch shared memory or order accesses
-            n = op.name
-            if n not in relevant and not op.regions and not (op.attrs and "scratch_bytes" in op.attrs):
-                continue  # indexed for ProxyFenceInsertion only (hand-offs that touch no shared memory)
-            self.warps[op] = warps  # the warps of the partition the op runs in
-            if op.regions:
-                if n == "tlx.warp_specialize":
-                    kind[op] = K_WS
-                    nw = op.attrs.get("partition_num_warps", [])
-                    for i, r in enumerate(op.regions):
-                        self._classify(r.block, warps if i == 0 else int(nw[i - 1]))
-                else:
-                    kind[op] = {"scf.for": K_FOR, "scf.if": K_IF, "scf.while": K_WHILE}.get(n, K_REGION)
-                    for r in op.regions:
-                        self._classify(r.block, warps)
-            elif n in _SIMPLE:
-                kind[op] = _SIMPLE[n]
-            elif n in EFFECT_NAMES or (op.attrs and op.attrs.get("scratch_bytes")):
-                publishes = n in ("tlx.barrier_arrive", "tlx.barrier_expect_bytes")
-                if accs or publishes:
-                    self._accesses(op, accs, publishes)
-            if op in kind:
-                kd = kind[op]
-                data = self.acc[op] if kd == K_ACC else warps if kd == K_DOTWAIT else \
-                    self.index.trips[op] if kd == K_FOR else None
-                skel.append((op, kd, data))
+        op = blk.first_op
+        while op is not None:  # (the linked list read directly: this visits every op of the module)
+            if op.name in relevant or op.regions or (op.attrs and "scratch_bytes" in op.attrs):
+                self._classify_op(op, warps, steps)  # most ops have nothing to do with shared memory
+            op = op.next_op
+
+    def _classify_op(self, op: Operation, warps: int, steps: List[Tuple[Operation, int, object]]) -> None:
+        kind = self.kind
+        n = op.name
+        self.warps[op] = warps  # the warps of the partition the op runs in
+        if op.regions:
+            if n == "tlx.warp_specialize":
+                kind[op] = K_WS
+                nw = op.attrs.get("partition_num_warps", [])
+                for i, r in enumerate(op.regions):
+                    self._classify(r.block, warps if i == 0 else int(nw[i - 1]))
+            else:
+                kind[op] = {"scf.for": K_FOR, "scf.if": K_IF, "scf.while": K_WHILE}.get(n, K_REGION)
+                for r in op.regions:
+                    self._classify(r.block, warps)
+        elif n in _SIMPLE:
+            kind[op] = _SIMPLE[n]
+        elif n in EFFECT_NAMES or (op.attrs and op.attrs.get("scratch_bytes")):
+            accs = self.index.of(op)
+            publishes = n in ("tlx.barrier_arrive", "tlx.barrier_expect_bytes")
+            if accs or publishes:
+                self._accesses(op, accs, publishes)
+        if op in kind:
+            kd = kind[op]
+            data = self.acc[op] if kd == K_ACC else warps if kd == K_DOTWAIT else \
+                trip_count(op) if kd == K_FOR else None
+            steps.append((op, kd, data))
 
     def _accesses(self, op: Operation, accs, publishes: bool) -> None:
         n = op.name
@@ -175,20 +199,20 @@ class _Walker:
                 lo, hi = b[0], b[1]
                 if proxy == GENERIC:
                     gen.append((lo, hi, write))
-                    new.append((lo, hi, write, op if fl is None else CP_ASYNC_WRITE, "g", "U", fl))
+                    new.append(_new(Pending, (lo, hi, write, op if fl is None else CP_ASYNC_WRITE, "g", "U", fl)))
                 elif proxy == ASYNC:
                     if write:
                         awrs.append((lo, hi))
                     else:
                         ards.append((lo, hi))
-                        new.append((lo, hi, False, op, "a", "P", None))
+                        new.append(_new(Pending, (lo, hi, False, op, "a", "P", None)))
                 elif proxy == BARRIER:
                     if init:
                         binit.append((lo, hi))
-                        new.append((lo, hi, True, op, "b", "U", None))
+                        new.append(_new(Pending, (lo, hi, True, op, "b", "U", None)))
                     else:
                         buse.append((lo, hi))
-                        new.append((lo, hi, False, op, "u", "U", None))
+                        new.append(_new(Pending, (lo, hi, False, op, "u", "U", None)))
                 else:
                     continue
                 if elo is None or lo < elo:
@@ -202,22 +226,28 @@ class _Walker:
         if len(new) == 1:  # (most ops: one access of one byte range)
             it = new[0]
             one = frozenset(new)
-            after = ((_NONE, one) if it[FLIGHT] is not None else (one, _NONE)) + \
-                (frozenset((it[LO],)), frozenset((_same_kind(it),)))
+            after = ((_NONE, one) if it.flight is not None else (one, _NONE)) + \
+                (frozenset((it.lo,)), frozenset((_same_kind(it),)))
         else:
-            after = (frozenset([it for it in new if it[FLIGHT] is None]),
-                     frozenset([it for it in new if it[FLIGHT] is not None]),
-                     frozenset([it[LO] for it in new]), frozenset([_same_kind(it) for it in new]))
+            after = (frozenset([it for it in new if it.flight is None]),
+                     frozenset([it for it in new if it.flight is not None]),
+                     frozenset([it.lo for it in new]), frozenset([_same_kind(it) for it in new]))
         self.acc[op] = (gen, ards, awrs, binit, buse, publishes, (0, 0) if elo is None else (elo, ehi), after)
 
     # -- the walk -----------------------------------------------------------------------------
     def run(self) -> None:
+        """Walk the kernel, then insert the barriers it planned."""
+        self.walk()
+        for anchor, bar in self.planned.items():
+            anchor.parent.insert_before(anchor, bar)
+
+    def walk(self) -> None:
+        """Walk the kernel, planning barriers (`planned`)."""
         self.block(self.module.func.regions[0].block, EMPTY)
-        self.edits.apply()
 
     def block(self, blk: Block, st: State) -> State:
         planned = self.planned
-        for op, k, data in self.skel[blk]:
+        for op, k, data in self.steps[blk]:
             if planned and op in planned:
                 st = self.sync(st)
             st = self.op(op, k, data, st)
@@ -228,40 +258,41 @@ class _Walker:
         """The state after a CTA barrier (in-flight writes stay as they are: it orders none)."""
         out = []
         for it in st[0]:
-            if it[CLS] in ("b", "u"):  # mbarrier init/use: a barrier orders it for good
+            cls = it.cls
+            if cls == "b" or cls == "u":  # mbarrier init/use: a barrier orders it for good
                 continue
-            s = None if it[CLS] == "a" and it[STATE] == "U" else SYNC[it[STATE]]
-            if it[CLS] == "a" and s == "P" and it[OP].name == "tlx.async_dot":
+            s = None if cls == "a" and it.state == "U" else SYNC[it.state]
+            if cls == "a" and s == "P" and it.op.name == "tlx.async_dot":
                 s = "PB"
             if s is not None:
-                out.append(it[:STATE] + (s,) + it[STATE + 1:])
+                out.append(_with_state(it, s))
         return (frozenset(out), st[1])
 
     def op(self, op: Operation, k: int, data, st: State) -> State:
-        """The state after `op` of kind `k` (`data`: see `skel`) from state `st`."""
+        """The state after `op` of kind `k` (`data`: see `steps`) from state `st`."""
         if k == K_ACC:
             return self.access(op, data, st)
         if k == K_BAR:
             return self.sync(st)
         if k == K_FENCE:  # (in-flight writes: a fence orders none)
-            return (frozenset([it[:STATE] + (FENCED[it[STATE]],) + it[STATE + 1:] if it[CLS] == "g" else it
+            return (frozenset([_with_state(it, FENCED[it.state]) if it.cls == "g" else it
                                for it in st[0]]), st[1])
         if k == K_COMMIT:  # (a group already FLIGHT_CAP deep stays as it is)
             fl = st[1]
-            if not any(it[FLIGHT] < FLIGHT_CAP for it in fl):
+            if not any(it.flight < FLIGHT_CAP for it in fl):
                 return st
-            return (st[0], frozenset([it[:FLIGHT] + (min(it[FLIGHT] + 1, FLIGHT_CAP),) for it in fl]))
+            return (st[0], frozenset([_with_flight(it, min(it.flight + 1, FLIGHT_CAP)) for it in fl]))
         if k == K_WAIT:  # the groups with at least `pendings` newer ones land (unsynced, unfenced)
             n = min(op.attrs.get("pendings", 0), FLIGHT_CAP)
-            landed = [it[:FLIGHT] + (None,) for it in st[1] if it[FLIGHT] >= n]
+            landed = [_with_flight(it, None) for it in st[1] if it.flight >= n]
             if not landed:
                 return st
-            return (st[0].union(landed), frozenset([it for it in st[1] if it[FLIGHT] < n]))
+            return (st[0].union(landed), frozenset([it for it in st[1] if it.flight < n]))
         if k == K_DOTWAIT:
             if op.attrs.get("pendings") != 0:
                 return st
             if data <= 4:  # one warpgroup: the wait is collective
-                return (frozenset([it for it in st[0] if not (it[CLS] == "a" and it[OP].name == "tlx.async_dot")]),
+                return (frozenset([it for it in st[0] if not (it.cls == "a" and it.op.name == "tlx.async_dot")]),
                         st[1])
             return self._complete(st, ("tlx.async_dot",))
         if k == K_STOREWAIT:
@@ -271,7 +302,7 @@ class _Walker:
         if k == K_FOR:
             return self.loop(op, data, st)
         if k == K_IF:
-            c = const_int(arg(op, "cond"))
+            c = const_int(op.arg("cond"))
             if c is not None:
                 return self.block(op.regions[0 if c else 1].block, st)
             return _union(self.block(op.regions[0].block, st), self.block(op.regions[1].block, st))
@@ -297,7 +328,7 @@ class _Walker:
 
     @staticmethod
     def _complete(st: State, names) -> State:
-        return (frozenset([it[:STATE] + ("U",) + it[STATE + 1:] if it[CLS] == "a" and it[OP].name in names else it
+        return (frozenset([_with_state(it, "U") if it.cls == "a" and it.op.name in names else it
                            for it in st[0]]), st[1])
 
     def loop(self, op: Operation, n: Optional[int], st: State) -> State:
@@ -394,10 +425,10 @@ class _Walker:
         if hits:
             st = self.insert_barrier(op, hits, st)
             if gone:  # the barrier changed the items' states: find them again
-                gone = [it for it in st[0] if it[LO] in los and _same_kind(it) in keys]
+                gone = [it for it in st[0] if it.lo in los and _same_kind(it) in keys]
         if new_flying:  # a cp.async: its writes supersede the uncommitted ones to the same bytes
             old = st[1]
-            gone_flying = [it for it in old if it[LO] in los and _same_kind(it) in keys]
+            gone_flying = [it for it in old if it.lo in los and _same_kind(it) in keys]
             st = (st[0], (old.difference(gone_flying) if gone_flying else old) | new_flying)
         if not new:
             return st
@@ -407,17 +438,16 @@ class _Walker:
         """Insert a barrier before `op` (or before the outermost loop it may leave) and return
         the state after it (at `op`)."""
         anchor = op
-        hoistable = all(it[CLS] == "g" and it[OP] is not CP_ASYNC_WRITE for it in hits)
+        hoistable = all(it.cls == "g" and it.op is not CP_ASYNC_WRITE for it in hits)
         if hoistable:
             for loop, pre in reversed(self.pre_states):
-                if not all(it in pre[0] and not loop.is_ancestor_of(it[OP]) for it in hits):
+                if not all(it in pre[0] and not loop.is_ancestor_of(it.op) for it in hits):
                     break
                 anchor = loop
         if anchor in self.planned:  # already planned there (a state from another path)
             return self.sync(st) if anchor is op else st
         bar = Operation("tlx.cta_barrier", [], [], loc=op.loc)
         self.planned[anchor] = bar
-        self.edits.insert_before(anchor, bar)
         self.inserted += 1
         if anchor is op:
             return self.sync(st)
@@ -437,5 +467,4 @@ def run(module: Module, ctx: PassContext) -> None:
     """Insert the CTA barriers (see the module docstring)."""
     w = _Walker(module, ctx)
     w.run()
-    forget_access_index(ctx)  # the last pass that reads it (the barriers changed the blocks)
     ctx.stats["cta_barriers.inserted"] = w.inserted

@@ -31,16 +31,14 @@ Every fence gets a record (`compiler.fences`) naming its writers, its reader and
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from ..fences import FenceLog, FenceRecord, loc_text, make_fence, op_text
+from ..analysis.memory import (FUNC_ARG, GENERIC, GENERIC_WRITERS, HANDOFF_RELEASE, WRITE, Region, RegionAnalysis,
+                               accesses_of)
+from ..fences import FenceRecord, loc_text, make_fence, op_text, preceding_fence
 from ..ir import types as T
 from ..ir.core import Block, Module, Operation, Value
-from .edits import Edits, preceding_fence
-from .skeleton import Skeleton, edits_for, skeleton_of
 from .manager import PassContext
-from .memory import (arg, FUNC_ARG, GENERIC_WRITERS, HANDOFF_RELEASE, Region, RegionAnalysis, accesses_of,
-                     describe_alloc, GENERIC, WRITE, shared_regions)
 
 LOOPS = ("scf.for", "scf.while")
 READERS = frozenset({"tlx.async_dot", "tlx.tma_store", "tlx.async_store"})
@@ -49,9 +47,9 @@ READERS = frozenset({"tlx.async_dot", "tlx.tma_store", "tlx.async_store"})
 def reader_operands(op: Operation) -> List[Value]:
     """The shared-memory operands an async reader reads (empty for other ops)."""
     if op.name == "tlx.async_dot":
-        return [v for v in (arg(op, "a"), arg(op, "b")) if isinstance(v.type, T.MemDescType)]
+        return [v for v in (op.arg("a"), op.arg("b")) if isinstance(v.type, T.MemDescType)]
     if op.name in ("tlx.tma_store", "tlx.async_store"):
-        return [arg(op, "src")]
+        return [op.arg("src")]
     return []
 
 
@@ -68,10 +66,9 @@ def _chain(op: Operation) -> List[Tuple[Block, Operation]]:
     return out
 
 
-def reach_kind(w: Operation, r: Operation, edits: Edits) -> Optional[str]:
+def reach_kind(w: Operation, r: Operation) -> Optional[str]:
     """How writer `w` can execute before reader `r`: 'seq' (program order or a loop back edge),
-    'cross' (another partition of a warp-specialize op containing `r`), None (never). `edits`
-    gives positions in blocks (the original order)."""
+    'cross' (another partition of a warp-specialize op containing `r`), None (never)."""
     if w.is_ancestor_of(r):  # the function itself: stands for writes we cannot see
         return "seq"
     cw, cr = _chain(w), _chain(r)
@@ -87,7 +84,7 @@ def reach_kind(w: Operation, r: Operation, edits: Edits) -> Optional[str]:
             if ow.name in LOOPS:
                 return "seq"
             return "seq" if in_loop else None  # exclusive branches of an if
-        if edits.index_in_block(ow) < edits.index_in_block(orr):
+        if ow.is_before_in_block(orr):
             return "seq"
         return "seq" if in_loop else None
     return None
@@ -108,7 +105,7 @@ _CATEGORY = {**{n: _WRITER for n in GENERIC_WRITERS}, **{n: _READER for n in REA
 class _Info:
     """Per-module facts: generic writers by allocation, cp.async waits, async readers."""
 
-    def __init__(self, module: Module, ra: RegionAnalysis, skeleton: Skeleton):
+    def __init__(self, module: Module, ra: RegionAnalysis):
         self.ra = ra
         self.func = module.func
         # (dicts keyed by the objects themselves: hashed in C)
@@ -116,9 +113,7 @@ class _Info:
         self.loop_wait: Dict[Operation, Operation] = {}  # loop -> an async_wait_group inside it
         self.readers: List[Operation] = []
         category = _CATEGORY
-        # pre-order (readers come out in program order), over the skeleton: every op named in
-        # _CATEGORY and every scratch owner is in it
-        for op in skeleton.preorder():
+        for op in module.ops():  # pre-order: readers come out in program order
             c = category.get(op.name)
             if c is None and op.attrs and "scratch_bytes" in op.attrs:
                 c = _WRITER
@@ -167,7 +162,7 @@ def _contains(container: Operation, op: Operation) -> bool:
     return container is op or container.is_ancestor_of(op)
 
 
-def _handoff_after(w: Operation, edits: Edits) -> Optional[Operation]:
+def _handoff_after(w: Operation) -> Optional[Operation]:
     """The op before which a producer-side fence for writer `w` goes: the first op after `w` in
     its partition that is (or contains) an mbarrier arrive / expect-bytes / named barrier, found
     without crossing a loop back edge; None when there is none."""
@@ -176,10 +171,11 @@ def _handoff_after(w: Operation, edits: Edits) -> Optional[Operation]:
         blk = cur.parent
         if blk is None:
             return None
-        i = edits.index_in_block(cur)
-        for o in blk.ops[i + 1:]:
+        o = cur.next_op
+        while o is not None:
             if o.name in HANDOFF_RELEASE or any(n.name in HANDOFF_RELEASE for n in o.iter_nested()):
                 return o
+            o = o.next_op
         owner = blk.parent_op
         if owner is None or owner.name in LOOPS or owner.name in ("tlx.warp_specialize", "tt.func"):
             return None
@@ -194,18 +190,15 @@ def _ancestor_in(blk: Block, op: Operation) -> Optional[Operation]:
     return cur
 
 
-def _sink_into_branch(anchor: Operation, writers: List[Operation], notes: List[str], edits: Edits) -> Operation:
+def _sink_into_branch(anchor: Operation, writers: List[Operation], notes: List[str]) -> Operation:
     """Move the insertion point into the branch of a preceding `scf.if` that holds every writer."""
     while True:
         blk = anchor.parent
-        i = edits.index_in_block(anchor)
-        prev, best = None, -1
+        prev = None  # the last op before the anchor that holds a writer
         for w in writers:
             a = _ancestor_in(blk, w)
-            if a is not None:
-                k = edits.index_in_block(a)
-                if best < k < i:
-                    prev, best = a, k
+            if a is not None and a.is_before_in_block(anchor) and (prev is None or prev.is_before_in_block(a)):
+                prev = a
         if prev is None or prev.name != "scf.if":
             return anchor
         branch = None
@@ -220,9 +213,9 @@ def _sink_into_branch(anchor: Operation, writers: List[Operation], notes: List[s
         anchor = r.block.terminator  # type: ignore[assignment]
 
 
-def _insert(anchor: Operation, ctx: PassContext, edits: Edits, reader: Operation, writers: List[Operation],
+def _insert(anchor: Operation, ctx: PassContext, reader: Operation, writers: List[Operation],
             buffer: str, notes: List[str], reason: str) -> FenceRecord:
-    prev = preceding_fence(anchor, edits)
+    prev = preceding_fence(anchor)
     if prev is not None:
         rec = ctx.fences.of(prev)
         for w in writers:
@@ -231,7 +224,7 @@ def _insert(anchor: Operation, ctx: PassContext, edits: Edits, reader: Operation
         rec.notes.append(f"also fences {op_text(reader)} (FenceInsertion found this fence already in place)")
         return rec
     fence, rec = make_fence("fence_insertion", ctx.fences, anchor.loc if anchor.name != "scf.yield" else anchor.parent_op.loc)
-    edits.insert_before(anchor, fence)
+    anchor.parent.insert_before(anchor, fence)
     for w in writers:
         rec.add_writer(w, _writer_text(w))
     rec.add_reader(reader)
@@ -248,7 +241,7 @@ def _writer_text(w: Operation) -> str:
     return op_text(w)
 
 
-def fence_reader(r: Operation, info: _Info, ctx: PassContext, edits: Edits) -> None:
+def fence_reader(r: Operation, info: _Info, ctx: PassContext) -> None:
     """Place the fence(s) async reader `r` needs (see the module docstring)."""
     vals = reader_operands(r)
     if not vals:
@@ -257,7 +250,7 @@ def fence_reader(r: Operation, info: _Info, ctx: PassContext, edits: Edits) -> N
     for v in vals:
         writers.extend(info.writers_of(v))
     writers = list(dict.fromkeys(writers))
-    kinds = {w: reach_kind(w, r, edits) for w in writers}
+    kinds = {w: reach_kind(w, r) for w in writers}
     writers = [w for w in writers if kinds[w] is not None]
     if not writers:
         return
@@ -267,13 +260,13 @@ def fence_reader(r: Operation, info: _Info, ctx: PassContext, edits: Edits) -> N
         if kinds[w] != "cross":
             local.append(w)
             continue
-        anchor = _handoff_after(w, edits)
+        anchor = _handoff_after(w)
         if anchor is None:
             local.append(w)
             continue
         notes = [f"placed in the producer partition, after its write at {loc_text(w.loc)} and before it publishes the "
                  f"buffer at {loc_text(anchor.loc)} ({anchor.name}); {op_text(r)} reads it after the hand-off"]
-        _insert(anchor, ctx, edits, r, [w], buffer, notes,
+        _insert(anchor, ctx, r, [w], buffer, notes,
                 f"{_writer_text(w)} writes the buffer through the generic proxy and another partition reads it "
                 f"through the async proxy ({r.name})")
     if not local:
@@ -299,19 +292,16 @@ def fence_reader(r: Operation, info: _Info, ctx: PassContext, edits: Edits) -> N
         notes.append(f"hoisted out of the loop at {loc_text(loop.loc)} because that loop writes no operand")
         anchor = loop
     if not cp_async:  # a cp.async's wait may follow the branch: its fence must too
-        anchor = _sink_into_branch(anchor, local, notes, edits)
-    _insert(anchor, ctx, edits, r, local, buffer, notes,
+        anchor = _sink_into_branch(anchor, local, notes)
+    _insert(anchor, ctx, r, local, buffer, notes,
             f"{', '.join(_writer_text(w) for w in local)} write(s) the buffer through the generic proxy and "
             f"{r.name} reads it through the async proxy")
 
 
 def run(module: Module, ctx: PassContext) -> None:
     """Insert fences for every async reader of the module (see the module docstring)."""
-    info = _Info(module, shared_regions(ctx), skeleton_of(module, ctx))
-    readers = info.readers
+    info = _Info(module, ctx.analyses.get(RegionAnalysis, module))
     before = len(ctx.fences.records)
-    edits = edits_for(ctx)
-    for r in readers:
-        fence_reader(r, info, ctx, edits)
-    edits.apply()
+    for r in info.readers:
+        fence_reader(r, info, ctx)
     ctx.stats["fence_insertion.fences"] = len(ctx.fences.records) - before

@@ -35,9 +35,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Callable, Dict, List, Optional, Tuple
 
-from ..codegen import layout_math as LM
+from ..analysis import layout_math as LM
 from ..codegen import layout_rules as R
-from ..codegen.axis_info import AxisAnalysis
+from ..analysis.axis_info import AxisAnalysis
 from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T

@@ -18,16 +18,13 @@ Below sm_90 the pass does nothing (there is no wgmma; the code generator lowers 
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
+from ..analysis.memory import READ, accesses_of
 from ..ir import types as T
 from ..ir.core import Operation, Value
 from ..ir.layouts import NVMMASharedLayout, default_shared_layout
-from .edits import Edits
-from .skeleton import edits_for
 from .manager import PassContext
-from .memory import census_ops
-from .memory import accesses_of, READ, REGION_OPS
 
 
 def staging_type(t: T.TensorType) -> T.MemDescType:
@@ -36,7 +33,7 @@ def staging_type(t: T.TensorType) -> T.MemDescType:
     return T.MemDescType(tuple(t.shape), t.element, default_shared_layout(tuple(t.shape), bits), 0, False)  # type: ignore[arg-type]
 
 
-def buffer_read_in_place(v: Value, user: Operation, edits: Edits) -> Optional[Value]:
+def buffer_read_in_place(v: Value, user: Operation) -> Optional[Value]:
     """If tensor `v` is a `tlx.local_load` of an NVMMA (or unassigned-layout) buffer of the same
     shape in `user`'s block, and no op between the load and `user` may write shared memory,
     return that buffer (the consumer can read it in place); else None."""
@@ -51,13 +48,11 @@ def buffer_read_in_place(v: Value, user: Operation, edits: Edits) -> Optional[Va
         return None
     if bt.layout is None and not isinstance(default_shared_layout(tuple(bt.shape), bt.element.bits), NVMMASharedLayout):
         return None
-    blk = user.parent
-    i, j = edits.index_in_block(d), edits.index_in_block(user)
-    for op in blk.ops[i + 1:j]:
-        if op.name in REGION_OPS or op.regions:
+    op = d.next_op  # (the load defines an operand of `user`: it comes first)
+    while op is not None and op is not user:
+        if op.regions or any(a.kind != READ for a in accesses_of(op)):
             return None
-        if any(a.kind != READ for a in accesses_of(op)):
-            return None
+        op = op.next_op
     return buf
 
 
@@ -66,33 +61,34 @@ def _is_zero(v: Value) -> bool:
     return d is not None and d.name == "arith.constant" and d.attrs.get("value") in (0, 0.0) and not isinstance(d.attrs.get("value"), bool)
 
 
-def lower_one(op: Operation, edits: Edits) -> None:
-    """Rewrite one `tt.dot` (see the module docstring); the edits are applied by the caller."""
+def lower_one(op: Operation, in_place: List[Optional[Value]]) -> None:
+    """Rewrite one `tt.dot` (see the module docstring); `in_place` holds, for A and B, the buffer
+    to read in place (`buffer_read_in_place`) or None for a staging copy."""
     a, b, acc = op.arg("a"), op.arg("b"), op.arg("acc")
     operands = []
-    for x in (a, b):
-        buf = buffer_read_in_place(x, op, edits)
+    for x, buf in zip((a, b), in_place):
         if buf is None:
             alloc = Operation("tlx.local_alloc", [x], [staging_type(x.type)], loc=op.loc)  # type: ignore[arg-type]
-            edits.insert_before(op, alloc)
+            op.parent.insert_before(op, alloc)
             buf = alloc.result
         operands.append(buf)
     acc_in = None if _is_zero(acc) else acc
     dot = Operation("tlx.async_dot", [operands[0], operands[1], acc_in], [op.result.type], loc=op.loc)
-    edits.insert_before(op, dot)
+    op.parent.insert_before(op, dot)
     wait = Operation("tlx.async_dot_wait", [[dot.result]], [op.result.type], {"pendings": 0}, loc=op.loc)
-    edits.insert_before(op, wait)
+    op.parent.insert_before(op, wait)
     op.result.replace_all_uses_with(wait.results[0])
-    edits.erase(op)
+    op.erase()
 
 
 def run(module, ctx: PassContext) -> None:
     """Lower every `tt.dot` of the module (sm_90 and newer)."""
     if ctx.capability < 90:
         return
-    dots = census_ops(module, ctx, "tt.dot")
-    edits = edits_for(ctx)
-    for op in dots:
-        lower_one(op, edits)
-    edits.apply()
+    dots = [op for op in module.ops() if op.name == "tt.dot"]
+    # decided on the input IR, before any dot is rewritten: what lowering inserts writes only new
+    # staging buffers, never a buffer another dot reads in place
+    in_place = [[buffer_read_in_place(op.arg(x), op) for x in ("a", "b")] for op in dots]
+    for op, bufs in zip(dots, in_place):
+        lower_one(op, bufs)
     ctx.stats["lower_dot.dots"] = len(dots)

@@ -4,8 +4,8 @@ For every pass it records the wall time (`ctx.pass_times[name]`, seconds), keeps
 after it (`ctx.asm["ir.<name>"]`, unless snapshots are off), prints that text to stderr as it
 goes when ``options.print_ir_after_all`` or ``TLX_PRINT_IR_AFTER_ALL=1``, and runs the IR
 verifier after it when ``options.verify_each_pass`` (an `IRVerifyError` then names the pass that
-broke the IR), and then also checks that the module's skeleton (compiler/passes/skeleton.py),
-if one is kept, still matches the IR.
+broke the IR). After every pass it drops the analyses (`ctx.analyses`, compiler/analysis/) the
+pass does not declare it preserves (`Pass.preserves`).
 
 Which passes run: a pass named in ``options.disabled_passes`` is skipped; a *fence mechanism*
 (FenceInsertion) is skipped when ``options.fence_passes`` is False or the target is below sm_90.
@@ -21,15 +21,15 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Tuple
 
+from ..analysis.manager import AnalysisManager
 from ..errors import IRVerifyError
 from ..fences import FenceLog
 from ..ir.core import Module
 from ..ir.printer import print_module
 from ..ir.verifier import verify_module
 from ..options import CompileOptions
-from .skeleton import check_skeleton, forget_skeleton
 
 
 @dataclass
@@ -43,7 +43,7 @@ class PassContext:
     resources: Dict[str, Any] = field(default_factory=dict)
     abi: Any = None  # a KernelABI, filled by the code generator
     stats: Dict[str, Any] = field(default_factory=dict)  # per-pass counters (fences inserted, ...)
-    cache: Dict[str, Any] = field(default_factory=dict)  # analyses later passes may reuse (see memory.py)
+    analyses: AnalysisManager = field(default_factory=AnalysisManager)  # kept while passes preserve them
 
     @property
     def capability(self) -> int:
@@ -65,9 +65,7 @@ class Pass:
     run: Callable[[Module, PassContext], None]
     fence_mechanism: bool = False  # skipped when fence passes are off or below sm_90
     changes_ir: bool = True  # False: no IR snapshot / verification after it (e.g. PTX emission)
-    # True: the pass edits blocks only through `skeleton.edits_for` (bound `Edits`), so
-    # the module's skeleton stays current; after any other pass the manager drops it
-    keeps_skeleton: bool = False
+    preserves: Tuple[type, ...] = ()  # the analyses the pass leaves valid (the others are dropped)
 
 
 def _print_after_all(options: CompileOptions) -> bool:
@@ -86,14 +84,12 @@ def run_passes(module: Module, passes: List[Pass], ctx: PassContext, snapshots: 
         t0 = time.perf_counter()
         p.run(module, ctx)
         ctx.pass_times[p.name] = time.perf_counter() - t0
+        ctx.analyses.invalidate(p.preserves)
         if not p.changes_ir:
             continue
-        if not p.keeps_skeleton:
-            forget_skeleton(ctx)
         if opts.verify_each_pass:
             try:
                 verify_module(module)
-                check_skeleton(module, ctx)
             except IRVerifyError as e:
                 raise IRVerifyError(f"the IR is broken after pass '{p.name}': {e}") from e
         if snapshots or show:

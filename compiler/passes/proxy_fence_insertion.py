@@ -42,24 +42,53 @@ does not exist there).
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import Dict, FrozenSet, List, NamedTuple, Optional, Set, Tuple
 
+from ..analysis.access_index import ORDERING_OPS, AccessIndex, trip_count
+from ..analysis.flights import NO_FLIGHTS, commit, is_empty, land, union as union_flights
+from ..analysis.memory import (ASYNC, EFFECT_NAMES, FENCE, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE, const_int,
+                               is_cluster_op, overlap_detail)
 from ..fences import Guard, make_fence, op_text
 from ..ir.core import Block, Module, Operation
-from .access_index import AccessIndex, access_index, apply_edits
-from .flights import NO_FLIGHTS, commit, is_empty, land, union as union_flights
-from .skeleton import edits_for
 from .manager import PassContext
-from .memory import (arg, ASYNC, FENCE, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE, all_ops, const_int,
-                     is_cluster_op, overlap_detail)
 
 # op classification codes
 K_FENCE, K_GENERIC, K_ASYNC, K_COMMIT, K_WAIT, K_RELEASE, K_ACQUIRE, K_FOR, K_IF, K_WHILE, K_WS, K_OTHER_REGION = range(12)
 _REGION_KINDS = {"scf.for": K_FOR, "scf.if": K_IF, "scf.while": K_WHILE}
+_LOOKED_AT = EFFECT_NAMES | ORDERING_OPS  # the ops besides region ops and scratch owners the walks see
 
-# an item: (lo, hi, box, write, op, flight, cta_fenced)
-#   flight: None landed, -1 in flight (its group's depth is the bucket it is in: flights.py)
-# an async access: (lo, hi, box, write, op, cluster)
+_new = tuple.__new__  # builds a named tuple without its (several times slower) Python-level __new__
+
+
+class Pending(NamedTuple):
+    """A generic access not yet followed by a proxy fence: bytes [lo, hi) (`box`: a logical
+    sub-rectangle of them, or None), a write or a read, made by `op`. `flight` is None once its
+    data has landed and -1 for a cp.async write in flight (its commit group is the bucket that
+    holds it: flights.py); `cta_fenced` once a CTA-scope fence followed it (it still conflicts
+    with async ops that reach other CTAs). The op comes last: `it[:-1]` is what two items must
+    share for one to stand for the other."""
+
+    lo: int
+    hi: int
+    box: Optional[tuple]
+    write: bool
+    flight: Optional[int]
+    cta_fenced: bool
+    op: Operation
+
+
+class AsyncAccess(NamedTuple):
+    """An async-proxy access by `op` to bytes [lo, hi) (`box` as for `Pending`); `cluster` when
+    the op reaches other CTAs' shared memory (multicast). The op comes last, as in `Pending`."""
+
+    lo: int
+    hi: int
+    box: Optional[tuple]
+    write: bool
+    cluster: bool
+    op: Operation
+
+
 # the forward state: (landed items, in-flight items, marks), see `_Forward`
 
 
@@ -89,7 +118,7 @@ EMPTY = (frozenset(), NO_FLIGHTS, frozenset())
 
 def merge_normalized(a: FrozenSet, b: FrozenSet, rank: Dict[Operation, float], latest: bool) -> FrozenSet:
     """The normalized union of sets `a` and `b` that are already normalized (no two items share a
-    key: the item without its op, index 4; of two that would, the one whose op ranks latest --
+    key: the item without its op, `it[:-1]`; of two that would, the one whose op ranks latest --
     `latest` -- or earliest in `rank` stays). Only an item of one side that the other lacks can
     share a key with one of the other side (each side is normalized), so only those pairs are
     looked at: the walks' states are always normalized, and most joins add nothing new."""
@@ -101,13 +130,13 @@ def merge_normalized(a: FrozenSet, b: FrozenSet, rank: Dict[Operation, float], l
     only_b = b - a
     if not only_b:
         return a
-    keys = {it[:4] + it[5:]: it for it in only_a}
+    keys = {it[:-1]: it for it in only_a}
     losers = []
     lost_a = 0  # how many of the losers are a's
     for it in only_b:
-        o = keys.get(it[:4] + it[5:])
+        o = keys.get(it[:-1])
         if o is not None:
-            newer = rank.get(it[4], 0) > rank.get(o[4], 0)
+            newer = rank.get(it.op, 0) > rank.get(o.op, 0)
             if newer == latest:
                 losers.append(o)
                 lost_a += 1
@@ -125,8 +154,8 @@ def merge_normalized(a: FrozenSet, b: FrozenSet, rank: Dict[Operation, float], l
 
 
 class _Model:
-    """Per-module facts, from the access index: op kinds, the accesses of the ops that make them
-    (in absolute bytes) and the skeleton of every block."""
+    """Per-module facts, from one walk and the access index: op kinds, the accesses of the ops
+    that make them (in absolute bytes) and, per block, the ops the walks look at."""
 
     def __init__(self, module: Module, index: AccessIndex):
         self.module = module
@@ -135,11 +164,11 @@ class _Model:
         self.kind: Dict[Operation, int] = {}  # (dicts keyed by the objects themselves: hashed in C)
         # block -> its ops that matter: (op, kind, what the walks need of it: its accesses for
         # K_GENERIC / K_ASYNC, its trip count for K_FOR; `entry`)
-        self.skel: Dict[Block, List[Tuple[Operation, int, object]]] = {}
+        self.steps: Dict[Block, List[Tuple[Operation, int, object]]] = {}
         self.order: Dict[Operation, float] = {}  # op -> pre-order rank among the classified ops
         # op -> (the pending items it makes, their (lo, hi, box, write) keys, their flight)
         self.generic: Dict[Operation, Tuple] = {}
-        self.asyncs: Dict[Operation, Tuple] = {}  # op -> tuple of (lo, hi, box, write, op, cluster)
+        self.asyncs: Dict[Operation, Tuple[AsyncAccess, ...]] = {}
         self.keys: Dict[Operation, Tuple] = {}  # release / acquire op -> hand-off keys
         self.part: Dict[Operation, Tuple[Operation, int]] = {}  # hand-off op -> its partition
         # ws op -> (partition index, key) of its acquire / release hand-off ops: who takes in a
@@ -153,46 +182,51 @@ class _Model:
         self._classify(module.func.regions[0].block, None)
 
     def _classify(self, blk: Block, part) -> None:
+        steps: List[Tuple[Operation, int, object]] = []
+        self.steps[blk] = steps
+        looked_at = _LOOKED_AT
+        op = blk.first_op
+        while op is not None:  # (the linked list read directly: this visits every op of the module)
+            if op.name in looked_at or op.regions or (op.attrs and "scratch_bytes" in op.attrs):
+                self._classify_op(op, part, steps)  # most ops have nothing to do with shared memory
+            op = op.next_op
+
+    def _classify_op(self, op: Operation, part, steps: List[Tuple[Operation, int, object]]) -> None:
         kind = self.kind
-        skel: List[Tuple[Operation, int, object]] = []
-        self.skel[blk] = skel
-        for op, accs in self.index.entries(blk):  # the ops that touch shared memory or order accesses
-            n = op.name
-            if op.regions:
-                if n == "tlx.warp_specialize":
-                    kind[op] = K_WS
-                    for i, r in enumerate(op.regions):
-                        self._classify(r.block, (op, i))
-                else:
-                    kind[op] = _REGION_KINDS.get(n, K_OTHER_REGION)
-                    for r in op.regions:
-                        self._classify(r.block, part)
-                skel.append(self.entry(op, kind[op]))
-                self.order[op] = len(self.order)
-                continue
-            if n == FENCE:
-                kind[op] = K_FENCE
-                self.fences.append(op)
-            elif n == "tlx.async_commit_group":
-                kind[op] = K_COMMIT
-            elif n == "tlx.async_wait_group":
-                kind[op] = K_WAIT
+        n = op.name
+        if op.regions:
+            if n == "tlx.warp_specialize":
+                kind[op] = K_WS
+                for i, r in enumerate(op.regions):
+                    self._classify(r.block, (op, i))
             else:
-                if accs:
-                    self._accesses(op, accs)
-                if part is not None and (n in HANDOFF_RELEASE or n in HANDOFF_ACQUIRE):
-                    # a hand-off carries state between partitions: outside a warp-specialize op
-                    # there is no other partition, and the walks skip the op
-                    self.keys[op] = keys = self._handoff_keys(op)
-                    self.part[op] = part
-                    for side, names in ((self.acquires, HANDOFF_ACQUIRE), (self.releases, HANDOFF_RELEASE)):
-                        if n in names:
-                            side.setdefault(part[0], []).extend((part[1], key) for key in keys)
-                    if op not in kind:  # named_barrier_wait both releases and acquires
-                        kind[op] = K_RELEASE if n in HANDOFF_RELEASE else K_ACQUIRE
-            if op in kind:
-                skel.append(self.entry(op, kind[op]))
-                self.order[op] = len(self.order)
+                kind[op] = _REGION_KINDS.get(n, K_OTHER_REGION)
+                for r in op.regions:
+                    self._classify(r.block, part)
+        elif n == FENCE:
+            kind[op] = K_FENCE
+            self.fences.append(op)
+        elif n == "tlx.async_commit_group":
+            kind[op] = K_COMMIT
+        elif n == "tlx.async_wait_group":
+            kind[op] = K_WAIT
+        else:
+            accs = self.index.of(op)
+            if accs:
+                self._accesses(op, accs)
+            if part is not None and (n in HANDOFF_RELEASE or n in HANDOFF_ACQUIRE):
+                # a hand-off carries state between partitions: outside a warp-specialize op
+                # there is no other partition, and the walks skip the op
+                self.keys[op] = keys = self._handoff_keys(op)
+                self.part[op] = part
+                for side, names in ((self.acquires, HANDOFF_ACQUIRE), (self.releases, HANDOFF_RELEASE)):
+                    if n in names:
+                        side.setdefault(part[0], []).extend((part[1], key) for key in keys)
+                if op not in kind:  # named_barrier_wait both releases and acquires
+                    kind[op] = K_RELEASE if n in HANDOFF_RELEASE else K_ACQUIRE
+        if op in kind:
+            steps.append(self.entry(op, kind[op]))
+            self.order[op] = len(self.order)
 
     def _accesses(self, op: Operation, accs) -> None:
         gen, asy = [], []
@@ -207,7 +241,7 @@ class _Model:
                     self.has_cluster = True
                     self.cluster_bytes.extend((lo, hi) for lo, hi, _, _ in byts)
                 for lo, hi, box, root in byts:
-                    asy.append((lo, hi, box, write, op, cl))
+                    asy.append(_new(AsyncAccess, (lo, hi, box, write, cl, op)))
                     self.roots[(lo, hi)] = root
         if asy:
             self.kind[op] = K_ASYNC
@@ -217,29 +251,29 @@ class _Model:
             # the items the op leaves pending are the same at every visit: made once, with the
             # keys (bytes, write) a pending item of the same flight must share to be superseded
             fl = -1 if op.name == "tlx.async_load" else None
-            new = frozenset([(lo, hi, box, w, op, fl, False) for lo, hi, box, w in gen])
+            new = frozenset([_new(Pending, (lo, hi, box, w, fl, False, op)) for lo, hi, box, w in gen])
             self.generic[op] = (new, frozenset([it[:4] for it in new]), fl)
 
     def entry(self, op: Operation, k: int) -> Tuple[Operation, int, object]:
-        """`op`'s skeleton entry: (op, kind, its accesses / trip count / None)."""
+        """`op`'s entry in `steps`: (op, kind, its accesses / trip count / None)."""
         if k == K_GENERIC:
             return (op, k, self.generic[op])
         if k == K_ASYNC:
             return (op, k, self.asyncs[op])
         if k == K_FOR:
-            return (op, k, self.index.trips[op])
+            return (op, k, trip_count(op))
         return (op, k, None)
 
-    def reskeleton(self, blk: Block) -> None:
-        """Rebuild one block's skeleton after ops were inserted into it (and the index refreshed)."""
+    def reread(self, blk: Block) -> None:
+        """Rebuild one block's `steps` after fences were inserted into it."""
         kind = self.kind
-        self.skel[blk] = [self.entry(op, kind[op]) for op, _ in self.index.entries(blk) if op in kind]
+        self.steps[blk] = [self.entry(op, kind[op]) for op in blk.ops if op in kind]
 
     def _handoff_keys(self, op: Operation) -> Tuple:
         if op.name.startswith("tlx.named_barrier"):
             return (("named", op.attrs.get("id")),)
         keys = []
-        for rg in self.ra.regions_of(arg(op, "bar")):
+        for rg in self.ra.regions_of(op.arg("bar")):
             keys.append((id(rg.root), rg.lo if rg.plain and rg.hi - rg.lo == 8 else None))
         return tuple(keys)
 
@@ -310,11 +344,11 @@ def handoff_step(walker, op: Operation, st, forward: bool):
     return st
 
 
-def conflict(item, acc, fence_scope: Optional[str] = None) -> bool:
+def conflict(item: Pending, acc: AsyncAccess, fence_scope: Optional[str] = None) -> bool:
     """Whether pending generic `item` and async access `acc` form a hazard that a fence of
     `fence_scope` (None: any fence that would be inserted) separates."""
-    lo, hi, box, w, _op, flight, ctaf = item
-    alo, ahi, abox, aw, _aop, cl = acc
+    lo, hi, box, w, flight, ctaf, _op = item
+    alo, ahi, abox, aw, cl, _aop = acc
     if flight is not None or not (w or aw):
         return False
     if not cl and ctaf:
@@ -359,11 +393,11 @@ class _Forward:
         """One pending item per (bytes, kind, flight, fence state): the latest op in program order
         stands for the others (they conflict with exactly the same async accesses)."""
         rank = self.m.order
-        seen: Dict[Tuple, Tuple] = {}
+        seen: Dict[Tuple, Pending] = {}
         for it in items:
-            key = it[:4] + it[5:]
+            key = it[:-1]
             o = seen.get(key)
-            if o is None or rank.get(it[4], 0) > rank.get(o[4], 0):
+            if o is None or rank.get(it.op, 0) > rank.get(o.op, 0):
                 seen[key] = it
         return items if len(seen) == len(items) else frozenset(seen.values())
 
@@ -376,7 +410,7 @@ class _Forward:
 
     def block(self, blk: Block, st):
         planned = self.planned
-        for op, k, data in self.m.skel[blk]:
+        for op, k, data in self.m.steps[blk]:
             if planned:
                 for f in planned.get(op, ()):
                     st = self.op(f, K_FENCE, None, st)
@@ -387,18 +421,18 @@ class _Forward:
         """Put the planned fences into the IR."""
         if not self.planned:
             return
-        ed = edits_for(self.ctx)
+        blocks = {}
         for anchor, fences in self.planned.items():
+            blk = blocks[anchor.parent] = anchor.parent
             for j, f in enumerate(fences):
-                ed.insert_before(anchor, f)
+                blk.insert_before(anchor, f)
                 self.m.order[f] = self.m.order[anchor] - 1 + (j + 1) / (len(fences) + 1)
-        blocks = self.m.index.apply(ed)
         for blk in blocks:
-            self.m.reskeleton(blk)
+            self.m.reread(blk)
         self.planned = {}
 
     def op(self, op: Operation, k: int, data, st):
-        """The state after `op` of kind `k` (`data`: see `_Model.skel`) from state `st`."""
+        """The state after `op` of kind `k` (`data`: see `_Model.steps`) from state `st`."""
         m = self.m
         if k == K_FENCE:
             self.pending_at[op] = st
@@ -412,8 +446,8 @@ class _Forward:
             # before it (they may separate those hazards too); with nothing left pending, they
             # reach no further
             cb = m.cluster_bytes
-            keep = self.norm(frozenset(it[:6] + (True,) for it in st[0]
-                                       if any(lo < it[1] and it[0] < hi for lo, hi in cb)))
+            keep = self.norm(frozenset(it._replace(cta_fenced=True) for it in st[0]
+                                       if any(lo < it.hi and it.lo < hi for lo, hi in cb)))
             return (keep, st[1], mark | st[2] if keep else mark)
         if k == K_GENERIC:
             new, keys, fl = data
@@ -433,10 +467,10 @@ class _Forward:
         if k == K_ASYNC:
             accs = data
             # only landed items conflict; the byte test (the cheapest) first
-            hits = [(it, a) for a in accs for it in st[0] if it[0] < a[1] and a[0] < it[1] and conflict(it, a)]
+            hits = [(it, a) for a in accs for it in st[0] if it.lo < a.hi and a.lo < it.hi and conflict(it, a)]
             if hits:
                 if self.insert:
-                    cluster = any(a[5] for _, a in hits)
+                    cluster = any(a.cluster for _, a in hits)
                     fence = self._insert_before(op, hits, cluster)
                     return self.op(fence, K_FENCE, None, st)
                 self.unfenced.extend(hits)
@@ -448,14 +482,14 @@ class _Forward:
             gone, fl = land(st[1], op.attrs.get("pendings", 0))
             if not gone:
                 return st
-            landed = frozenset([it[:5] + (None,) + it[6:] for b in gone for it in b])
+            landed = frozenset([it._replace(flight=None) for b in gone for it in b])
             return (self.norm(st[0] | landed), fl, st[2])
         if k == K_RELEASE or k == K_ACQUIRE:  # (hand-off ops touch no memory but mbarriers)
             return handoff_step(self, op, st, True)
         if k == K_FOR:
             return loop_fixpoint(self.block, self.union, op, data, st)
         if k == K_IF:
-            c = const_int(arg(op, "cond"))
+            c = const_int(op.arg("cond"))
             if c is not None:
                 return self.block(op.regions[0 if c else 1].block, st)
             a = self.block(op.regions[0].block, st)
@@ -484,12 +518,12 @@ class _Forward:
         kinds = set()
         hits = _in_program_order(list(hits), self.m)
         for it, a in hits:
-            rec.add_writer(it[4])
+            rec.add_writer(it.op)
             kinds.add(_hazard_kind(it, a))
         rec.add_reader(op)
         rec.hazard = "/".join(sorted(kinds))
-        lo = min(max(it[0], a[0]) for it, a in hits)
-        hi = max(min(it[1], a[1]) for it, a in hits)
+        lo = min(max(it.lo, a.lo) for it, a in hits)
+        hi = max(min(it.hi, a.hi) for it, a in hits)
         rec.byte_range = (lo, hi)
         rec.buffer = self.m_describe(hits)
         rec.reason = (f"{rec.hazard}: on some path {', '.join(rec.writers)} reach(es) {op_text(op)} over overlapping "
@@ -502,7 +536,7 @@ class _Forward:
     def m_describe(self, hits) -> str:
         roots = []
         for it, a in hits:
-            r = self.m.roots.get((a[0], a[1]))
+            r = self.m.roots.get((a.lo, a.hi))
             if not isinstance(r, Operation):
                 continue
             d = self.m.ra.describe(r) if r.name in ("tlx.local_alloc", "tlx.alloc_barriers") else f"scratch of {op_text(r)}"
@@ -511,9 +545,9 @@ class _Forward:
         return ", ".join(roots)
 
 
-def _hazard_kind(item, acc) -> str:
-    if acc[3]:
-        return "WAW" if item[3] else "WAR"
+def _hazard_kind(item: Pending, acc: AsyncAccess) -> str:
+    if acc.write:
+        return "WAW" if item.write else "WAR"
     return "RAW"
 
 
@@ -541,17 +575,17 @@ class _Backward:
         return merge_normalized(a, b, self.m.order, False)
 
     def block(self, blk: Block, st: FrozenSet) -> FrozenSet:
-        for op, k, data in reversed(self.m.skel[blk]):
+        for op, k, data in reversed(self.m.steps[blk]):
             st = self.op(op, k, data, st)
         return st
 
     def op(self, op: Operation, k: int, data, st: FrozenSet) -> FrozenSet:
-        """The state before `op` of kind `k` (`data`: see `_Model.skel`) from the state after it."""
+        """The state before `op` of kind `k` (`data`: see `_Model.steps`) from the state after it."""
         if k == K_FENCE:
             self.reach_at[op] = st
             if op.attrs.get("cluster"):
                 return frozenset()
-            return frozenset(a for a in st if a[5])
+            return frozenset(a for a in st if a.cluster)
         if k == K_ASYNC:
             return self.union(st, frozenset(data))
         if k == K_RELEASE or k == K_ACQUIRE:
@@ -559,7 +593,7 @@ class _Backward:
         if k == K_FOR:
             return loop_fixpoint(self.block, self.union, op, data, st)
         if k == K_IF:
-            c = const_int(arg(op, "cond"))
+            c = const_int(op.arg("cond"))
             if c is not None:
                 return self.block(op.regions[0 if c else 1].block, st)
             return self.union(self.block(op.regions[0].block, st), self.block(op.regions[1].block, st))
@@ -581,9 +615,9 @@ def _guards(fence: Operation, pending, reach: FrozenSet) -> List[Tuple]:
     scope = "cluster" if fence.attrs.get("cluster") else "cta"
     out = []
     for it in pending[0]:  # the landed items (in-flight ones conflict with nothing)
-        lo, hi = it[0], it[1]
+        lo, hi = it.lo, it.hi
         for a in reach:
-            if lo < a[1] and a[0] < hi and conflict(it, a, scope):
+            if lo < a.hi and a.lo < hi and conflict(it, a, scope):
                 out.append((it, a))
     return out
 
@@ -607,17 +641,15 @@ def _live_fences(model: "_Model") -> List[Operation]:
 def run(module: Module, ctx: PassContext) -> None:
     """Insert missing fences, remove needless compiler fences, fill every fence's record."""
     if ctx.capability < 90:
-        ed = edits_for(ctx)
-        for f in [op for op in all_ops(module) if op.name == FENCE]:
+        for f in [op for op in module.ops() if op.name == FENCE]:
             rec = ctx.fences.of(f)
             rec.removed = True
             rec.removed_reason = (f"target {ctx.options.target} has no async proxy (fence.proxy.async needs sm_90); "
                                   "no proxy fence is emitted below sm_90")
-            ed.erase(f)
-        apply_edits(ctx, ed)
+            f.erase()
         return
     insert = ctx.proxy_fences_enabled
-    index = access_index(module, ctx)
+    index = ctx.analyses.get(AccessIndex, module)
     model = _Model(module, index)
     fwd, bwd = _analyse(model, ctx, insert)
     ctx.stats["proxy_fence_insertion.inserted"] = len(fwd.inserted)
@@ -645,7 +677,6 @@ def run(module: Module, ctx: PassContext) -> None:
                     neighbours[f].add(g)
                     neighbours[g].add(f)
         blocked: Set[Operation] = set()
-        ed = edits_for(ctx)
         for f in cands:
             if f in blocked:  # next round: this removal may have made it necessary
                 continue
@@ -653,31 +684,29 @@ def run(module: Module, ctx: PassContext) -> None:
             rec.removed = True
             rec.removed_reason = ("needless: on no path does it separate a generic access from an async one "
                                   "that no other fence separates")
-            ed.erase(f)
+            f.erase()
             removed_total += 1
             blocked |= neighbours[f]
-        index.apply(ed)
         model = _Model(module, index)
         fwd, bwd = _analyse(model, ctx, False)
     ctx.stats["proxy_fence_insertion.removed"] = removed_total
     # fill the records
     fences = sorted(_live_fences(model), key=lambda f: model.order[f])
-    ctx.cache["fence_order"] = fences
     for f in fences:
         rec = ctx.fences.of(f)
         gs = _in_program_order(_guards(f, fwd.pending_at.get(f, EMPTY), bwd.reach_at.get(f, frozenset())),
                                model)
         rec.guards = _guard_records(gs, model)
         if gs:
-            lo = min(max(it[0], a[0]) for it, a in gs)
-            hi = max(min(it[1], a[1]) for it, a in gs)
+            lo = min(max(it.lo, a.lo) for it, a in gs)
+            hi = max(min(it.hi, a.hi) for it, a in gs)
             rec.byte_range = (lo, hi)
             if not rec.writers:
                 for it, _ in gs:
-                    rec.add_writer(it[4])
+                    rec.add_writer(it.op)
             if not rec.readers:
                 for _, a in gs:
-                    rec.add_reader(a[4])
+                    rec.add_reader(a.op)
             if not rec.buffer:
                 rec.buffer = ", ".join(sorted({g.buffer for g in rec.guards}))
             rec.redundant = False
@@ -702,9 +731,11 @@ def _reachable_after(op: Operation):
     cur = op
     while cur.parent is not None:
         blk = cur.parent
-        for o in blk.ops[blk.ops.index(cur) + 1:]:
+        o = cur.next_op
+        while o is not None:
             yield o
             yield from o.iter_nested()
+            o = o.next_op
         owner = blk.parent_op
         if owner is None or owner.name == "tt.func":
             return
@@ -732,25 +763,25 @@ def _in_program_order(gs: List[Tuple], model: _Model) -> List[Tuple]:
     pending sets are frozensets, whose order follows object addresses, so without this a record's
     writers, readers and guards (and the explain_fences text) could change order between runs."""
     far = float("inf")
-    return sorted(gs, key=lambda g: (model.order.get(g[0][4], far), model.order.get(g[1][4], far),
-                                     g[0][0], g[0][1], g[1][0], g[1][1]))
+    return sorted(gs, key=lambda g: (model.order.get(g[0].op, far), model.order.get(g[1].op, far),
+                                     g[0].lo, g[0].hi, g[1].lo, g[1].hi))
 
 
 def _guard_records(gs, model: _Model) -> List[Guard]:
     out: List[Guard] = []
     seen = set()
     for it, a in gs:
-        key = (it[4], a[4], _hazard_kind(it, a))
+        key = (it.op, a.op, _hazard_kind(it, a))
         if key in seen:
             continue
         seen.add(key)
-        root = model.roots.get((a[0], a[1])) or model.roots.get((it[0], it[1]))
+        root = model.roots.get((a.lo, a.hi)) or model.roots.get((it.lo, it.hi))
         if isinstance(root, Operation) and root.name in ("tlx.local_alloc", "tlx.alloc_barriers"):
             buf = model.ra.describe(root)
         elif isinstance(root, Operation):
             buf = f"scratch of {op_text(root)}"
         else:
             buf = "?"
-        out.append(Guard(_hazard_kind(it, a), op_text(it[4]), it[4].loc, op_text(a[4]), a[4].loc, buf,
-                         (max(it[0], a[0]), min(it[1], a[1]))))
+        out.append(Guard(_hazard_kind(it, a), op_text(it.op), it.op.loc, op_text(a.op), a.op.loc, buf,
+                         (max(it.lo, a.lo), min(it.hi, a.hi))))
     return out

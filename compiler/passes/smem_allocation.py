@@ -9,8 +9,10 @@ when their lifetimes are disjoint:
   `if`/`while` result and warp-specialize capture that may name it (making a view is no use:
   a view whose result nothing uses does not keep its buffer alive);
 * a use inside a loop that does not contain the allocation keeps the buffer alive for the whole
-  loop (the next iteration uses it again); a buffer touched inside a warp-specialize op lives for
-  the whole op (partitions run concurrently);
+  loop (the next iteration uses it again); a buffer made outside a warp-specialize op and touched
+  inside it lives for the whole op; a buffer made inside one partition lives by that partition's
+  program order, and never shares bytes with a buffer or scratch area of another partition of
+  the same op (partitions run concurrently);
 * an async access keeps its buffer alive until the op that completes it: a TMA / bulk store
   until the next ``tma_store_wait {pendings = 0}``, a wgmma operand until the next
   ``async_dot_wait {pendings = 0}``, a TMA / bulk load destination until the next
@@ -37,15 +39,13 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from ..analysis.memory import VIEW_NAMES, RegionAnalysis, alloc_bytes, describe_alloc, may_use_smem
 from ..errors import TLXCompileError
 from ..fences import loc_text
 from ..ir import types as T
 from ..ir.core import Block, Module, Operation, Value
 from ..ir.layouts import NVMMASharedLayout, default_shared_layout
-from .access_index import forget_access_index, keep_block_ops_for_index
-from .skeleton import Skeleton, skeleton_of
 from .manager import PassContext
-from .memory import VIEW_NAMES, arg, RegionAnalysis, alloc_bytes, describe_alloc, may_use_smem, shared_regions
 
 SMEM_LIMITS = {90: 232448, 80: 166912, 86: 101376, 87: 166912, 89: 101376}
 
@@ -81,6 +81,8 @@ class Buffer:
     scratch: bool = False
     offset: int = -1
     conflicts: List["Buffer"] = field(default_factory=list)
+    # the warp-specialize partition the buffer is made in, (op, region index); None outside one
+    partition: Optional[Tuple[Operation, int]] = None
 
     def describe(self) -> str:
         if self.scratch:
@@ -92,24 +94,17 @@ class _Liveness:
     """Program positions (pre-order numbers) of the ops that matter to lifetimes — those that may
     use shared memory (and scratch owners) and region ops —, the span of every region op and the
     last position of every block. Other ops are only counted: on a large kernel most ops are
-    arithmetic, and one dict entry per op would cost more than the whole numbering. Given the
-    module's `skeleton` (which holds every op that matters here), only its ops are read and
-    numbered: lifetimes are only ever compared with each other, and the order of the ops that
-    matter is the same either way."""
+    arithmetic, and one dict entry per op would cost more than the whole numbering."""
 
-    def __init__(self, module: Module, skeleton: Optional[Skeleton] = None):
+    def __init__(self, module: Module):
         # (keyed by the ops and blocks themselves: hashed in C)
         self.pos: Dict[Operation, int] = {}
         self.span_end: Dict[Operation, int] = {}
         self.block_end: Dict[Block, int] = {}  # block -> last position inside the block
         self.users: List[Operation] = []  # ops that may use shared memory, in program order
-        # block -> its users and region ops, in order (the access index reads these instead of
-        # every op of the block: `keep_block_ops_for_index`)
-        self.block_ops: Dict[Block, List[Operation]] = {}
         self._user_kind: Dict[str, bool] = {}
         self._loops: Dict[Block, Tuple[Operation, ...]] = {}  # block -> `loops_around` its ops
         self.count = 0  # ops numbered so far; after __init__, every op numbered
-        self._skeleton = skeleton
         self._number(module.func)
 
     def _number(self, root: Operation) -> None:
@@ -122,9 +117,9 @@ class _Liveness:
         # pre-order positions; span_end[op] = last position inside a region op; on the way, the
         # ops that may take shared memory as an operand (and the scratch owners)
         pos, users, kinds, span_end = self.pos, self.users, self._user_kind, self.span_end
-        mine = self.block_ops[blk] = []
         count = self.count
-        for op in blk.ops if self._skeleton is None else self._skeleton.ops(blk):
+        op = blk.first_op
+        while op is not None:  # (the linked list read directly: this visits every op of the module)
             n = op.name
             u = kinds.get(n)
             if u is None:
@@ -133,8 +128,8 @@ class _Liveness:
                 users.append(op)
             elif not op.regions:
                 count += 1
+                op = op.next_op
                 continue
-            mine.append(op)
             pos[op] = count
             count += 1
             if op.regions:
@@ -143,6 +138,7 @@ class _Liveness:
                     self._number_block(r.block)
                 count = self.count
                 span_end[op] = count - 1
+            op = op.next_op
         self.block_end[blk] = count - 1
         self.count = count
 
@@ -185,7 +181,7 @@ class _Completions:
             if op.attrs.get("pendings") == 0:
                 self.dot.append(p)
         else:
-            for root in _bar_roots(ra, arg(op, "bar")):
+            for root in _bar_roots(ra, op.arg("bar")):
                 self.bar.setdefault(root, []).append(p)
 
 
@@ -234,10 +230,9 @@ def _bar_roots(ra: RegionAnalysis, v: Value) -> Tuple[object, ...]:
 _ASYNC_ACCESSES = frozenset({"tlx.tma_store", "tlx.async_store", "tlx.async_dot", "tlx.tma_load", "tlx.async_bulk_load"})
 
 
-def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None, live: Optional[_Liveness] = None) -> List[Buffer]:
+def collect_buffers(module: Module, ra: RegionAnalysis) -> List[Buffer]:
     """Every allocation and scratch area with its lifetime [start, end] in program positions."""
-    ra = ra or RegionAnalysis()
-    live = live or _Liveness(module)
+    live = _Liveness(module)
     done = _Completions()
     bufs: Dict[object, Buffer] = {}  # allocating op -> its buffer
     order: List[Buffer] = []
@@ -312,14 +307,14 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None, live: O
     for op in asyncs:
         n = op.name
         if n in ("tlx.tma_store", "tlx.async_store"):
-            targets = [arg(op, "src")]
+            targets = [op.arg("src")]
             lists = [done.store]
         elif n == "tlx.async_dot":
-            targets = [x for x in (arg(op, "a"), arg(op, "b")) if isinstance(x.type, T.MemDescType)]
+            targets = [x for x in (op.arg("a"), op.arg("b")) if isinstance(x.type, T.MemDescType)]
             lists = [done.dot]
         else:
-            targets = [arg(op, "dst")]
-            lists = [done.bar[r] for r in _bar_roots(ra, arg(op, "bar")) if r in done.bar]
+            targets = [op.arg("dst")]
+            lists = [done.bar[r] for r in _bar_roots(ra, op.arg("bar")) if r in done.bar]
         end = _next_completion(op, live, lists)
         for v in targets:
             for r in ra.regions_of(v):
@@ -331,28 +326,48 @@ def collect_buffers(module: Module, ra: Optional[RegionAnalysis] = None, live: O
     for b in order:
         if b.op.name == "tlx.alloc_barriers":
             b.end = live.count
-    # a buffer allocated inside a warp-specialize op lives for all of it (partitions are concurrent)
-    for b in order:
-        a = b.op.parent_op
-        while a is not None and a.name != "tt.func":
-            if a.name == "tlx.warp_specialize":
-                s, e = live.span(a)
-                b.start, b.end = min(b.start, s), max(b.end, e)
-            a = a.parent_op
+    # a buffer made inside a warp-specialize partition keeps its lifetime in the partition's own
+    # program order; its partition is noted, and `_interference` keeps it apart from every buffer
+    # of the other partitions, which run concurrently
+    for b in order + scratch:
+        b.partition = _partition_of(b.op)
     return order + scratch
 
 
+def _partition_of(op: Operation) -> Optional[Tuple[Operation, int]]:
+    """(warp-specialize op, region index) of the partition `op` is in; None outside one."""
+    child, a = op, op.parent_op
+    while a is not None and a.name != "tt.func":
+        if a.name == "tlx.warp_specialize":
+            for i, r in enumerate(a.regions):
+                if r.block is child.parent:
+                    return a, i
+        child, a = a, a.parent_op
+    return None
+
+
 def _interference(bufs: List[Buffer]) -> None:
-    """Fill each buffer's `conflicts` with the buffers whose lifetimes overlap its own."""
+    """Fill each buffer's `conflicts` with the buffers whose lifetimes overlap its own, and, for a
+    buffer made in a warp-specialize partition, with every buffer made in another partition of
+    the same op (partitions run concurrently: program order says nothing between them)."""
     srt = sorted(bufs, key=lambda b: (b.start, b.end))
     active: List[Tuple[int, int, Buffer]] = []  # (end, seq, buffer), kept sorted by end
+    paired = set()
     for seq, b in enumerate(srt):
         k = bisect.bisect_left(active, (b.start, -1))
         del active[:k]  # ended before b starts
         for _, _, o in active:
             o.conflicts.append(b)
             b.conflicts.append(o)
+            paired.add((id(o), id(b)))
         bisect.insort(active, (b.end, seq, b))
+    in_partitions = [b for b in bufs if b.partition is not None]
+    for i, b in enumerate(in_partitions):
+        for o in in_partitions[i + 1:]:
+            if (o.partition[0] is b.partition[0] and o.partition[1] != b.partition[1]  # type: ignore[index]
+                    and (id(o), id(b)) not in paired and (id(b), id(o)) not in paired):
+                o.conflicts.append(b)
+                b.conflicts.append(o)
 
 
 def _place(bufs: List[Buffer]) -> int:
@@ -388,12 +403,8 @@ def _peak_report(bufs: List[Buffer]) -> Tuple[int, List[Buffer]]:
 
 def run(module: Module, ctx: PassContext) -> None:
     """Assign offsets (see the module docstring)."""
-    ra = shared_regions(ctx)  # FenceInsertion's, when it ran; the later passes reuse it
-    forget_access_index(ctx)  # one built on an earlier allocation names other bytes
-    live = _Liveness(module, skeleton_of(module, ctx))
-    bufs = collect_buffers(module, ra, live)
-    # the ops the access index keeps are among these (it is built next, on this IR)
-    keep_block_ops_for_index(ctx, live.block_ops)
+    ra = ctx.analyses.get(RegionAnalysis, module)  # FenceInsertion's, when it ran
+    bufs = collect_buffers(module, ra)
     # mbarriers live to the end and share bytes with nothing: they go after the data buffers, one
     # after the other, without entering the interference computation
     data = [b for b in bufs if b.scratch or b.op.name != "tlx.alloc_barriers"]

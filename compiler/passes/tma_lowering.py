@@ -36,24 +36,24 @@ Rules (fence-passes.md §2.B):
 
 from __future__ import annotations
 
-from ..fences import make_fence, op_text
+from typing import Optional
+
+from ..fences import make_fence, op_text, preceding_fence
 from ..ir import types as T
-from ..ir.core import Operation
+from ..ir.core import Operation, Value
 from ..ir.layouts import default_shared_layout
-from .edits import Edits, preceding_fence
-from .skeleton import edits_for
 from .lower_dot import buffer_read_in_place, staging_type
 from .manager import PassContext
-from .memory import census_ops
 
 
-def _lower_store(op: Operation, ctx: PassContext, edits: Edits) -> None:
+def _lower_store(op: Operation, buf: Optional[Value], ctx: PassContext) -> None:
+    """Rewrite one `tt.descriptor_store`, storing `buf` in place when it is not None."""
     desc, tile, offs = op.arg("desc"), op.arg("value"), op.group("offsets")
-    buf = buffer_read_in_place(tile, op, edits)
+    blk = op.parent
     writer = dead_load = None
     if buf is None:
         alloc = Operation("tlx.local_alloc", [tile], [staging_type(tile.type)], loc=op.loc)
-        edits.insert_before(op, alloc)
+        blk.insert_before(op, alloc)
         buf, writer = alloc.result, alloc
     elif tile.defining_op is not None and len(tile.uses) == 1:
         dead_load = tile.defining_op  # stored in place: the register copy is not needed
@@ -61,10 +61,10 @@ def _lower_store(op: Operation, ctx: PassContext, edits: Edits) -> None:
     wait = Operation("tlx.tma_store_wait", [], [], {"pendings": 0}, loc=op.loc)
     op.drop_operands()
     if dead_load is not None and not dead_load.result.uses:
-        edits.erase(dead_load)
+        dead_load.erase()
     fence = None
     if ctx.proxy_fences_enabled:
-        prev = None if writer is not None else preceding_fence(op, edits)
+        prev = None if writer is not None else preceding_fence(op)
         if prev is not None:
             rec = ctx.fences.of(prev)
             rec.add_reader(store)
@@ -81,11 +81,11 @@ def _lower_store(op: Operation, ctx: PassContext, edits: Edits) -> None:
             rec.add_reader(store)
             rec.placement.append("right before the TMA store (TMALowering always fences the store it builds)")
     for o in ([fence] if fence is not None else []) + [store, wait]:
-        edits.insert_before(op, o)
-    edits.erase(op)
+        blk.insert_before(op, o)
+    op.erase()
 
 
-def _lower_load(op: Operation, ctx: PassContext, edits: Edits) -> None:
+def _lower_load(op: Operation) -> None:
     desc, offs = op.arg("desc"), op.group("offsets")
     dt = desc.type
     loc = op.loc
@@ -95,7 +95,7 @@ def _lower_load(op: Operation, ctx: PassContext, edits: Edits) -> None:
 
     def add(name, operands, types, attrs=None):
         o = Operation(name, operands, types, attrs, loc=loc)
-        edits.insert_before(op, o)
+        op.parent.insert_before(op, o)
         new.append(o)
         return o
 
@@ -110,18 +110,22 @@ def _lower_load(op: Operation, ctx: PassContext, edits: Edits) -> None:
     add("tlx.barrier_inval", [bar], [])
     ld = add("tlx.local_load", [buf, None], [op.result.type])
     op.result.replace_all_uses_with(ld.result)
-    edits.erase(op)
+    op.erase()
 
 
 def run(module, ctx: PassContext) -> None:
     """Lower every `tt.descriptor_store` / `tt.descriptor_load` of the module."""
-    loads = census_ops(module, ctx, "tt.descriptor_load")
-    stores = census_ops(module, ctx, "tt.descriptor_store")
+    loads, stores = [], []
+    for op in module.ops():
+        if op.name == "tt.descriptor_load":
+            loads.append(op)
+        elif op.name == "tt.descriptor_store":
+            stores.append(op)
     # loads first, so that a store of a loaded tile sees the lowered local_load (and reads in place)
-    edits = edits_for(ctx)
     for op in loads:
-        _lower_load(op, ctx, edits)
-    edits.apply()
-    for op in stores:
-        _lower_store(op, ctx, edits)
-    edits.apply()
+        _lower_load(op)
+    # which stores read in place is decided before any is rewritten: what lowering a store
+    # inserts writes only its new staging buffer, never a buffer another store reads in place
+    in_place = [buffer_read_in_place(op.arg("value"), op) for op in stores]
+    for op, buf in zip(stores, in_place):
+        _lower_store(op, buf, ctx)

@@ -1,13 +1,9 @@
-"""Issue 6 acceptance on the H200: every GEMM example (tlx.examples.gemm) correct at every
-benchmarked shape (M=N=K=4096 and 8192, 8192x1024x8192, 1024x8192x4096), bf16 and fp16, relative
-error <= 1e-2 against a float64 reference, outputs poisoned with NaN first, fresh random inputs
-(the seed is in every failure message); plus ragged shapes, all three array libraries' launch
-path through torch, and repeated runs that must agree bit for bit (a moving result is a race).
-
-Run on the GPU machine from the repository root::
-
-    python3 -m pytest -q -m gpu tests/gpu/test_examples_gemm_gpu.py
-"""
+"""Every GEMM example (tlx.examples.gemm) on the GPU, correct at every benchmarked shape (M=N=K=4096
+and 8192, 8192x1024x8192, 1024x8192x4096) and at ragged ones, bf16 and fp16: relative error
+<= 1e-2 against a float64 reference, outputs poisoned with NaN first, fresh random inputs (the
+seed is in every failure message); plus repeated runs that must agree bit for bit (a moving
+result is a race) and a launch on a side stream. Each launch is one CI compiled
+(tests/kernels/gemm_examples.py)."""
 
 from __future__ import annotations
 
@@ -15,11 +11,9 @@ import random
 
 import pytest
 
-pytestmark = pytest.mark.gpu
+from kernels.gemm_examples import BENCH_SHAPES, DTYPES, KINDS, RAGGED_SHAPES, spec_for
 
-BENCH_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 1024, 8192), (1024, 8192, 4096)]
-RAGGED_SHAPES = [(1000, 776, 1000), (130, 264, 40), (8192 + 64, 1024 + 8, 520)]
-KINDS = ["pipelined", "ws", "persistent", "pingpong"]
+pytestmark = pytest.mark.gpu
 
 
 def _seed() -> int:
@@ -56,6 +50,7 @@ def _run(kind: str, a, b):
 
     c = torch.full((a.shape[0], b.shape[1]), float("nan"), device="cuda", dtype=a.dtype)
     plan = gemm.ALL_PLANS[kind](a, b, out=c)
+    spec_for(plan).check(*plan.args)
     plan.run()
     torch.cuda.synchronize()
     return c
@@ -73,7 +68,7 @@ def _check(kind, M, N, K, dtype, seed, c, ref):
 
 
 @pytest.mark.parametrize("kind", KINDS)  # fastest-varying: the three kernels share one shape's inputs
-@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("M,N,K", BENCH_SHAPES + RAGGED_SHAPES, ids=lambda v: str(v))
 def test_gemm_example_on_gpu(kind, M, N, K, dtype):
     seed, a, b, ref = _inputs(M, N, K, dtype)
@@ -108,6 +103,8 @@ def test_gemm_example_on_a_side_stream(kind):
     c = torch.full((1000, 776), float("nan"), device="cuda", dtype=a.dtype)
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        gemm.ALL_PLANS[kind](a, b, out=c).run(stream=s)
+        plan = gemm.ALL_PLANS[kind](a, b, out=c)
+        spec_for(plan).check(*plan.args)
+        plan.run(stream=s)
     s.synchronize()
     _check(kind, 1000, 776, 1000, "fp16", seed, c, ref)

@@ -8,15 +8,17 @@ proxy and in-flight state, so a missing `fence.proxy.async` or a missing wait is
 both source lines (`ProxyHazard`, `SyncHazard`), and a wait that can never complete raises
 `DeadlockError` naming the barrier, the phase, the lines and the partitions.
 
-`tlx.interpret(kernel, grid, *args, fence_passes=True, raise_on_hazard=True, **constexprs)` (in
-`tlx/interpret.py`) traces a `@tlx.jit` kernel for host arguments, runs the pre-layout passes and
-then `run`.
+`interpret(kernel, grid, *args, fence_passes=True, raise_on_hazard=True, **constexprs)` (`entry.py`,
+public as `tlx.interpret`) traces a `@tlx.jit` kernel for host arguments, runs the pre-layout
+passes and then `run`.
 
 See `api.py` for the argument conventions, `hazards.py` for the model, docs/interpreter.md.
 """
 
 from .api import run
+from .entry import interpret, prepare_module
 from .hazards import DeadlockError, Hazard, ProxyHazard, SyncHazard
 from .memory import InterpreterError
 
-__all__ = ["run", "Hazard", "ProxyHazard", "SyncHazard", "DeadlockError", "InterpreterError"]
+__all__ = ["run", "interpret", "prepare_module", "Hazard", "ProxyHazard", "SyncHazard", "DeadlockError",
+           "InterpreterError"]

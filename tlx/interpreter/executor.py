@@ -352,12 +352,21 @@ class Interpreter:
         for v in vs:
             x = th.env.get(v)
             if isinstance(x, PendingDot):
-                r = th.record(op, f"use of the async_dot result in {op.name}")
+                user = _source_user(op)
+                r = th.record(user, f"use of the async_dot result in {user.name}")
                 src = th.record(x.op, "async_dot result")
                 self.checker.report(SyncHazard, "use-before-wait", "the register result of an async_dot is used "
                                     "before tlx.async_dot_wait retired its wgmma group", None, src, r,
                                     "pass the result through tlx.async_dot_wait(N, acc) and use the value it returns")
                 th.env[v] = x.resolve()
+
+
+def _source_user(op: Operation) -> Operation:
+    """The op of the kernel's source that uses a value: layout conversions the compiler inserted
+    carry the producer's line, so a report names the first op after them that the user wrote."""
+    while op.name == "tt.convert_layout" and op.results and op.results[0].users:
+        op = op.results[0].users[0]
+    return op
 
 
 # =================================================================================================
@@ -421,24 +430,22 @@ def _splat(it, th, op):
     _set(th, op, np.full(t.shape, _uniform(th, op, op.operands[0], "splatted value"), dtype=N.compute_dtype(t.element)))
 
 
-@handler("tt.broadcast")
-def _broadcast(it, th, op):
-    _set(th, op, np.broadcast_to(th.env[op.operands[0]], op.result.type.shape))
+def _reshaper(fn: Callable[[np.ndarray, Operation], np.ndarray]) -> Callable:
+    """A handler that rearranges its one operand: fn(value, op) gives the result."""
+    def h(it, th, op):
+        _set(th, op, fn(th.env[op.operands[0]], op))
+    return h
 
 
-@handler("tt.expand_dims")
-def _expand(it, th, op):
-    _set(th, op, np.expand_dims(th.env[op.operands[0]], op.attrs["axis"]))
-
-
-@handler("tt.reshape")
-def _reshape(it, th, op):
-    _set(th, op, np.reshape(th.env[op.operands[0]], op.result.type.shape))
-
-
-@handler("tt.trans")
-def _trans(it, th, op):
-    _set(th, op, np.transpose(th.env[op.operands[0]], op.attrs["order"]))
+for _n, _f in {
+    "broadcast": lambda x, op: np.broadcast_to(x, op.result.type.shape),
+    "expand_dims": lambda x, op: np.expand_dims(x, op.attrs["axis"]),
+    "reshape": lambda x, op: np.reshape(x, op.result.type.shape),
+    "trans": lambda x, op: np.transpose(x, op.attrs["order"]),
+    "hint": lambda x, op: x,
+    "convert_layout": lambda x, op: x,
+}.items():
+    HANDLERS[f"tt.{_n}"] = _reshaper(_f)
 
 
 @handler("tt.join")
@@ -452,11 +459,6 @@ def _split(it, th, op):
     a = th.env[op.operands[0]]
     th.env[op.results[0]] = np.ascontiguousarray(a[..., 0])
     th.env[op.results[1]] = np.ascontiguousarray(a[..., 1])
-
-
-@handler("tt.hint", "tt.convert_layout")
-def _identity(it, th, op):
-    _set(th, op, th.env[op.operands[0]])
 
 
 # -- integer arithmetic ------------------------------------------------------------------------------
@@ -832,7 +834,7 @@ def _desc_load(it, th, op):
 @handler("tt.descriptor_store")
 def _desc_store(it, th, op):
     d = th.env[op.arg("desc")]
-    d.store_tile(_offsets(th, op), np.asarray(th.env[op.arg("value")]))
+    d.store_tile(_offsets(th, op), np.asarray(th.env[op.arg("value")]), op.loc)
 
 
 # -- shared memory ------------------------------------------------------------------------------------
@@ -1039,7 +1041,7 @@ def _tma_store(it, th, op):
     offs = _offsets(th, op)
     r = th.record(op, "TMA store (async read of its source)")
     it.checker.async_read(src, r)
-    th.bulk.append(Group([r], lambda: d.store_tile(offs, src.read())))
+    th.bulk.append(Group([r], lambda: d.store_tile(offs, src.read(), op.loc)))
 
 
 @handler("tlx.async_store")

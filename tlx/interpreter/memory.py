@@ -1,11 +1,13 @@
-"""Memory for the interpreter: a global address space over the host arrays of the kernel's
+"""Memory for the interpreter: a global address space over the host memory of the kernel's
 arguments, shared-memory allocations with numpy views, and TMA descriptors.
 
-Global memory: every argument array is a *region* at a made-up base address (bases are 4 KiB
-aligned and separated by a gap, so running off the end of one array never lands in another).
-Pointers are int64 byte addresses; a load or store finds the region, checks bounds and alignment
-and gathers/scatters through a typed view of the region's bytes. Arguments that are views of one
-numpy array share its region, so aliasing behaves as on the GPU.
+Global memory: every host allocation an argument lives in (a numpy array's base, a torch
+tensor's storage; see `arguments.py`) is a *region* at a made-up base address (bases are 4 KiB
+aligned and separated by a gap, so running off the end of one allocation never lands in
+another). Pointers are int64 byte addresses; a load or store finds the region, checks bounds,
+alignment and writability, and gathers/scatters through a typed view of the region's bytes,
+which are the host memory itself: stores land in the user's arrays. Arguments that are views
+of one allocation share its region, so aliasing behaves as on the GPU.
 
 Shared memory: each `tlx.local_alloc` / `tlx.alloc_barriers` op owns one allocation per program
 (executing the op again — in a loop — reuses its bytes, as the static shared-memory carve-out
@@ -16,7 +18,7 @@ views are numpy views: index, subslice, transpose, reinterpret).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -43,11 +45,13 @@ class InterpreterError(TLXError):
 
 @dataclass
 class Region:
-    """One host buffer in the global address space."""
+    """One host allocation in the global address space."""
 
-    name: str
+    name: str  # the first argument that lives in it
     base: int
-    data: np.ndarray  # uint8, the buffer's bytes (shares memory with the host array)
+    data: np.ndarray  # uint8, the allocation's bytes (the host memory itself, not a copy)
+    host_addr: int = 0  # host address of data[0]
+    writable: bool = True
     views: Dict[np.dtype, np.ndarray] = field(default_factory=dict)
 
     @property
@@ -67,12 +71,12 @@ class Region:
             self.views[dt] = v
         return v
 
-
-def _root_array(a: np.ndarray) -> np.ndarray:
-    r = a
-    while isinstance(r.base, np.ndarray):
-        r = r.base
-    return r
+    def check_writable(self, what: str, loc: Optional[Location]) -> None:
+        """Raise for a write into memory the host marked read-only."""
+        if not self.writable:
+            raise InterpreterError(f"{what} into argument '{self.name}', whose memory is read-only", loc,
+                                   hint="pass a writeable array (numpy: a copy, or one whose flags.writeable is "
+                                        "set) for the kernel to write")
 
 
 class GlobalMemory:
@@ -83,28 +87,23 @@ class GlobalMemory:
     def __init__(self) -> None:
         self.regions: List[Region] = []
         self._bases: List[int] = []
-        self._by_root: Dict[int, Region] = {}
         self._next = 1 << 20
 
-    def add_array(self, arr: np.ndarray, name: str) -> int:
-        """Map a host array into the address space; returns the address of its first element.
-        Views of one C-contiguous array share a region (their addresses differ by the view's
-        offset), so in-place and aliasing kernels see one memory."""
-        root = _root_array(arr)
-        if not (root.flags.c_contiguous or root.flags.f_contiguous):
-            raise InterpreterError(f"argument '{name}': its memory is not one contiguous block",
-                                   hint="pass np.ascontiguousarray(x) (and copy the result back)")
-        reg = self._by_root.get(id(root))
-        if reg is None:
-            flat = root.reshape(-1, order="A").view(np.uint8) if root.size else np.zeros(0, np.uint8)
-            if flat.ctypes.data != root.ctypes.data:  # pragma: no cover - reshape copied
-                raise InterpreterError(f"argument '{name}': cannot address its memory in place")
-            reg = Region(name, self._next, flat)
-            self._next += ((reg.nbytes + 4095) // 4096) * 4096 + self.GAP
-            self.regions.append(reg)
-            self._bases.append(reg.base)
-            self._by_root[id(root)] = reg
-        return reg.base + (arr.ctypes.data - root.ctypes.data if arr.size else 0)
+    def map_host(self, name: str, data: np.ndarray, host_addr: int, writable: bool = True) -> Region:
+        """The region for `data` (uint8 over host memory at `host_addr`): the region of an
+        allocation already mapped that contains these bytes — views of one allocation share it,
+        and it turns read-only if any of them is —, else a new region. Map larger allocations
+        first (`arguments.bind_arguments` does) so that a later view finds its container."""
+        end = host_addr + int(data.size)
+        for reg in self.regions:
+            if data.size and reg.host_addr <= host_addr and end <= reg.host_addr + reg.nbytes:
+                reg.writable = reg.writable and writable
+                return reg
+        reg = Region(name, self._next, data, host_addr, writable)
+        self._next += ((reg.nbytes + 4095) // 4096) * 4096 + self.GAP
+        self.regions.append(reg)
+        self._bases.append(reg.base)
+        return reg
 
     def region_at(self, addr: int) -> Optional[Region]:
         import bisect
@@ -134,7 +133,10 @@ class GlobalMemory:
         lo, hi = int(live.min()), int(live.max())
         isz = dt.itemsize
         reg = self.region_at(lo)
+        writes = what in ("store", "atomic")
         if reg is not None and hi + isz <= reg.end:
+            if writes:
+                reg.check_writable(what, loc)
             off = a - reg.base
             if np.any(off[act] % isz):
                 bad = int(live[(live - reg.base) % isz != 0][0])
@@ -147,6 +149,8 @@ class GlobalMemory:
                 if np.any(a[inr] + isz > r.end) or np.any((a[inr] - r.base) % isz):
                     bad = int(a[inr][(a[inr] + isz > r.end) | ((a[inr] - r.base) % isz != 0)][0])
                     raise InterpreterError(f"out-of-bounds or misaligned {what} at {self._describe(bad)}", loc)
+                if writes:
+                    r.check_writable(what, loc)
                 out.append((r, inr, np.where(inr, (a - r.base) // isz, 0)))
         covered = np.zeros(a.shape, bool)
         for _, m, _ in out:
@@ -295,8 +299,9 @@ class Descriptor:
             vals = N.round_float(vals, N.FORMATS["tf32"]).astype(np.float32)
         return np.where(inb, vals, np.array(fill).astype(vals.dtype))
 
-    def store_tile(self, offsets: Sequence[int], values: np.ndarray) -> None:
+    def store_tile(self, offsets: Sequence[int], values: np.ndarray, loc: Optional[Location] = None) -> None:
         """Write the in-bounds part of a tile."""
+        self.region.check_writable("TMA store", loc)
         sd = N.storage_dtype(self.element)
         lin, inb = self._coords(offsets)
         self.region.typed(sd)[lin[inb]] = N.encode(values, self.element)[inb]

@@ -13,7 +13,7 @@ In memory (global or shared) every value has a *storage* dtype of the type's wid
 from __future__ import annotations
 
 import math
-from typing import Dict, Tuple
+from typing import Dict
 
 import numpy as np
 
@@ -280,9 +280,3 @@ def int_constant(value: int, t: T.ScalarType) -> np.generic:
     if t.is_signed and v >= 1 << (t.bits - 1):
         v -= 1 << t.bits
     return compute_dtype(t).type(v)
-
-
-def shape_dtype_of(t: T.Type) -> Tuple[Tuple[int, ...], np.dtype]:
-    """The (shape, compute dtype) of a scalar, pointer or tensor type."""
-    e = T.element_of(t)
-    return T.shape_of(t), compute_dtype(e)  # type: ignore[arg-type]

@@ -6,14 +6,14 @@ into IR. Names and defaults follow `triton.language`.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from tlx.compiler.errors import TLXCompileError
 
 from . import math, semantic
 from .core import (block_type, bfloat16, builtin, constexpr, dtype, float8e4nv, float8e5, float16, float32,
                    float64, int1, int8, int16, int32, int64, pointer_type, tensor, tensor_descriptor, uint8,
-                   uint16, uint32, uint64, unwrap)
+                   uint16, uint32, uint64, unwrap, shape_arg)
 
 float8e4m3fn = float8e4nv
 float8e5m2 = float8e5
@@ -139,8 +139,6 @@ def full_like(x: Any, value: Any) -> tensor:
 def cdiv(x: Any, div: Any) -> Any:
     """Ceiling division (compile-time when both are compile-time)."""
     x, div = unwrap(x), unwrap(div)
-    if not isinstance(x, tensor) and not isinstance(div, tensor):
-        return (x + div - 1) // div
     return (x + div - 1) // div
 
 
@@ -245,8 +243,7 @@ sigmoid = math.sigmoid
 
 @builtin
 def reshape(input: Any, *shape: Any, can_reorder: Any = False) -> tensor:
-    if len(shape) == 1 and isinstance(unwrap(shape[0]), (tuple, list)):
-        shape = tuple(unwrap(shape[0]))
+    shape = tuple(unwrap(shape_arg(shape)))
     return semantic.reshape(semantic.to_tensor(input), shape, unwrap(can_reorder))
 
 
@@ -255,15 +252,13 @@ view = reshape
 
 @builtin
 def permute(input: Any, *dims: Any) -> tensor:
-    if len(dims) == 1 and isinstance(unwrap(dims[0]), (tuple, list)):
-        dims = tuple(unwrap(dims[0]))
+    dims = tuple(unwrap(shape_arg(dims)))
     return semantic.permute(semantic.to_tensor(input), dims)
 
 
 @builtin
 def trans(input: Any, *dims: Any) -> tensor:
-    if len(dims) == 1 and isinstance(unwrap(dims[0]), (tuple, list)):
-        dims = tuple(unwrap(dims[0]))
+    dims = tuple(unwrap(shape_arg(dims)))
     return semantic.permute(semantic.to_tensor(input), dims or (1, 0))
 
 
@@ -280,8 +275,7 @@ def expand_dims(input: Any, axis: Any) -> tensor:
 
 @builtin
 def broadcast_to(input: Any, *shape: Any) -> tensor:
-    if len(shape) == 1 and isinstance(unwrap(shape[0]), (tuple, list)):
-        shape = tuple(unwrap(shape[0]))
+    shape = tuple(unwrap(shape_arg(shape)))
     return semantic.broadcast_to(semantic.to_tensor(input), shape)
 
 

@@ -7,6 +7,7 @@ builder. Calling a builtin outside a `@tlx.jit` kernel is a clear error.
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TYPE_CHECKING
 
@@ -231,16 +232,18 @@ def unwrap(v: Any) -> Any:
 
 
 class TraceContext:
-    """The state of one kernel trace: the builder (with the current source location) and
+    """The state of one kernel trace: the builder (with the current source location), the
+    module that builds IR for the language (`tlx.language.semantic`: the tensor and buffer
+    methods below call it through the trace, since it is built on this module), and
     compile-time facts builtins need (num_warps, target, warp-specialize replica id)."""
 
-    def __init__(self, builder: "Builder", num_warps: int, target: str):
+    def __init__(self, builder: "Builder", num_warps: int, target: str, semantic: Any):
         self.builder = builder
+        self.semantic = semantic
         self.num_warps = num_warps
         self.target = target
         self.replica_id: Optional[int] = None  # inside a replicated async_task
         self.in_partition = False
-        self.warned_fence_alias = False
         self.tracer: Any = None
         # constants are made once per (block, type, value) at the top of the function body or of
         # the worker partition being traced (partitions are isolated from outer values)
@@ -313,6 +316,11 @@ class Handle:
         raise TLXCompileError(f"cannot iterate over a runtime {type(self).__name__}")
 
 
+def shape_arg(args: Tuple[Any, ...]) -> Any:
+    """`x.reshape(2, 3)` and `x.reshape((2, 3))` alike: one tuple/list argument is the shape."""
+    return args[0] if len(args) == 1 and isinstance(unwrap(args[0]), (tuple, list)) else args
+
+
 class tensor(Handle):
     """A runtime value: a scalar (shape `()`) or a block tensor, of dtype `dtype`."""
 
@@ -327,10 +335,7 @@ class tensor(Handle):
 
     @property
     def numel(self) -> int:
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
+        return math.prod(self.shape)
 
     def is_block(self) -> bool:
         return bool(self.shape)
@@ -338,7 +343,81 @@ class tensor(Handle):
     def __repr__(self) -> str:
         return f"tensor({self.dtype}, shape={list(self.shape)})"
 
-    # operators and methods are attached by tlx.language.semantic (to keep this module data-only)
+    # Triton's tensor operators and methods; tlx.language.semantic builds their IR.
+    __hash__ = object.__hash__  # defining __eq__ below would otherwise make tensors unhashable
+
+    def __add__(self, o: Any) -> "tensor": return current().semantic.add(self, o)
+    def __radd__(self, o: Any) -> "tensor": return current().semantic.add(o, self)
+    def __sub__(self, o: Any) -> "tensor": return current().semantic.sub(self, o)
+    def __rsub__(self, o: Any) -> "tensor": return current().semantic.sub(o, self)
+    def __mul__(self, o: Any) -> "tensor": return current().semantic.mul(self, o)
+    def __rmul__(self, o: Any) -> "tensor": return current().semantic.mul(o, self)
+    def __truediv__(self, o: Any) -> "tensor": return current().semantic.truediv(self, o)
+    def __rtruediv__(self, o: Any) -> "tensor": return current().semantic.truediv(o, self)
+    def __floordiv__(self, o: Any) -> "tensor": return current().semantic.floordiv(self, o)
+    def __rfloordiv__(self, o: Any) -> "tensor": return current().semantic.floordiv(o, self)
+    def __mod__(self, o: Any) -> "tensor": return current().semantic.mod(self, o)
+    def __rmod__(self, o: Any) -> "tensor": return current().semantic.mod(o, self)
+    def __and__(self, o: Any) -> "tensor": return current().semantic.and_(self, o)
+    def __rand__(self, o: Any) -> "tensor": return current().semantic.and_(o, self)
+    def __or__(self, o: Any) -> "tensor": return current().semantic.or_(self, o)
+    def __ror__(self, o: Any) -> "tensor": return current().semantic.or_(o, self)
+    def __xor__(self, o: Any) -> "tensor": return current().semantic.xor_(self, o)
+    def __rxor__(self, o: Any) -> "tensor": return current().semantic.xor_(o, self)
+    def __lshift__(self, o: Any) -> "tensor": return current().semantic.shl(self, o)
+    def __rlshift__(self, o: Any) -> "tensor": return current().semantic.shl(o, self)
+    def __rshift__(self, o: Any) -> "tensor": return current().semantic.shr(self, o)
+    def __rrshift__(self, o: Any) -> "tensor": return current().semantic.shr(o, self)
+    def __lt__(self, o: Any) -> "tensor": return current().semantic.compare(self, o, "lt")
+    def __le__(self, o: Any) -> "tensor": return current().semantic.compare(self, o, "le")
+    def __gt__(self, o: Any) -> "tensor": return current().semantic.compare(self, o, "gt")
+    def __ge__(self, o: Any) -> "tensor": return current().semantic.compare(self, o, "ge")
+    def __eq__(self, o: Any) -> "tensor": return current().semantic.compare(self, o, "eq")  # type: ignore[override]
+    def __ne__(self, o: Any) -> "tensor": return current().semantic.compare(self, o, "ne")  # type: ignore[override]
+    def __neg__(self) -> "tensor": return current().semantic.minus(self)
+    def __pos__(self) -> "tensor": return self
+    def __invert__(self) -> "tensor": return current().semantic.invert(self)
+    def __getitem__(self, slices: Any) -> "tensor": return current().semantic.tensor_getitem(self, slices)
+
+    def to(self, dtype_: Any, fp_downcast_rounding: Any = None, bitcast: Any = False) -> "tensor":
+        return current().semantic.cast(self, unwrap(dtype_), unwrap(fp_downcast_rounding), unwrap(bitcast))
+
+    def reshape(self, *shape: Any, can_reorder: bool = False) -> "tensor":
+        return current().semantic.reshape(self, shape_arg(shape), can_reorder)
+
+    def permute(self, *dims: Any) -> "tensor":
+        return current().semantic.permute(self, shape_arg(dims))
+
+    def trans(self, *dims: Any) -> "tensor":
+        return current().semantic.permute(self, shape_arg(dims) or (1, 0))
+
+    @property
+    def T(self) -> "tensor":
+        return current().semantic.permute(self, (1, 0))
+
+    def expand_dims(self, axis: Any) -> "tensor":
+        return current().semantic.expand_dims(self, axis)
+
+    def broadcast_to(self, *shape: Any) -> "tensor":
+        return current().semantic.broadcast_to(self, shape_arg(shape))
+
+    def sum(self, axis: Any = None, keep_dims: bool = False) -> "tensor":
+        return current().semantic.reduce(self, axis, "sum", keep_dims)
+
+    def max(self, axis: Any = None, keep_dims: bool = False) -> "tensor":
+        return current().semantic.reduce(self, axis, "max", keep_dims)
+
+    def min(self, axis: Any = None, keep_dims: bool = False) -> "tensor":
+        return current().semantic.reduce(self, axis, "min", keep_dims)
+
+    def argmax(self, axis: Any, keep_dims: bool = False) -> "tensor":
+        return current().semantic.reduce(self, axis, "argmax", keep_dims)
+
+    def argmin(self, axis: Any, keep_dims: bool = False) -> "tensor":
+        return current().semantic.reduce(self, axis, "argmin", keep_dims)
+
+    def split(self) -> Tuple["tensor", "tensor"]:
+        return current().semantic.split(self)
 
 
 class buffered_tensor(Handle):
@@ -361,6 +440,10 @@ class buffered_tensor(Handle):
     def num(self) -> int:
         return self.mtype.buffers
 
+    def __getitem__(self, idx: Any) -> "buffered_tensor":
+        """`buf[i]`: buffer `i` of a buffer array (`tlx.local_view`)."""
+        return current().semantic.memdesc_index(self, idx)
+
     def __repr__(self) -> str:
         return f"buffered_tensor({self.handle.type})"
 
@@ -378,6 +461,10 @@ class mbarrier(Handle):
         t = self.handle.type
         return t.count if t.array else 0  # type: ignore[union-attr]
 
+    def __getitem__(self, idx: Any) -> "mbarrier":
+        """`bars[i]`: barrier `i` of an mbarrier array (`tlx.local_view`)."""
+        return current().semantic.memdesc_index(self, idx)
+
     def __repr__(self) -> str:
         return f"mbarrier({self.handle.type})"
 
@@ -393,6 +480,14 @@ class tensor_descriptor(Handle):
     @property
     def block_type(self) -> block_type:
         return block_type(self.dtype, self.block_shape)
+
+    def load(self, offsets: Any, cache_modifier: Any = "", eviction_policy: Any = "") -> tensor:
+        """`desc.load(offsets)`: a TMA load of one tile into registers."""
+        return current().semantic.descriptor_load(self, offsets, cache_modifier, eviction_policy)
+
+    def store(self, offsets: Any, value: Any) -> None:
+        """`desc.store(offsets, tile)`: a TMA store of one tile from registers."""
+        current().semantic.descriptor_store(self, offsets, value)
 
     def __repr__(self) -> str:
         return f"tensor_descriptor({self.dtype}, {self.block_shape})"
@@ -424,7 +519,3 @@ def wrap_value(v: "Value", template: Any = None) -> Handle:
     if isinstance(t, T.TokenType):
         return async_token(v)
     raise TLXCompileError(f"cannot wrap a value of type {t}")
-
-
-def ir_type_of(h: Handle) -> T.Type:
-    return h.handle.type

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import semantic
-from .core import builtin, float32, unwrap
+from .core import builtin
 
 
 def _f32f64(name: str, doc: str):

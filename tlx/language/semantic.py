@@ -13,11 +13,12 @@ import numbers
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tlx.compiler.errors import TLXCompileError
+from tlx.compiler.ir import layouts as L
 from tlx.compiler.ir import types as T
 
 from . import core
-from .core import (async_token, buffered_tensor, dtype, float16, float32, float64, bfloat16, int1, int8, int32,
-                   int64, pointer_type, tensor, uint32, uint64, unwrap)
+from .core import (buffered_tensor, dtype, float16, float32, float64, bfloat16, int1, int8, int32,
+                   int64, mbarrier, pointer_type, tensor, uint32, uint64, unwrap)
 
 # ---------------------------------------------------------------------------------------------
 # emission helpers
@@ -104,19 +105,12 @@ def constant(value: Any, dt: dtype, shape: Sequence[int] = ()) -> tensor:
 
 def scalar_constant(value: Any, dt: dtype) -> tensor:
     """A scalar constant of dtype `dt`."""
-    if dt.is_int() or dt.is_bool():
-        lo, hi = dt.int_range()
-        v = int(value)
-        if not lo <= v <= hi:
-            raise err(f"constant {value} is out of range for {dt}")
-        value = v if not dt.is_bool() else bool(v)
-    else:
-        value = float(value)
-    return constant(value, dt)
+    return full((), value, dt)
 
 
 def full(shape: Sequence[int], value: Any, dt: dtype) -> tensor:
-    """A block of `shape` filled with `value` (a tensor constant when `value` is a number)."""
+    """A block of `shape` (a scalar when empty) filled with `value` (a constant when `value` is a
+    number, range-checked against `dt`)."""
     shape = check_shape(shape)
     if isinstance(value, tensor):
         v = cast(value, dt)
@@ -234,9 +228,7 @@ def broadcast_pair(a: tensor, b: tensor) -> Tuple[tensor, tensor]:
 
 def reshape(x: tensor, shape: Sequence[int], can_reorder: bool = False) -> tensor:
     shape = check_shape(shape)
-    n = 1
-    for d in shape:
-        n *= d
+    n = math.prod(shape)
     if n != x.numel:
         raise err(f"cannot reshape {list(x.shape)} ({x.numel} elements) to {list(shape)} ({n} elements)")
     if shape == x.shape:
@@ -317,7 +309,7 @@ def cast(x: Any, dst: dtype, fp_downcast_rounding: Optional[str] = None, bitcast
         return emit1("arith.extf", [x.handle], dst, sh)
     if (src.is_int() or src.is_bool()) and (dst.is_int() or dst.is_bool()):
         if dst.is_bool():
-            return compare(x, full(sh, 0, src) if sh else scalar_constant(0, src), "ne")
+            return compare(x, full(sh, 0, src), "ne")
         if src.primitive_bitwidth == dst.primitive_bitwidth:
             return emit1("arith.bitcast", [x.handle], dst, sh)
         if src.primitive_bitwidth > dst.primitive_bitwidth:
@@ -329,7 +321,7 @@ def cast(x: Any, dst: dtype, fp_downcast_rounding: Optional[str] = None, bitcast
             x = cast(x, float32)
             src = float32
         if dst.is_bool():
-            return compare(x, full(sh, 0.0, src) if sh else scalar_constant(0.0, src), "ne")
+            return compare(x, full(sh, 0.0, src), "ne")
         return emit1("arith.fptosi" if dst.is_int_signed() else "arith.fptoui", [x.handle], dst, sh)
     if (src.is_int() or src.is_bool()) and dst.is_floating():
         if dst.is_fp8():
@@ -536,7 +528,7 @@ def logical_or(a: Any, b: Any) -> tensor:
 
 def not_(x: Any) -> tensor:
     x = cast(to_tensor(x), int1)
-    one = full(x.shape, True, int1) if x.shape else scalar_constant(True, int1)
+    one = full(x.shape, True, int1)
     return emit1("arith.xori", [x.handle, one.handle], int1, x.shape)
 
 
@@ -546,7 +538,7 @@ def minus(x: Any) -> tensor:
         raise err("cannot negate a pointer")
     if x.dtype.is_floating():
         return emit1("arith.negf", [x.handle], x.dtype, x.shape)
-    zero = full(x.shape, 0, x.dtype) if x.shape else scalar_constant(0, x.dtype)
+    zero = full(x.shape, 0, x.dtype)
     return emit1("arith.subi", [zero.handle, x.handle], x.dtype, x.shape)
 
 
@@ -555,7 +547,7 @@ def invert(x: Any) -> tensor:
     if not (x.dtype.is_int() or x.dtype.is_bool()):
         raise err(f"~ needs an integer operand, got {x.dtype}")
     ones = -1 if x.dtype.is_int_signed() else (True if x.dtype.is_bool() else x.dtype.int_range()[1])
-    m = full(x.shape, ones, x.dtype) if x.shape else scalar_constant(ones, x.dtype)
+    m = full(x.shape, ones, x.dtype)
     return emit1("arith.xori", [x.handle, m.handle], x.dtype, x.shape)
 
 
@@ -575,20 +567,21 @@ def compare(a: Any, b: Any, pred: str) -> tensor:
 
 
 def minimum(a: Any, b: Any, propagate_nan: Any = None) -> tensor:
-    a, b = binary_operands(a, b)
-    if a.dtype.is_floating():
-        name = "arith.minimumf" if _propagates(propagate_nan) else "arith.minnumf"
-    else:
-        name = "arith.minsi" if a.dtype.is_int_signed() else "arith.minui"
-    return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
+    """The elementwise smaller of a and b (NaN wins only with propagate_nan=ALL, as in Triton)."""
+    return _extremum("min", a, b, propagate_nan)
 
 
 def maximum(a: Any, b: Any, propagate_nan: Any = None) -> tensor:
+    """The elementwise larger of a and b (NaN wins only with propagate_nan=ALL, as in Triton)."""
+    return _extremum("max", a, b, propagate_nan)
+
+
+def _extremum(kind: str, a: Any, b: Any, propagate_nan: Any) -> tensor:
     a, b = binary_operands(a, b)
     if a.dtype.is_floating():
-        name = "arith.maximumf" if _propagates(propagate_nan) else "arith.maxnumf"
+        name = f"arith.{kind}imumf" if _propagates(propagate_nan) else f"arith.{kind}numf"
     else:
-        name = "arith.maxsi" if a.dtype.is_int_signed() else "arith.maxui"
+        name = f"arith.{kind}si" if a.dtype.is_int_signed() else f"arith.{kind}ui"
     return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
 
 
@@ -660,17 +653,20 @@ def arange(start: Any, end: Any) -> tensor:
 
 
 def program_id(axis: Any) -> tensor:
-    axis = unwrap(axis)
-    if axis not in (0, 1, 2):
-        raise err(f"program_id axis must be 0, 1 or 2, got {axis!r}")
-    return emit1("tt.get_program_id", [], int32, (), {"axis": axis})
+    """This program's index along grid `axis` (0, 1, 2)."""
+    return _grid_query("tt.get_program_id", "program_id", axis)
 
 
 def num_programs(axis: Any) -> tensor:
+    """The grid's size along `axis` (0, 1, 2)."""
+    return _grid_query("tt.get_num_programs", "num_programs", axis)
+
+
+def _grid_query(op_name: str, what: str, axis: Any) -> tensor:
     axis = unwrap(axis)
     if axis not in (0, 1, 2):
-        raise err(f"num_programs axis must be 0, 1 or 2, got {axis!r}")
-    return emit1("tt.get_num_programs", [], int32, (), {"axis": axis})
+        raise err(f"{what} axis must be 0, 1 or 2, got {axis!r}")
+    return emit1(op_name, [], int32, (), {"axis": axis})
 
 
 def hint(x: Any, key: str, values: Any) -> tensor:
@@ -714,6 +710,19 @@ def _check_mod(cache_modifier: Any, eviction_policy: Any) -> Dict[str, str]:
     return out
 
 
+def _mask(mask: Any, ptr: tensor, what: str) -> Optional[tensor]:
+    """A memory op's optional mask as int1 of the pointer's shape (None stays None)."""
+    m = unwrap(mask)
+    if m is None:
+        return None
+    m = cast(to_tensor(m), int1)
+    if ptr.shape:
+        return broadcast_to(m, ptr.shape)
+    if m.shape:
+        raise err(f"a scalar {what} cannot have a block mask")
+    return m
+
+
 def load(ptr: Any, mask: Any = None, other: Any = None, boundary_check: Any = (), padding_option: Any = "",
          cache_modifier: Any = "", eviction_policy: Any = "", volatile: Any = False) -> tensor:
     """tl.load through a pointer or a block of pointers."""
@@ -725,12 +734,7 @@ def load(ptr: Any, mask: Any = None, other: Any = None, boundary_check: Any = ()
                   hint="use a mask, or a tensor descriptor (desc.load)")
     if mask is None and other is not None:
         raise err("`other` cannot be given without `mask`")
-    if mask is not None:
-        mask = cast(to_tensor(mask), int1)
-        if ptr.shape:
-            mask = broadcast_to(mask, ptr.shape)
-        elif mask.shape:
-            raise err("a scalar load cannot have a block mask")
+    mask = _mask(mask, ptr, "load")
     elt = ptr.dtype.element_ty  # type: ignore[attr-defined]
     is_bool = elt == int1
     if is_bool:
@@ -765,13 +769,7 @@ def store(ptr: Any, value: Any, mask: Any = None, boundary_check: Any = (), cach
     elif value.shape:
         raise err(f"cannot store a block of shape {list(value.shape)} through a scalar pointer")
     value = cast(value, elt)
-    m = unwrap(mask)
-    if m is not None:
-        m = cast(to_tensor(m), int1)
-        if ptr.shape:
-            m = broadcast_to(m, ptr.shape)
-        elif m.shape:
-            raise err("a scalar store cannot have a block mask")
+    m = _mask(mask, ptr, "store")
     emit("tt.store", [ptr.handle, value.handle, m.handle if m is not None else None], [],
          _check_mod(cache_modifier, eviction_policy))
 
@@ -795,11 +793,7 @@ def atomic(op: str, ptr: Any, val: Any, mask: Any = None, sem: Any = None, scope
     if ptr.shape:
         val = broadcast_to(val, ptr.shape)
     val = cast(val, elt)
-    m = unwrap(mask)
-    if m is not None:
-        m = cast(to_tensor(m), int1)
-        if ptr.shape:
-            m = broadcast_to(m, ptr.shape)
+    m = _mask(mask, ptr, "atomic")
     kind = op
     if op == "add" and elt.is_floating():
         kind = "fadd"
@@ -964,11 +958,12 @@ def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any
 
 
 # ---------------------------------------------------------------------------------------------
-# tensor operators and methods (Triton's tensor member functions)
+# indexing (tensor[...], buffer[i], barrier[i]) and the operands of TLX builtins
 # ---------------------------------------------------------------------------------------------
 
 
-def _getitem(self: tensor, slices: Any) -> tensor:
+def tensor_getitem(self: tensor, slices: Any) -> tensor:
+    """`x[:, None]`: `:` keeps a dimension, `None` inserts one."""
     slices = unwrap(slices)
     if not isinstance(slices, tuple):
         slices = (slices,)
@@ -988,47 +983,61 @@ def _getitem(self: tensor, slices: Any) -> tensor:
     return out
 
 
-def _to(self: tensor, dtype_: Any, fp_downcast_rounding: Any = None, bitcast: Any = False) -> tensor:
-    return cast(self, unwrap(dtype_), unwrap(fp_downcast_rounding), unwrap(bitcast))
+def constexpr_int(v: Any, what: str, hint: str = "pass a literal or a tl.constexpr parameter directly") -> int:
+    """A compile-time integer operand of a builtin, or a clear error naming it."""
+    v = unwrap(v)
+    if isinstance(v, core.Handle):
+        raise TLXCompileError(f"{what} must be a compile-time constant, got a runtime value", hint=hint)
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise TLXCompileError(f"{what} must be an integer, got {v!r}")
+    return v
 
 
-def _binop(fn, reverse: bool = False):
-    if reverse:
-        return lambda self, other: fn(other, self)
-    return lambda self, other: fn(self, other)
+def index_i32(v: Any, what: str) -> Any:
+    """An integer scalar operand (runtime or literal) as an i32 IR value."""
+    t = to_tensor(unwrap(v))
+    if t.shape or not (t.dtype.is_int() or t.dtype.is_bool()):
+        raise TLXCompileError(f"{what} must be an integer scalar, got {t.type}")
+    return cast(t, int32).handle
 
 
-_METHODS = {
-    "__add__": _binop(add), "__radd__": _binop(add, True),
-    "__sub__": _binop(sub), "__rsub__": _binop(sub, True),
-    "__mul__": _binop(mul), "__rmul__": _binop(mul, True),
-    "__truediv__": _binop(truediv), "__rtruediv__": _binop(truediv, True),
-    "__floordiv__": _binop(floordiv), "__rfloordiv__": _binop(floordiv, True),
-    "__mod__": _binop(mod), "__rmod__": _binop(mod, True),
-    "__and__": _binop(and_), "__rand__": _binop(and_, True),
-    "__or__": _binop(or_), "__ror__": _binop(or_, True),
-    "__xor__": _binop(xor_), "__rxor__": _binop(xor_, True),
-    "__lshift__": _binop(shl), "__rlshift__": _binop(shl, True),
-    "__rshift__": _binop(shr), "__rrshift__": _binop(shr, True),
-    "__lt__": lambda a, b: compare(a, b, "lt"), "__le__": lambda a, b: compare(a, b, "le"),
-    "__gt__": lambda a, b: compare(a, b, "gt"), "__ge__": lambda a, b: compare(a, b, "ge"),
-    "__eq__": lambda a, b: compare(a, b, "eq"), "__ne__": lambda a, b: compare(a, b, "ne"),
-    "__neg__": lambda a: minus(a), "__pos__": lambda a: a, "__invert__": lambda a: invert(a),
-    "__getitem__": _getitem,
-    "to": _to,
-    "reshape": lambda self, *shape, can_reorder=False: reshape(self, shape[0] if len(shape) == 1 and isinstance(unwrap(shape[0]), (tuple, list)) else shape, can_reorder),
-    "permute": lambda self, *dims: permute(self, dims[0] if len(dims) == 1 and isinstance(unwrap(dims[0]), (tuple, list)) else dims),
-    "trans": lambda self, *dims: permute(self, (dims[0] if len(dims) == 1 and isinstance(unwrap(dims[0]), (tuple, list)) else dims) or (1, 0)),
-    "expand_dims": lambda self, axis: expand_dims(self, axis),
-    "broadcast_to": lambda self, *shape: broadcast_to(self, shape[0] if len(shape) == 1 and isinstance(unwrap(shape[0]), (tuple, list)) else shape),
-    "sum": lambda self, axis=None, keep_dims=False: reduce(self, axis, "sum", keep_dims),
-    "max": lambda self, axis=None, keep_dims=False: reduce(self, axis, "max", keep_dims),
-    "min": lambda self, axis=None, keep_dims=False: reduce(self, axis, "min", keep_dims),
-    "argmax": lambda self, axis, keep_dims=False: reduce(self, axis, "argmax", keep_dims),
-    "argmin": lambda self, axis, keep_dims=False: reduce(self, axis, "argmin", keep_dims),
-    "split": lambda self: split(self),
-}
-for _name, _fn in _METHODS.items():
-    setattr(tensor, _name, _fn)
-tensor.__hash__ = object.__hash__  # type: ignore[assignment]
-tensor.T = property(lambda self: permute(self, (1, 0)))  # type: ignore[attr-defined]
+def predicate(pred: Any) -> Any:
+    """A builtin's optional `pred=` operand as an i1 IR value (None stays None)."""
+    p = unwrap(pred)
+    if p is None:
+        return None
+    t = cast(to_tensor(p), int1)
+    if t.shape:
+        raise TLXCompileError("pred must be a scalar")
+    return t.handle
+
+
+def _index_view_type(src: T.MemDescType) -> T.MemDescType:
+    shape = src.shape[1:] if len(src.shape) > 1 else (1,)
+    lay = src.layout
+    if len(shape) < 2 and isinstance(lay, L.NVMMASharedLayout):
+        lay = L.default_shared_layout(shape, src.element.bits)
+    return src.replace(shape=tuple(shape), buffers=0, layout=lay)
+
+
+def memdesc_index(buf: Any, idx: Any) -> Any:
+    """Buffer `idx` of a buffer array, or barrier `idx` of an mbarrier array (`tlx.local_view`,
+    `buf[idx]`); `idx` may be a runtime integer."""
+    buf = unwrap(buf)
+    k = unwrap(idx)
+    if isinstance(k, int) and not isinstance(k, bool):
+        n = buf.num if isinstance(buf, (mbarrier, buffered_tensor)) else None
+        if n is not None and n > 0 and not 0 <= k < n:  # a constant index is checked here, not on the GPU
+            what = "mbarrier" if isinstance(buf, mbarrier) else "buffer"
+            raise TLXCompileError(f"{what} index {k} is out of range 0..{n - 1} (an array of {n})")
+    index = index_i32(idx, "the buffer index")
+    if isinstance(buf, mbarrier):
+        if not buf.handle.type.array:  # type: ignore[union-attr]
+            raise TLXCompileError("this mbarrier is already a single barrier; it cannot be indexed")
+        op = emit("tlx.memdesc_index", [buf.handle, index], [T.BarrierType(1, False)])
+        return mbarrier(op.result, buf.arrive_count, buf.is_warp_barrier)
+    if not isinstance(buf, buffered_tensor):
+        raise TLXCompileError(f"local_view's buffer must be a shared-memory buffer (from tlx.local_alloc), "
+                              f"got {type(buf).__name__}")
+    op = emit("tlx.memdesc_index", [buf.handle, index], [_index_view_type(buf.mtype)])
+    return buffered_tensor(op.result, buf.dtype)

@@ -1,0 +1,56 @@
+"""The shapes at which tests/gpu/test_examples_gemm_gpu.py runs the GEMM examples (tlx.examples.gemm),
+and a Spec for every specialization those runs launch: kernel, dtype, constexprs (the persistent
+kernels' CTA count among them) and which of M, N, K are multiples of 16. The GPU test checks each
+launch against `spec_for(plan)`."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Tuple
+
+import numpy as np
+
+from tlx.examples import gemm
+
+from . import Spec, spec
+
+KINDS = ["pipelined", "ws", "persistent", "pingpong"]
+DTYPES = ["bf16", "fp16"]
+BENCH_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 1024, 8192), (1024, 8192, 4096)]
+RAGGED_SHAPES = [(1000, 776, 1000), (130, 264, 40), (8192 + 64, 1024 + 8, 520)]
+H200_SMS = 132  # what the persistent kernels' CTA count is computed from on the H200 (and the H100 SXM)
+
+
+def _key(plan: Any) -> Tuple:
+    M, N, K = plan.args[3:6]
+    return (plan.kernel.__name__, plan.dtype, tuple(sorted(plan.constexprs.items())), plan.num_warps,
+            M % 16 == 0, N % 16 == 0, K % 16 == 0)
+
+
+def plan(kind: str, M: int, N: int, K: int, dtype: str) -> Any:
+    """The plan of `kind` for an M x N x K product, over numpy arrays that are never touched (so no
+    memory is used): the same kernel, grid, constexprs and integers as the GPU test's plan."""
+    np_dtype = np.uint16 if dtype == "bf16" else np.float16
+    a, b = np.zeros((M, K), np_dtype), np.zeros((K, N), np_dtype)
+    kw = {"sms": H200_SMS} if kind in ("persistent", "pingpong") else {}
+    return gemm.ALL_PLANS[kind](a, b, **kw)
+
+
+SPECS: Dict[Tuple, Spec] = {}
+for _kind in KINDS:
+    for _dtype in DTYPES:
+        for _M, _N, _K in BENCH_SHAPES + RAGGED_SHAPES:
+            _plan = plan(_kind, _M, _N, _K, _dtype)
+            _k = _key(_plan)
+            if _k not in SPECS:
+                _names = [p.name for p in _plan.kernel.params if not p.is_constexpr]
+                _sig = {n: f"tensordesc<{_dtype}[{', '.join(str(int(s)) for s in d.block_shape)}]>"
+                        for n, d in zip(_names, _plan.args[:3])}
+                _sig.update({n: "i32" for n in _names[3:]})
+                SPECS[_k] = spec(f"GEMM example {_kind} {_dtype} {_M}x{_N}x{_K}", _plan.kernel, _sig,
+                                 _plan.constexprs, _plan.num_warps,
+                                 divisible=[n for n, v in zip(_names[3:], (_M, _N, _K)) if v % 16 == 0])
+
+
+def spec_for(launch_plan: Any) -> Spec:
+    """The Spec a GEMM example plan launches (KeyError: the CPU test compiled no such specialization)."""
+    return SPECS[_key(launch_plan)]
