@@ -193,7 +193,8 @@ class Gen:
     def mutate(self, kind: str) -> bool:
         """Whether this candidate site of mutation `kind` is the one to break. Callers draw the
         same random choices whatever the answer until the site, so counting sites (site=-1) and
-        breaking one (site=k) see the same kernel up to it."""
+        breaking one (site=k) see the same kernel up to it. Call it only where the mistake can be
+        written (`cond and g.mutate(...)`): a site that fires must write it."""
         if kind != self.mutation or self.fired:
             return False
         k = self.sites

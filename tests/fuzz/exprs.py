@@ -192,8 +192,8 @@ class Exprs:
                 return self.emit(f"tl.log(tl.abs({x.code}) + 1.0)", v, e1 + rnd(v, "fp32", 4.0) + 2.0 ** -24, "fp32")
             v = 1.0 / (1.0 + np.exp(-x.v))  # Lipschitz 1/4
             return self.emit(f"tl.sigmoid({x.code})", v, 0.25 * x.err + rnd(v, "fp32", 8.0), "fp32")
-        if op in ("floor", "toint"):  # discontinuous: only on exact values
-            if np.any(ea) or a.dt != "fp32":
+        if op in ("floor", "toint"):  # discontinuous: only on exact values (in int32's range)
+            if np.any(ea) or a.dt != "fp32" or not np.all(np.abs(av) < 2.0 ** 31):
                 return None
             if op == "floor":
                 return self.emit(f"tl.floor({a.code})", np.floor(av), np.zeros(av.shape), "fp32")

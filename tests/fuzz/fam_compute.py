@@ -118,7 +118,7 @@ def reduction(g: Gen) -> None:
         rb = np.expand_dims(rv.v, ax)
         eb = np.expand_dims(rv.err, ax)
         y = val.v - rb
-        if g.mutate("broadcast_mismatch") and R != C:
+        if R != C and g.mutate("broadcast_mismatch"):
             bad = "[:, None]" if axis == 0 else "[None, :]"
             ln = g.line(f"y = {val.code} - r{bad}")
             g.expect_error(ln, "incompatible shapes", "broadcasting a reduced row along the wrong axis")

@@ -102,7 +102,7 @@ class _Flow:
             g.line("acc = tlx.local_load(buf[0]) + 1.0")
         elif k == "for":
             _, var, lo, hi, step, body = st
-            if g.mutate("static_range_runtime_bound") and not hi.isdigit():
+            if not hi.isdigit() and g.mutate("static_range_runtime_bound"):
                 hdr = g.line(f"for {var} in tl.static_range({lo}, {hi}, {step}):")
                 g.expect_error(hdr, "compile-time integers", "tl.static_range over a runtime bound")
                 g.indent += 1
@@ -137,7 +137,7 @@ class _Flow:
             if g.mutate("if_on_block"):
                 ln = g.line("if acc > 0.0:")
                 g.expect_error(ln, "ambiguous", "an if on a block tensor")
-            elif g.mutate("branch_type_mismatch") and not other:
+            elif not other and g.mutate("branch_type_mismatch"):
                 ln = g.line(f"if {cond}:")
                 g.expect_error(ln, "different types in the then and else branches",
                                "one branch of an if turns the fp32 block into fp16")

@@ -57,9 +57,11 @@ def warp_specialized(g: Gen) -> None:
     g.line("empty = tlx.alloc_barriers(num_barriers=NUM, arrive_count=1)")
     if consume == "dot":
         g.line(f"b_s = tlx.local_alloc((C, BN), {TL[dt]}, 1)")
-    outer_tensor = g.mutate("ws_outer_tensor")
+    # a loaded block lives in the kernel body's registers, which a worker partition cannot read
+    # (index blocks such as aranges it may use: they are recomputed in the partition)
+    outer_tensor = produce == "store" and g.mutate("ws_outer_tensor")
     if outer_tensor:
-        g.line("outer_rows = pid * R + tl.arange(0, R)")
+        g.line(f"outer_t = tl.load(x_ptr + (pid * R + tl.arange(0, R))[:, None] * {W} + tl.arange(0, C)[None, :])")
     full_vals = x.astype(np.float64)
     val: Optional[Val] = None
     write_line = read_line = None
@@ -102,11 +104,10 @@ def warp_specialized(g: Gen) -> None:
                     write_line = g.line("tlx.async_descriptor_load(x_desc, buf[s], [pid * R, it * C], full[s])")
         hdr = "with tlx.async_task(num_warps=4" + (f", registers={regs[0]}" if regs else "") + ")"
         with g.block(hdr):
+            g.line("rows = pid * R + tl.arange(0, R)")
             if outer_tensor:
-                ln = g.line("rows = outer_rows")
-                g.expect_error(ln, "computed outside it", "a worker partition using a block tensor of the kernel body")
-            else:
-                g.line("rows = pid * R + tl.arange(0, R)")
+                ln = g.line("bad = outer_t + 1.0")
+                g.expect_error(ln, "computed outside it", "a worker partition using a block loaded in the kernel body")
             if consume == "dot":
                 g.line("kk = tl.arange(0, C)")
                 g.line("nn = tl.arange(0, BN)")

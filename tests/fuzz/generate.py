@@ -40,6 +40,7 @@ def generate(seed: int, family: Optional[str] = None, mutation: Optional[str] = 
         if sites:
             g = _run(fn, seed, mutation, random.Random(f"site-{seed}").randrange(sites))
             assert g.fired, f"seed {seed}: the {mutation} site did not fire on the second pass"
+            assert g.expect.kind != "ok", f"seed {seed}: the {mutation} site fired but wrote no mistake"
     if g is None:
         mutation = "none"
         g = _run(fn, seed, None, -1)
