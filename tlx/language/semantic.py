@@ -122,6 +122,8 @@ def full(shape: Sequence[int], value: Any, dt: dtype) -> tensor:
         value = bool(value) if dt.is_bool() else int(value)
     else:
         value = float(value)
+    if dt.is_fp8():  # no fp8 immediates in PTX: an fp32 constant, rounded to fp8 once
+        return cast(constant(value, float32, shape), dt)
     return constant(value, dt, shape)
 
 
@@ -389,6 +391,16 @@ def computation_type(a: dtype, a_scalar: bool, b: dtype, b_scalar: bool, div_or_
     return integer_promote(a, b)
 
 
+def float_op(name: str, operands: Sequence[tensor], dt: dtype, shape: Sequence[int],
+             attrs: Optional[Dict] = None) -> tensor:
+    """A float op `name` on `operands` of type `dt`. PTX has no fp8 arithmetic, so fp8 values are
+    widened to fp32 (exactly), computed there and rounded back to `dt` once, as Triton does."""
+    if dt.is_fp8():
+        wide = [cast(o, float32).handle for o in operands]
+        return cast(emit1(name, wide, float32, shape, attrs), dt)
+    return emit1(name, [o.handle for o in operands], dt, shape, attrs)
+
+
 def _is_number(x: Any) -> bool:
     return isinstance(x, numbers.Number) and not isinstance(x, tensor)
 
@@ -446,7 +458,9 @@ def add(a: Any, b: Any) -> tensor:
         if b.dtype.is_ptr():
             raise err("cannot add two pointers")
         return emit1("tt.addptr", [a.handle, b.handle], a.dtype, a.shape)
-    return emit1("arith.addf" if a.dtype.is_floating() else "arith.addi", [a.handle, b.handle], a.dtype, a.shape)
+    if a.dtype.is_floating():
+        return float_op("arith.addf", [a, b], a.dtype, a.shape)
+    return emit1("arith.addi", [a.handle, b.handle], a.dtype, a.shape)
 
 
 def sub(a: Any, b: Any) -> tensor:
@@ -456,7 +470,9 @@ def sub(a: Any, b: Any) -> tensor:
     a, b = binary_operands(a, b, True, False)
     if a.dtype.is_ptr():
         return emit1("tt.addptr", [a.handle, minus(b).handle], a.dtype, a.shape)
-    return emit1("arith.subf" if a.dtype.is_floating() else "arith.subi", [a.handle, b.handle], a.dtype, a.shape)
+    if a.dtype.is_floating():
+        return float_op("arith.subf", [a, b], a.dtype, a.shape)
+    return emit1("arith.subi", [a.handle, b.handle], a.dtype, a.shape)
 
 
 def mul(a: Any, b: Any) -> tensor:
@@ -466,14 +482,16 @@ def mul(a: Any, b: Any) -> tensor:
     if r is not None:
         return r
     a, b = binary_operands(a, b)
-    return emit1("arith.mulf" if a.dtype.is_floating() else "arith.muli", [a.handle, b.handle], a.dtype, a.shape)
+    if a.dtype.is_floating():
+        return float_op("arith.mulf", [a, b], a.dtype, a.shape)
+    return emit1("arith.muli", [a.handle, b.handle], a.dtype, a.shape)
 
 
 def truediv(a: Any, b: Any) -> tensor:
     a, b = binary_operands(a, b, div_or_mod=True)
     if a.dtype.is_int() or a.dtype.is_bool():
         a, b = cast(a, float32), cast(b, float32)
-    return emit1("arith.divf", [a.handle, b.handle], a.dtype, a.shape)
+    return float_op("arith.divf", [a, b], a.dtype, a.shape)
 
 
 def floordiv(a: Any, b: Any) -> tensor:
@@ -487,7 +505,7 @@ def floordiv(a: Any, b: Any) -> tensor:
 def mod(a: Any, b: Any) -> tensor:
     a, b = binary_operands(a, b, div_or_mod=True)
     if a.dtype.is_floating():
-        return emit1("arith.remf", [a.handle, b.handle], a.dtype, a.shape)
+        return float_op("arith.remf", [a, b], a.dtype, a.shape)
     name = "arith.remsi" if a.dtype.is_int_signed() else "arith.remui"
     return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
 
@@ -537,7 +555,7 @@ def minus(x: Any) -> tensor:
     if x.dtype.is_ptr():
         raise err("cannot negate a pointer")
     if x.dtype.is_floating():
-        return emit1("arith.negf", [x.handle], x.dtype, x.shape)
+        return float_op("arith.negf", [x], x.dtype, x.shape)
     zero = full(x.shape, 0, x.dtype)
     return emit1("arith.subi", [zero.handle, x.handle], x.dtype, x.shape)
 
@@ -560,6 +578,8 @@ def compare(a: Any, b: Any, pred: str) -> tensor:
     a, b = binary_operands(a, b, True, True)
     s, u, f = _CMP[pred]
     if a.dtype.is_floating():
+        if a.dtype.is_fp8():  # widening is exact, so the comparison is too
+            a, b = cast(a, float32), cast(b, float32)
         return emit1("arith.cmpf", [a.handle, b.handle], int1, a.shape, {"predicate": f})
     if a.dtype.is_ptr() or not a.dtype.is_int_signed():
         return emit1("arith.cmpi", [a.handle, b.handle], int1, a.shape, {"predicate": u})
@@ -580,6 +600,7 @@ def _extremum(kind: str, a: Any, b: Any, propagate_nan: Any) -> tensor:
     a, b = binary_operands(a, b)
     if a.dtype.is_floating():
         name = f"arith.{kind}imumf" if _propagates(propagate_nan) else f"arith.{kind}numf"
+        return float_op(name, [a, b], a.dtype, a.shape)
     else:
         name = f"arith.{kind}si" if a.dtype.is_int_signed() else f"arith.{kind}ui"
     return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
@@ -612,13 +633,13 @@ def unary_math(name: str, x: Any, allowed: str = "f32f64") -> tensor:
         raise err(f"{name} needs fp32 or fp64 input, got {x.dtype}", hint="convert first, e.g. x.to(tl.float32)")
     if allowed == "float" and not x.dtype.is_floating():
         raise err(f"{name} needs a float input, got {x.dtype}")
-    return emit1(f"math.{name}", [x.handle], x.dtype, x.shape)
+    return float_op(f"math.{name}", [x], x.dtype, x.shape)
 
 
 def abs_(x: Any) -> tensor:
     x = to_tensor(x)
     if x.dtype.is_floating():
-        return emit1("math.absf", [x.handle], x.dtype, x.shape)
+        return float_op("math.absf", [x], x.dtype, x.shape)
     if x.dtype.is_int_signed():
         return emit1("math.absi", [x.handle], x.dtype, x.shape)
     if x.dtype.is_int() or x.dtype.is_bool():
@@ -632,7 +653,7 @@ def fma(a: Any, b: Any, c: Any) -> tensor:
     b = broadcast_to(cast(b, a.dtype), a.shape) if a.shape else cast(b, a.dtype)
     if not a.dtype.is_floating():
         raise err("fma needs float operands")
-    return emit1("math.fma", [a.handle, b.handle, c.handle], a.dtype, a.shape)
+    return float_op("math.fma", [a, b, c], a.dtype, a.shape)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -849,8 +870,13 @@ def reduce(x: Any, axis: Any, kind: str, keep_dims: bool = False) -> tensor:
     if kind in ("sum", "xor_sum", "prod") and (x.dtype.is_int() or x.dtype.is_bool()) and x.dtype.primitive_bitwidth < 32:
         x = cast(x, int32 if not x.dtype.is_int_unsigned() else uint32)
     shape = x.shape[:axis] + x.shape[axis + 1:]
+    narrow = x.dtype if x.dtype.is_fp8() and kind not in ("argmax", "argmin") else None
+    if x.dtype.is_fp8():  # no fp8 arithmetic in PTX: reduce the exactly widened values, round once
+        x = cast(x, float32)
     rdt = int32 if kind in ("argmax", "argmin") else x.dtype
     r = emit1("tt.reduce", [x.handle], rdt, shape, {"axis": axis, "kind": kind})
+    if narrow is not None:
+        r = cast(r, narrow)
     if keep_dims:
         r = expand_dims(r, axis)
     return r
