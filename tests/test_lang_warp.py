@@ -386,3 +386,52 @@ def test_ptx_the_asm_author_got_wrong_is_blamed_on_the_asm_not_the_compiler():
     with pytest.raises(PTXASError, match=r"PTX of an inline asm .*\n    mov\.b16 %\w+, %\w+;") as e:
         tlx.compile(wrong, signature={"x_ptr": "*i32"})
     assert "compiler bug" not in str(e.value)
+
+
+# ---- named barriers beside the compiler's own ----------------------------------------------------
+
+@tlx.jit
+def named_beside_worker_barrier(x_ptr, out_ptr, USER_ID: tl.constexpr):
+    buf = tlx.local_alloc((128,), tl.float32, 1)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            tlx.named_barrier_arrive(USER_ID, 256)
+        with tlx.async_task(num_warps=4):
+            v = tlx.local_view(buf, 0)
+            tlx.local_store(v, tl.load(x_ptr + tl.arange(0, 128)))
+            w = tlx.local_load(v)  # other threads' elements: the worker's own CTA barrier orders it
+            tl.store(out_ptr + tl.arange(0, 128), w)
+            tlx.named_barrier_wait(USER_ID, 256)
+
+
+def _bar_syncs(ptx: str):
+    return re.findall(r"bar\.(?:sync|arrive) (\d+)(?:, (\d+))?;", ptx)
+
+
+@pytest.mark.parametrize("user_id", [2, 3, 9])
+def test_a_worker_partition_barrier_never_takes_an_id_the_kernel_names(user_id):
+    k = tlx.compile(named_beside_worker_barrier, signature={"x_ptr": "*fp32", "out_ptr": "*fp32"},
+                    constexprs={"USER_ID": user_id}, num_warps=4)
+    syncs = _bar_syncs(k.asm["ptx"])
+    worker = {int(i) for i, n in syncs if n == "128"}  # the 4-warp worker's own barrier
+    assert worker == {3 if user_id == 2 else 2}
+    assert (str(user_id), "256") in syncs  # the user's barrier is left as written
+    assert k.asm["cubin"]
+
+
+@tlx.jit
+def named_ids_everywhere(out_ptr):
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for i in tl.static_range(2, 16):
+                tlx.named_barrier_arrive(i, 256)
+        with tlx.async_task(num_warps=4):
+            buf = tlx.local_alloc((128,), tl.float32, 1)
+            v = tlx.local_view(buf, 0)
+            tlx.local_store(v, tl.full((128,), 1.0, tl.float32))
+            tl.store(out_ptr + tl.arange(0, 128), tlx.local_load(v))
+
+
+def test_a_kernel_that_leaves_no_named_barrier_id_for_its_workers_is_refused():
+    with pytest.raises(TLXCompileError, match="need 1 named barriers of their own"):
+        tlx.compile(named_ids_everywhere, signature={"out_ptr": "*fp32"}, num_warps=4)

@@ -11,8 +11,10 @@ warpgroups. Dispatch is by warpgroup: each warpgroup first runs its `setmaxnreg`
 registers are requested; every warp of a warpgroup must agree), then branches to its
 partition; worker partitions end with `ret`, padding warps return at once, and the default
 partition falls through into the code after the op. Named barriers: 0 is the default
-partition's (or the CTA's), 1 is reserved (TLX's worker switch loop), worker k uses 2+k; user
-named barriers must avoid the ids the kernel reserves.
+partition's (or the CTA's), 1 is reserved (TLX's worker switch loop); the workers' own CTA
+barriers take the lowest ids from 2 up that none of the kernel's `named_barrier_*` ops names
+(a clash would join two unrelated barriers: a hang or a silent race), and a kernel that leaves
+too few ids free is refused.
 """
 
 from __future__ import annotations
@@ -295,12 +297,13 @@ def _warp_specialize(lw: KernelLowering, op: Operation) -> None:
             raise TLXCompileError("a register tensor cannot be captured by a warp-specialize partition (other "
                                   "warps hold its registers)", op.loc,
                                   hint="recompute the tensor inside the partition, or pass it through shared memory")
+    ids = worker_barrier_ids(lw.func, nparts - 1, op)
     for k in range(1, nparts):
         region = op.regions[k]
         e.label(part_labels[k])  # type: ignore[arg-type]
         for a, c in zip(region.block.args, caps):
             lw.set(a, lw.val(c))
-        lw.part = lw.make_partition(k - 1, plan.num_warps[k], plan.first_warp[k], 2 + (k - 1), False)
+        lw.part = lw.make_partition(k - 1, plan.num_warps[k], plan.first_warp[k], ids[k - 1], False)
         lw.lower_body(region.block.ops)
         lw.part = main
         if not region.block.ops or region.block.ops[-1].name != "tlx.ws_return":
@@ -312,6 +315,23 @@ def _warp_specialize(lw: KernelLowering, op: Operation) -> None:
     main.num_warps = plan.num_warps[0]
     main.index = 0
     lw.lower_ops(op.regions[0].block.ops)
+
+
+NAMED_BARRIER_OPS = ("tlx.named_barrier_wait", "tlx.named_barrier_arrive")
+
+
+def worker_barrier_ids(func: Operation, workers: int, ws: Operation) -> List[int]:
+    """The named-barrier ids of the worker partitions' CTA barriers: the lowest from 2 up that no
+    `named_barrier_*` op of the kernel names."""
+    taken: set = set()
+    func.walk(lambda o: taken.add(int(o.attrs["id"])) if o.name in NAMED_BARRIER_OPS else None)
+    free = [i for i in range(2, 16) if i not in taken]
+    if len(free) < workers:
+        raise TLXCompileError(f"the kernel's {workers} worker partitions need {workers} named barriers of their own, "
+                              f"but its named_barrier ops leave only {len(free)} of the ids 2..15 free "
+                              f"(it uses {sorted(taken)})", ws.loc,
+                              hint="use fewer distinct named-barrier ids, or fewer partitions")
+    return free[:workers]
 
 
 def _setmaxnreg(lw: KernelLowering, plan: PartitionPlan, g: int) -> None:
