@@ -390,6 +390,26 @@ def test_writer_in_one_partition_tma_store_in_a_loop_of_another():
     assert count_fences(text) == 0 and [r.origin for r in res.removed_fences] == ["fence_insertion"]
 
 
+def test_a_per_thread_arrive_publishes_each_threads_writes_without_a_cta_barrier():
+    # every thread of the writing partition fences its own stores and arrives itself (a warp
+    # barrier): the phase completes only when all have, so no bar.sync is needed before it
+    per_thread = WS_LOOP_READER.replace(
+        "%bars = tlx.alloc_barriers {num = 1, arrive_count = 1}",
+        "%bars = tlx.alloc_barriers {num = 1, arrive_count = 128, per_thread = true}").replace(
+        "@RELEASE@", "%b = tlx.memdesc_index %bars, %c0 : !mbarrier\n      tlx.barrier_arrive %b {count = 1, per_thread = true}").replace(
+        "@ACQUIRE@", "%pbar = tlx.memdesc_index %pb, %z : !mbarrier\n        tlx.barrier_wait %pbar, %z")
+    check(module(per_thread, f"%d: {DESC}, %t: {T16}, %n: i32"), """
+    CHECK: ^default:
+    CHECK: tlx.local_store %x, %t
+    CHECK-NEXT: tlx.memdesc_index
+    CHECK-NEXT: tlx.fence_async_shared {cluster = false, origin = "fence_insertion"
+    CHECK-NEXT: tlx.barrier_arrive
+    CHECK: ^partition0
+    CHECK-NOT: tlx.cta_barrier
+    CHECK: tt.return
+    """, ALL)
+
+
 CP_ARGS = "%p: tensor<128x128x!ptr<f16>>, %d: !tensordesc<128x128xf16>, %c0: i32"
 
 

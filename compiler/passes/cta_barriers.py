@@ -34,7 +34,9 @@ orders what made explicit:
   completing on them, by any thread): a barrier, so that no thread still polls the phase the
   leader is about to reset. An `barrier_arrive` / `barrier_expect_bytes` (issued by the partition's
   leader thread) publishes every thread's earlier accesses: a barrier before it when any are
-  pending (the code generator lowers these ops without a sync of their own).
+  pending (the code generator lowers these ops without a sync of their own). A per-thread
+  arrive (a barrier made by `alloc_warp_barrier`) needs none: every thread arrives after its own
+  accesses, and the phase completes only when all have.
 
 Placement: right before the op that conflicts, hoisted out of enclosing loops whose every
 conflicting access happened (and was fenced, for async ops) before the loop, so a K loop does not
@@ -176,7 +178,8 @@ class _Walker:
             kind[op] = _SIMPLE[n]
         elif n in EFFECT_NAMES or (op.attrs and op.attrs.get("scratch_bytes")):
             accs = self.index.of(op)
-            publishes = n in ("tlx.barrier_arrive", "tlx.barrier_expect_bytes")
+            # a per-thread arrive (alloc_warp_barrier) publishes each thread's own accesses itself
+            publishes = n == "tlx.barrier_expect_bytes" or (n == "tlx.barrier_arrive" and not op.attrs.get("per_thread"))
             if accs or publishes:
                 self._accesses(op, accs, publishes)
         if op in kind:
