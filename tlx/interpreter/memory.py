@@ -256,6 +256,17 @@ class SmemView:
         self.arr[...] = N.encode(values, self.element)
 
 
+class SlabArrayView(SmemView):
+    """An array of aliased buffers that are not evenly spaced (`tlx.local_alias` with group
+    sizes): `slabs[i]` is buffer i; `arr` is buffer 0, and only indexing reaches the others."""
+
+    __slots__ = ("slabs",)
+
+    def __init__(self, alloc: SmemAlloc, slabs: List[np.ndarray], mtype: T.MemDescType):
+        super().__init__(alloc, slabs[0], mtype)
+        self.slabs = slabs
+
+
 # ---------------------------------------------------------------------------------------------
 # TMA descriptors
 # ---------------------------------------------------------------------------------------------
