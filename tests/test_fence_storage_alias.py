@@ -42,8 +42,8 @@ def test_generic_write_into_one_alias_then_tma_store_of_another_alias_of_the_sam
     (rec,) = res.fences
     assert rec.hazard == "RAW" and rec.byte_range == (0, 8192)
     assert [str(g) for g in rec.guards] == [
-        "RAW: tlx.local_store at kernel.py:8 -> tlx.tma_store at kernel.py:9 on tlx.local_alloc at kernel.py:3 "
-        "(16384xi8), bytes [0, 8192)"]
+        "RAW: tlx.local_store at kernel.py:8 -> tlx.tma_store at kernel.py:9 on storage_alias_spec at kernel.py:3 "
+        "(16384 bytes), bytes [0, 8192)"]
 
 
 def test_fence_insertion_sees_the_alias_before_allocation():

@@ -190,7 +190,8 @@ def test_a_spec_over_the_shared_memory_budget_is_an_error():
         tlx.local_store(a[0], tl.full((128, 128), 1.0, tl.float32))
         tlx.local_store(b[1], tl.full((128, 128), 1.0, tl.float32))
 
-    _compile_error(k, r"needs 262144 bytes of shared memory, more than the 232448")
+    err = _compile_error(k, r"needs 262144 bytes of shared memory, more than the 232448")
+    assert "storage_alias_spec at" in str(err) and "(262144 bytes)" in str(err), str(err)
 
 
 def test_reuse_of_a_buffer_too_small_is_an_error():
@@ -246,3 +247,21 @@ def test_a_generic_write_then_a_tma_store_through_an_alias_is_a_hazard_the_passe
     hs, out = run(True)
     assert hs == []
     np.testing.assert_array_equal(out.astype(np.float64), x.astype(np.float64))
+
+
+def test_a_whole_array_of_unevenly_placed_aliases_must_be_indexed_first():
+    @tlx.jit
+    def k(out_ptr):
+        spec = tlx.storage_alias_spec()
+        qk = tlx.local_alloc((64, 64), tl.float32, 2, reuse=spec)
+        p = tlx.local_alloc((64, 32), tl.float16, 4, reuse=spec)
+        alpha = tlx.local_alloc((64, 16), tl.float32, 2, reuse=spec)
+        spec.set_buffer_overlap(tlx.reuse_group(qk, tlx.reuse_group(tlx.reuse_group(p, group_size=2), alpha,
+                                                                    group_type=tlx.reuse_group_type.distinct)))
+        x = tlx.local_load(p)
+        tl.store(out_ptr + tl.arange(0, 32), tl.sum(tl.sum(x, axis=0), axis=0).to(tl.float32))
+
+    with pytest.raises(TLXCompileError, match="whole array of unevenly placed aliased buffers"):
+        tlx.compile(k, signature={"out_ptr": "*fp32"})
+    with pytest.raises(tlx.TLXError, match="unevenly placed aliased buffers .* can only be indexed"):
+        tlx.interpret(k, (1,), np.zeros(32, np.float32))

@@ -200,7 +200,8 @@ class storage_alias_spec_type_class:
     @builtin
     def set_buffer_overlap(self, overlap_def: Any) -> None:
         """Lay the spec's allocations out as the `reuse_group` tree `overlap_def` says (see the
-        module docstring); call it once, after allocating every buffer of the spec."""
+        module docstring); call it once, after allocating every buffer of the spec. An
+        allocation the tree leaves out stays at byte 0, its buffers back to back."""
         overlap_def = unwrap(overlap_def)
         if not isinstance(overlap_def, reuse_group):
             raise TLXTypeError(f"overlap_def must be a reuse_group, got {type(overlap_def).__name__}")
@@ -273,8 +274,8 @@ def _collect_leaves(node: reuse_group, spec: storage_alias_spec_type_class, out:
         if isinstance(a, reuse_group):
             _collect_leaves(a, spec, out)
             continue
-        op = a.handle.owner if a.handle is not None and hasattr(a.handle, "owner") else None
-        if op is None or op.name != "tlx.local_alias" or not any(op is m for m in spec._members):
+        op = getattr(a.handle, "owner", None)
+        if not isinstance(op, Operation) or op.name != "tlx.local_alias" or not any(op is m for m in spec._members):
             raise TLXCompileError("every buffer of a set_buffer_overlap tree must be a whole allocation made with "
                                   "local_alloc(..., reuse=this spec)",
                                   hint="pass the buffer array local_alloc returned (not a view of one buffer)")

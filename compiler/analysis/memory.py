@@ -350,6 +350,8 @@ def describe_alloc(root) -> str:
     if root is FUNC_ARG:
         return "a function argument"
     t = root.result.type
+    if root.attrs.get("storage_alias"):  # the bytes of a tlx.storage_alias_spec
+        return f"storage_alias_spec at {loc_text(root.loc)} ({t.nbytes} bytes)"
     shape = "x".join(str(d) for d in t.shape) + f"x{t.element}" if isinstance(t, T.MemDescType) else str(t)
     return f"{root.name} at {loc_text(root.loc)} ({shape})"
 
