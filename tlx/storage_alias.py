@@ -28,6 +28,7 @@ import enum
 from typing import Any, Dict, List, Optional, Tuple
 
 from tlx.compiler.errors import TLXCompileError, TLXTypeError, TLXValueError
+from tlx.compiler.fences import loc_text
 from tlx.compiler.ir import layouts as L
 from tlx.compiler.ir import types as T
 from tlx.compiler.ir.alias import placement, placement_attrs
@@ -263,8 +264,6 @@ def _bytes_type(n: int) -> T.MemDescType:
 
 
 def _name(op: Operation) -> str:
-    from tlx.compiler.fences import loc_text
-
     return f"local_alloc at {loc_text(op.loc)} ({op.result.type.buffers}x" + \
         "x".join(str(d) for d in op.result.type.buffer_shape) + f"x{op.result.type.element})"
 

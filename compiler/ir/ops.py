@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tup
 from ..errors import IRVerifyError
 from . import layouts as L
 from . import types as T
+from .alias import placement
 from .core import Operation, OperandSpec, Value
 
 
@@ -472,8 +473,6 @@ def _v_memdesc_trans(op: Operation) -> None:
 def _v_local_alias(op: Operation) -> None:
     """A `tlx.local_alias` (a `local_alloc(reuse=spec)`): its buffers lie inside the aliased
     bytes, each where its placement says (`compiler/ir/alias.py`)."""
-    from .alias import placement
-
     st = _memdesc(op, op.arg("src"), "aliased storage")
     rt = op.result.type
     need(op, isinstance(rt, T.MemDescType) and rt.buffers > 0, "result must be an array of buffers")
