@@ -164,7 +164,7 @@ def test_supported_names_exist_in_tlx(row):
         resolve(prefix, path)  # AttributeError if the README names something tlx lacks
 
 
-ABSENT = ["remote_view", "remote_shmem_store", "storage_alias_spec", "allocate_tensor_descriptor",
+ABSENT = ["remote_view", "remote_shmem_store", "allocate_tensor_descriptor",
           "reinterpret_tensor_descriptor", "require_layout", "release_layout", "async_dot_scaled",
           "tcgen05_commit", "clc_create_context"]
 
@@ -197,7 +197,6 @@ NOT_YET = {
     "tlx.fence_mbarrier_init_cluster": "tlx.fence_mbarrier_init_cluster()",
     "tl.cumsum": "tl.store(x_ptr + tl.arange(0, B), tl.cumsum(tl.load(x_ptr + tl.arange(0, B)), 0))",
     "tl.umulhi": "v = tl.load(x_ptr + tl.arange(0, B)).to(tl.int32)\ntl.umulhi(v, v)",
-    "local_alloc(reuse=...)": "a = tlx.local_alloc((B, B), tl.float16, 1)\nb = tlx.local_alloc((B, B), tl.float16, 1, reuse=a)",
     "multicast_targets": ("s = tlx.local_alloc((B, B), tl.float16, 1)\nbar = tlx.alloc_barriers(1)\n"
                           "tlx.async_descriptor_load(d, s[0], [0, 0], bar[0], multicast_targets=[0, 1])"),
     "remote_cta_rank": "bar = tlx.alloc_barriers(1)\ntlx.barrier_arrive(bar[0], remote_cta_rank=1)",

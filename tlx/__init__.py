@@ -27,6 +27,8 @@ from .mem_ops import (async_descriptor_load, async_descriptor_prefetch_tensor, a
                       local_reinterpret, local_reshape, local_scatter, local_slice, local_store, local_trans,
                       local_view, make_tensor_descriptor, prefetch, storage_kind, subslice)
 from .mma_ops import async_dot, async_dot_wait
+from .storage_alias import (reuse_group, reuse_group_type, storage_alias_spec, storage_alias_spec_type,
+                            storage_alias_spec_type_class)
 from .utility import (async_task_replica_id, clock64, cluster_cta_rank, dtype_of, get_fp8_format_name, size_of,
                       thread_id)
 from .warp_ops import vote_ballot_sync, warp_redux
@@ -59,4 +61,6 @@ __all__ = [
     "local_gather", "local_scatter", "prefetch", "subslice", "vote_ballot_sync", "warp_redux", "layout",
     "layout_encoding", "shared_layout_encoding", "swizzled_shared_layout_encoding", "swizzled_layout",
     "nv_mma_shared_layout_encoding", "padded_shared_layout_encoding", "shared_linear_layout_encoding",
+    "storage_alias_spec", "storage_alias_spec_type", "storage_alias_spec_type_class", "reuse_group",
+    "reuse_group_type",
 ]

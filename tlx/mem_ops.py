@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import enum
 import math
 import warnings
 from typing import Any, List, Optional
@@ -11,19 +10,13 @@ from typing import Any, List, Optional
 from tlx.compiler.errors import TLXAssertionError, TLXCompileError, TLXTypeError, TLXValueError
 from tlx.compiler.ir import layouts as L
 from tlx.compiler.ir import types as T
+from tlx.compiler.ir.alias import placement_attrs
 
 from .language import core, semantic
 from .language.core import async_token, buffered_tensor, builtin, mbarrier, tensor, tensor_descriptor, unwrap
 from .layouts import layout as layout_cls
 from .layouts import resolve_shared_layout
-
-
-class storage_kind(enum.Enum):
-    """Where a buffer lives: shared memory (Hopper), tensor memory (Blackwell only)."""
-
-    smem = "smem"
-    tmem = "tmem"
-    smemCluster = "smemCluster"
+from .storage_alias import storage_alias_spec_type_class, storage_kind
 
 
 def _as_buffer(v: Any, what: str) -> buffered_tensor:
@@ -36,10 +29,16 @@ def _as_buffer(v: Any, what: str) -> buffered_tensor:
 # ---- allocation and views ------------------------------------------------------------------------
 
 @builtin
-def local_alloc(shape: Any, dtype: Any, num: Any, storage: Any = storage_kind.smem, reuse: Any = None,
+def local_alloc(shape: Any, dtype: Any, num: Any, storage: Any = storage_kind.smem,
+                reuse: Optional[buffered_tensor | storage_alias_spec] = None,
                 layout: Any = None) -> buffered_tensor:
     """Allocate `num` shared-memory buffers of `shape` x `dtype`; returns the buffer array (index it
-    with `buf[i]` / `tlx.local_view`). `num` must be a compile-time constant."""
+    with `buf[i]` / `tlx.local_view`). `num` must be a compile-time constant.
+
+    `reuse=spec` (a `tlx.storage_alias_spec`) places the buffers in the spec's bytes, shared with
+    its other allocations as `spec.set_buffer_overlap` lays them out (`tlx/storage_alias.py`);
+    `reuse=buf` (an array from `local_alloc`) puts them at the start of `buf`'s bytes, which must
+    hold them."""
     shape = tuple(semantic.constexpr_int(d, "each dimension of the local_alloc shape") for d in unwrap(shape))
     if isinstance(unwrap(num), (core.Handle, tensor)):  # the real TLX's ValueError
         raise TLXValueError("the number of buffers of local_alloc must be a compile-time constant, got a runtime value",
@@ -52,10 +51,8 @@ def local_alloc(shape: Any, dtype: Any, num: Any, storage: Any = storage_kind.sm
     if not isinstance(dt, core.dtype) or dt.is_ptr():
         raise TLXCompileError(f"local_alloc needs a scalar dtype, got {dt!r}")
     if unwrap(storage) is storage_kind.tmem:
-        raise TLXAssertionError("tensor memory (storage_kind.tmem) exists only on Blackwell; tlx targets sm_90a",
+        raise TLXAssertionError("tensor memory (storage_kind.tmem) exists only on Blackwell (sm_100); tlx targets sm_90a",
                                 hint="allocate in shared memory (the default)")
-    if reuse is not None:
-        raise TLXCompileError("local_alloc(reuse=...) is not supported by tlx yet")
     if num < 1:
         raise TLXCompileError(f"local_alloc needs at least one buffer, got num={num}")
     if not shape or any(d < 1 for d in shape):
@@ -64,8 +61,33 @@ def local_alloc(shape: Any, dtype: Any, num: Any, storage: Any = storage_kind.sm
         lay = L.default_shared_layout(shape, dt.primitive_bitwidth)
     else:  # the user's layout is kept as given: the compiler never retags it to suit a consumer
         lay = resolve_shared_layout(layout, shape, dt)
+    reuse = unwrap(reuse)
+    if isinstance(reuse, storage_alias_spec_type_class):
+        if reuse.storage is not unwrap(storage):
+            raise TLXValueError(f"storage_alias_spec storage ({reuse.storage.value}) does not match the "
+                                f"local_alloc storage ({unwrap(storage).value})")
+        return reuse._alloc(shape, num, dt, lay)
     t = T.MemDescType((num,) + shape, dt.ir, lay, num, True)
+    if isinstance(reuse, buffered_tensor):
+        return _reuse_buffer(reuse, t, dt)
+    if reuse is not None:
+        raise TLXTypeError(f"reuse must be a buffered_tensor or storage_alias_spec, got {type(reuse).__name__}")
     op = semantic.emit("tlx.local_alloc", [None], [t])
+    return buffered_tensor(op.result, dt)
+
+
+def _reuse_buffer(reuse: buffered_tensor, t: T.MemDescType, dt: Any) -> buffered_tensor:
+    """`local_alloc(..., reuse=buf)`: the new buffers start at byte 0 of `buf`'s allocation, back
+    to back (TLX's original form of aliasing; `storage_alias_spec` is the one that lays out)."""
+    owner = getattr(reuse.handle, "owner", None)
+    if owner is None or owner.name != "tlx.local_alloc" or owner.attrs.get("storage_alias"):
+        raise TLXCompileError("local_alloc(reuse=buf) needs the buffer array another local_alloc returned",
+                              hint="pass the whole allocation, or share bytes through tlx.storage_alias_spec")
+    if t.nbytes > reuse.mtype.nbytes:
+        raise TLXCompileError(f"local_alloc(reuse=...) of {t.nbytes} bytes does not fit the {reuse.mtype.nbytes} "
+                              f"bytes of the buffer it reuses",
+                              hint="reuse a larger buffer, or use a tlx.storage_alias_spec sized by its largest member")
+    op = semantic.emit("tlx.local_alias", [reuse.handle], [t], placement_attrs(0, [t.nbytes // t.buffers]))
     return buffered_tensor(op.result, dt)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
 from ..ir import types as T
+from ..ir.alias import placement
 from ..ir.core import BlockArgument, Module, OpResult, Operation, Value
 from ..ir.ops import OPS, effects_of
 
@@ -130,11 +131,28 @@ def _dedup(regions: List[Region]) -> Tuple[Region, ...]:
     return tuple(dict.fromkeys(regions)) if len(regions) > 1 else tuple(regions)
 
 
+def _alias_span(op: Operation) -> Tuple[int, int]:
+    """Bytes [lo, hi) of the aliased storage that a `tlx.local_alias` `op`'s buffers span."""
+    t = op.result.type
+    p = placement(op.attrs)
+    slabs = [p.slab_offset(i) for i in range(t.buffers)]
+    return min(slabs), max(slabs) + t.nbytes // t.buffers
+
+
 def _index_regions(op: Operation, src_regions) -> List[Region]:
     """What `tlx.memdesc_index` `op` names, given the regions of its source: slab `c` of each
-    plain region (a constant index), or the whole region (a dynamic index may name any slab)."""
+    plain region (a constant index), or the whole region (a dynamic index may name any slab).
+    Buffer `c` of a `tlx.local_alias` is where its placement puts it (its source's regions are
+    the alias's span in the aliased bytes)."""
     src = op._operands[0]  # (src, index): single operands, read directly
     c = const_int(op._operands[1])
+    if c is not None and type(src) is OpResult and src.owner.name == "tlx.local_alias":
+        a = src.owner
+        t = a.result.type
+        if 0 <= c < t.buffers:
+            lo = _alias_span(a)[0]
+            off = placement(a.attrs).slab_offset(c) - lo
+            return [region(r.root, r.lo + off, r.lo + off + t.nbytes // t.buffers) for r in src_regions]
     st = src.type
     d = st.count if isinstance(st, T.BarrierType) else (st.shape[0] if st.shape else 1)
     out = []
@@ -259,6 +277,9 @@ class RegionAnalysis:
                         box = (r.box[0], tuple(a + b for a, b in zip(r.box[1], offs)), shape)
                     out.append(region(r.root, r.lo, r.hi, False, box))
                 return out
+            if n == "tlx.local_alias":  # its buffers' span in the aliased bytes (memdesc_index narrows)
+                lo, hi = _alias_span(op)
+                return [region(r.root, r.lo + lo, r.lo + hi, False) for r in self.regions_of(op._operands[0])]
             if n in _REVIEWS:  # trans / reinterpret: same bytes, logical coordinates unknown
                 return [region(r.root, r.lo, r.hi, False) for r in self.regions_of(op._operands[0])]
             if n == "arith.select":
@@ -329,6 +350,8 @@ def describe_alloc(root) -> str:
     if root is FUNC_ARG:
         return "a function argument"
     t = root.result.type
+    if root.attrs.get("storage_alias"):  # the bytes of a tlx.storage_alias_spec
+        return f"storage_alias_spec at {loc_text(root.loc)} ({t.nbytes} bytes)"
     shape = "x".join(str(d) for d in t.shape) + f"x{t.element}" if isinstance(t, T.MemDescType) else str(t)
     return f"{root.name} at {loc_text(root.loc)} ({shape})"
 

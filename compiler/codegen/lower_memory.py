@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, List, NamedTuple, Optional, Tuple
 from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
+from ..ir.alias import Placement, placement
 from ..ir.core import Operation, Value
 from ..analysis import layout_math as LM
 from .layout_rules import elem_bytes
@@ -415,6 +416,11 @@ def _memdesc_index(lw: KernelLowering, op: Operation) -> None:
         return
     if not isinstance(src, SmemView):
         raise TLXCompileError("internal: memdesc_index of a non-buffer", op.loc)
+    if src.buffers and src.slab_digits:
+        base = _alias_slab(lw, src, idx)
+        lw.set(op.result, replace(src, base=base, shape=tuple(src.shape[1:]), buffers=0, buffer_bytes=0,
+                                  slab_digits=()))
+        return
     if src.buffers:
         base = _add_index(lw, src.base, idx, src.buffer_bytes)
         lw.set(op.result, replace(src, base=base, shape=tuple(src.shape[1:]), buffers=0, buffer_bytes=0))
@@ -427,6 +433,47 @@ def _memdesc_index(lw: KernelLowering, op: Operation) -> None:
         lw.set(op.result, SmemView(base, src.elem, src.layout, (1,), (0,), (1,), 0, 0, src.origin, None))
         return
     raise TLXCompileError("memdesc_index needs a buffer array (or a 1-D buffer)", op.loc)
+
+
+def _alias_slab(lw: KernelLowering, src: SmemView, idx_v: Value) -> str:
+    """The address of buffer `idx` of an unevenly placed alias: base + the mixed-radix digits of
+    the index times their strides (`compiler/ir/alias.py`)."""
+    p = Placement(0, (src.buffer_bytes,) + tuple(s for _, s in src.slab_digits), tuple(r for r, _ in src.slab_digits))
+    info = lw.axis.info(idx_v)
+    em = lw.e
+    if info.constant is not None:
+        off = p.slab_offset(info.constant)
+        return em.new("b32", "add.s32", src.base, str(off)) if off else src.base
+    idx = lw.scalar(idx_v)
+    if idx_v.type.bits != 32:  # type: ignore[union-attr]
+        i32 = em.tmp("b32")
+        em(f"cvt.u32.u{int_bits(idx_v.type)}", i32, idx)  # type: ignore[arg-type]
+        idx = i32
+    addr = src.base
+    rest = idx
+    for radix, stride in reversed(src.slab_digits):  # innermost digit first
+        digit = em.new("b32", "rem.u32", rest, str(radix))
+        rest = em.new("b32", "div.u32", rest, str(radix))
+        addr = em.new("b32", "mad.lo.s32", digit, str(stride), addr)
+    return em.new("b32", "mad.lo.s32", rest, str(src.buffer_bytes), addr)
+
+
+def _local_alias(lw: KernelLowering, op: Operation) -> None:
+    """Buffers placed inside an aliased allocation: the view starts at the placement's offset;
+    evenly spaced buffers index like any array, others through their digits."""
+    src = lw.val(op.arg("src"))
+    if not isinstance(src, SmemView) or src.buffers or src.origin != 0:
+        raise TLXCompileError("internal: local_alias of something other than a whole allocation", op.loc)
+    t = op.result.type
+    p = placement(op.attrs)
+    base = lw.e.new("b32", "add.s32", src.base, str(p.offset)) if p.offset else src.base
+    view = view_of_alloc(lw, base, t)
+    stride = p.uniform_stride()
+    if stride:
+        view = replace(view, buffer_bytes=stride)
+    else:
+        view = replace(view, buffer_bytes=p.strides[0], slab_digits=tuple(zip(p.radices, p.strides[1:])))
+    lw.set(op.result, view)
 
 
 def _memdesc_subslice(lw: KernelLowering, op: Operation) -> None:
@@ -744,6 +791,7 @@ def _wait(lw: KernelLowering, op: Operation) -> None:
 LOWERINGS = {
     "tlx.local_alloc": _local_alloc, "tlx.memdesc_index": _memdesc_index, "tlx.memdesc_subslice": _memdesc_subslice,
     "tlx.memdesc_trans": _memdesc_trans, "tlx.memdesc_reinterpret": _memdesc_reinterpret,
+    "tlx.local_alias": _local_alias,
     "tlx.local_store": _local_store, "tlx.local_load": _local_load, "tt.load": _load, "tt.store": _store,
     "tt.atomic_rmw": _atomic, "tt.atomic_cas": _atomic, "tlx.async_load": _async_load,
     "tlx.async_commit_group": _commit, "tlx.async_wait_group": _wait,

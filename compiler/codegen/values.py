@@ -81,6 +81,9 @@ class SmemView:
     buffer_bytes: int = 0
     origin: Union[int, str] = 0
     origin_coords: Optional[Tuple[int, ...]] = (0,)  # static storage coords of the origin (None if dynamic)
+    # a `tlx.local_alias` whose buffers are not evenly spaced: the inner digits' (radix, stride),
+    # buffer_bytes being the outer digit's stride (`compiler/ir/alias.py`)
+    slab_digits: Tuple[Tuple[int, int], ...] = ()
 
     @property
     def elem_bytes(self) -> int:
@@ -102,6 +105,9 @@ class SmemView:
             b0, rest = basis[0], basis[1:]
             off = 0
             if b0:
+                if self.slab_digits:
+                    raise TLXCompileError("register access to a whole array of unevenly placed aliased buffers",
+                                          hint="index the array (local_view) first")
                 if not LM.is_pow2(self.buffers) or not LM.is_pow2(self.buffer_bytes):
                     raise TLXCompileError("register access to a whole buffer array needs a power-of-two count and size",
                                           hint="index the array (local_view) first")

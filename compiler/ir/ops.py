@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tup
 from ..errors import IRVerifyError
 from . import layouts as L
 from . import types as T
+from .alias import placement
 from .core import Operation, OperandSpec, Value
 
 
@@ -469,6 +470,21 @@ def _v_memdesc_trans(op: Operation) -> None:
     need(op, isinstance(rt, T.MemDescType) and rt.shape == tuple(st.shape[i] for i in order), "result is the permuted view")
 
 
+def _v_local_alias(op: Operation) -> None:
+    """A `tlx.local_alias` (a `local_alloc(reuse=spec)`): its buffers lie inside the aliased
+    bytes, each where its placement says (`compiler/ir/alias.py`)."""
+    st = _memdesc(op, op.arg("src"), "aliased storage")
+    rt = op.result.type
+    need(op, isinstance(rt, T.MemDescType) and rt.buffers > 0, "result must be an array of buffers")
+    need(op, all(k in op.attrs for k in ("offset", "strides")), "needs offset and strides attributes")
+    p = placement(op.attrs)
+    need(op, len(p.strides) == len(p.radices) + 1 and all(r > 0 for r in p.radices) and p.offset >= 0,
+         f"placement {p} needs one stride per digit and positive radices")
+    one = rt.nbytes // rt.buffers
+    last = max(p.slab_offset(i) for i in range(rt.buffers)) + one
+    need(op, last <= st.nbytes, f"buffer {rt.buffers - 1} ends at byte {last}, past the {st.nbytes} aliased bytes")
+
+
 def _v_memdesc_reinterpret(op: Operation) -> None:
     _memdesc(op, op.arg("src"), "source")
     need(op, isinstance(op.result.type, T.MemDescType), "result must be a shared-memory view")
@@ -852,6 +868,8 @@ _def("tlx.memdesc_index", [("src", "one"), ("index", "one")], traits=["pure", "v
 _def("tlx.memdesc_subslice", [("src", "one"), ("offsets", "var")], traits=["pure", "view"], verify=_v_subslice)
 _def("tlx.memdesc_trans", [("src", "one")], traits=["pure", "view"], verify=_v_memdesc_trans)
 _def("tlx.memdesc_reinterpret", [("src", "one")], traits=["pure", "view"], verify=_v_memdesc_reinterpret)
+_def("tlx.local_alias", [("src", "one")], traits=["pure", "view"], verify=_v_local_alias,
+     summary="buffers placed inside the bytes of a storage alias spec (`offset`, `strides`, `radices`)")
 _def("tlx.local_store", [("dst", "one"), ("src", "one")], results=0,
      effects=[Effect("dst", "write", "generic")], verify=_v_local_store)
 _def("tlx.local_load", [("src", "one"), ("token", "opt")],

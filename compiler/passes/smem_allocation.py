@@ -58,7 +58,12 @@ def smem_limit(capability: int) -> int:
 
 
 def alignment_of(op: Operation) -> int:
-    """The byte alignment an allocating op's buffer needs (see the module docstring)."""
+    """The byte alignment an allocating op's buffer needs (see the module docstring); an
+    ``alignment`` attribute (a storage alias spec's: its members' largest) raises it."""
+    return max(_layout_alignment(op), int(op.attrs.get("alignment", 0)))
+
+
+def _layout_alignment(op: Operation) -> int:
     t = op.result.type
     if isinstance(t, T.BarrierType):
         return 8

@@ -19,12 +19,13 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import numpy as np
 
 from tlx.compiler.ir import types as T
+from tlx.compiler.ir.alias import placement
 from tlx.compiler.ir.core import Block, Module, Operation, Value
 
 from . import numerics as N
 from .hazards import (Access, Agent, Checker, DeadlockError, SyncHazard, describe_iters, describe_loc,
                       join_clocks)
-from .memory import Descriptor, GlobalMemory, InterpreterError, SmemAlloc, SmemView
+from .memory import Descriptor, GlobalMemory, InterpreterError, SlabArrayView, SmemAlloc, SmemView
 from .sync import MBarrier, NamedBarrier, Transfer, Wait, wait_info
 from . import warp_ops as W
 
@@ -868,6 +869,31 @@ def _bounds(op, i: int, n: int, what: str) -> None:
         raise InterpreterError(f"{op.name}: {what} {i} is out of range 0..{n - 1}", op.loc)
 
 
+@handler("tlx.local_alias")
+def _local_alias(it, th, op):
+    """Buffers placed in an aliased allocation's bytes (`compiler/ir/alias.py`): numpy views of
+    those same bytes, so a write through one alias is what another alias reads (and the hazard
+    checker's per-byte state is shared)."""
+    src = th.env[op.arg("src")]
+    rt = op.result.type
+    p = placement(op.attrs)
+    sd = N.storage_dtype(rt.element)
+    one = rt.buffer_shape
+    inner = tuple(int(np.prod(one[k + 1:])) * sd.itemsize for k in range(len(one)))
+    start = src.byte_layout()[0]
+    data = src.alloc.data
+
+    def view(off: int, shape, strides) -> np.ndarray:
+        return np.ndarray(shape, dtype=sd, buffer=data, offset=start + off, strides=strides)
+
+    stride = p.uniform_stride()
+    if stride:
+        _set(th, op, SmemView(src.alloc, view(p.offset, (rt.buffers,) + one, (stride,) + inner), rt))
+        return
+    slabs = [view(p.slab_offset(i), one, inner) for i in range(rt.buffers)]
+    _set(th, op, SlabArrayView(src.alloc, slabs, rt))
+
+
 @handler("tlx.memdesc_index")
 def _memdesc_index(it, th, op):
     src = th.env[op.arg("src")]
@@ -878,6 +904,9 @@ def _memdesc_index(it, th, op):
         return
     st = op.arg("src").type
     _bounds(op, i, st.shape[0], "buffer index")
+    if isinstance(src, SlabArrayView):
+        _set(th, op, SmemView(src.alloc, src.slabs[i], op.result.type))
+        return
     arr = src.arr[i] if len(st.shape) > 1 else src.arr[i:i + 1]
     _set(th, op, SmemView(src.alloc, arr, op.result.type))
 

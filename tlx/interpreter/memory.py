@@ -256,6 +256,23 @@ class SmemView:
         self.arr[...] = N.encode(values, self.element)
 
 
+class SlabArrayView(SmemView):
+    """An array of aliased buffers that are not evenly spaced (`tlx.local_alias` with group
+    sizes): `slabs[i]` is buffer i. No numpy array spans them, so only indexing reaches them: an
+    op on the whole array is an `InterpreterError` (the code generator refuses it too)."""
+
+    __slots__ = ("slabs",)
+
+    def __init__(self, alloc: SmemAlloc, slabs: List[np.ndarray], mtype: T.MemDescType):
+        self.alloc, self.type, self._bytes = alloc, mtype, None
+        self.slabs = slabs
+
+    @property
+    def arr(self) -> np.ndarray:  # type: ignore[override]
+        raise InterpreterError(f"an array of unevenly placed aliased buffers ({self.type}) can only be indexed",
+                               hint="index the array (buf[i]) first")
+
+
 # ---------------------------------------------------------------------------------------------
 # TMA descriptors
 # ---------------------------------------------------------------------------------------------

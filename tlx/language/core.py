@@ -421,23 +421,40 @@ class tensor(Handle):
 
 
 class buffered_tensor(Handle):
-    """A shared-memory buffer, an array of buffers (`num > 0`), or a view of one."""
+    """A shared-memory buffer, an array of buffers (`num > 0`), or a view of one.
 
-    def __init__(self, handle: "Value", dtype_: dtype):
-        self.handle = handle
-        self.dtype = dtype_
+    Kernels get one from `tlx.local_alloc` (`buffered_tensor(value, dtype)`). TLX's descriptive
+    form, `buffered_tensor(handle=None, element_ty=..., shape=..., num=..., storage=...,
+    layout=...)`, builds one with no IR value behind it: it carries the facts and names no
+    memory (what TLX's own unit tests make to build `reuse_group` trees outside a kernel)."""
+
+    def __init__(self, handle: Optional["Value"], element_ty: dtype, shape: Optional[Sequence[int]] = None,
+                 num: int = 0, storage: Any = None, layout: Any = None):
+        self.handle = handle  # type: ignore[assignment]
+        self.dtype = element_ty
+        self.storage = storage
+        self.layout = layout
+        self._shape = tuple(shape) if shape is not None else None
+        self._num = int(num)
 
     @property
     def mtype(self) -> T.MemDescType:
+        if self.handle is None:
+            raise TLXCompileError("this buffered_tensor has no buffer behind it (it was built with handle=None)",
+                                  hint="allocate buffers with tlx.local_alloc inside the kernel")
         return self.handle.type  # type: ignore[return-value]
 
     @property
     def shape(self) -> Tuple[int, ...]:
         """The shape of one buffer (TLX hides the buffer-index dimension of an array)."""
+        if self.handle is None:
+            return self._shape or ()
         return self.mtype.buffer_shape
 
     @property
     def num(self) -> int:
+        if self.handle is None:
+            return self._num
         return self.mtype.buffers
 
     def __getitem__(self, idx: Any) -> "buffered_tensor":
@@ -445,6 +462,8 @@ class buffered_tensor(Handle):
         return current().semantic.memdesc_index(self, idx)
 
     def __repr__(self) -> str:
+        if self.handle is None:
+            return f"buffered_tensor({self.dtype}, {list(self.shape)}, num={self.num})"
         return f"buffered_tensor({self.handle.type})"
 
 
