@@ -2,8 +2,6 @@
 barrier, the phase it waits for and its line, with the barrier's last signal (or who could still
 send one), so a missing arrive and a wrong phase read as what they are."""
 
-import sys
-
 import numpy as np
 import pytest
 

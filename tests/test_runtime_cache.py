@@ -254,7 +254,7 @@ def _modes(root: Path):
 
 
 def test_cache_files_and_folders_follow_the_umask(tmp_path, umask):
-    from tlx.autotune import Config, TuningStore
+    from tlx.autotune import TuningStore
 
     root = tmp_path / "cache"
     Cache(root).put(KEY, entry())
