@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from .analysis import barrier_bytes
 from .analysis.access_index import AccessIndex
 from .analysis.memory import FENCE, RegionAnalysis
 from .codegen import emit
@@ -33,6 +34,7 @@ _ACCESSES = (RegionAnalysis, AccessIndex)
 PIPELINE: List[Pass] = [
     Pass("lower_dot", lower_dot.run, preserves=_REGIONS),
     Pass("tma_lowering", tma_lowering.run, preserves=_REGIONS),
+    Pass("barrier_bytes", barrier_bytes.run, changes_ir=False, preserves=_ACCESSES),  # a check: changes nothing
     Pass("fence_insertion", fence_insertion.run, fence_mechanism=True, preserves=_REGIONS),
     Pass("layouts", layouts.run, preserves=_REGIONS),
     Pass("smem_allocation", smem_allocation.run, preserves=_REGIONS),

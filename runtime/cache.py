@@ -15,10 +15,12 @@ Integration API::
 Guarantees: writes are atomic (a temporary file in the cache folder, fsync, ``os.replace``), so a
 reader sees a whole old entry, a whole new one or none; every entry carries a SHA-256 of its
 contents, so a corrupted or truncated file is detected, counted in ``stats["corrupt"]``, treated
-as a miss and rebuilt; `get_or_compile` takes a per-key lock file (``fcntl.flock``, released by
-the OS if the holder dies) so two processes compiling the same kernel compile it once and both
-end with a correct kernel. Without the lock (timeout, or no ``fcntl``) both compile and both
-write complete files, which is still correct. An unwritable cache folder degrades to the
+as a miss and rebuilt; `get_or_compile` takes a per-key lock file (`FileLock`: ``fcntl.flock``, released by
+the OS if the holder dies, the file removed after use, a stale one broken) so two processes
+compiling the same kernel compile it once and both end with a correct kernel. Without the lock
+(timeout, or no ``fcntl``) both compile and both write complete files, which is still correct.
+Files are written with the umask's permissions (group-readable under the usual 022 or 002),
+so several users can share one cache folder. An unwritable cache folder degrades to the
 in-memory cache with one warning.
 
 On-disk format, version 1 (one file per entry, ``<dir>/v1/<key>.tlxc``)::
@@ -43,7 +45,9 @@ import json
 import os
 import re
 import struct
+import socket
 import tempfile
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -241,13 +245,36 @@ def decode_entry(key: str, data: bytes, source: str = "cache entry") -> CacheEnt
                       created=float(header.get("created", 0.0)), meta=header.get("meta", {}))
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """This process's umask: read from ``/proc/self/status`` where there is one (no side
+    effect), else set and restored at once under a lock."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    with _UMASK_LOCK:  # pragma: no cover - not Linux
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o666) -> None:
     """Write `data` to `path` so that a reader sees the whole old file, the whole new one or none:
-    a temporary file in the same folder (created if missing), fsync, ``os.replace``. Raises
-    OSError when the folder cannot be written (the temporary file is removed)."""
+    a temporary file in the same folder (created if missing), fsync, ``os.replace``. The file
+    gets `mode` less the umask, as `open` would give it (mkstemp's 0600 would keep the other
+    users of a shared cache folder out). Raises OSError when the folder cannot be written (the
+    temporary file is removed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:16]}.", suffix=".tmp", dir=path.parent)
     try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, mode & ~current_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -398,17 +425,31 @@ class Cache:
                         removed += path.suffix == SUFFIX
                     except OSError:
                         pass
+            try:
+                folder.rmdir()  # (only when nothing else is left in it)
+            except OSError:
+                pass
         return removed
 
 
 class FileLock:
-    """An exclusive ``flock`` on a lock file, waited for at most `timeout` seconds; without
-    ``fcntl`` or a writable folder it does nothing (both writers then produce whole files)."""
+    """An exclusive lock on the file `path`, shared by the processes and users of one cache
+    folder. Without ``fcntl`` or a folder it may create files in, it does nothing (both
+    writers then produce whole files, which is still correct).
+
+    Protocol: open (or create) the file, ``flock`` it, and check it is still the file at `path`
+    — a holder removes it when done, so a lock taken on a removed file is retried; then write
+    ``<pid> <host>`` into it. Releasing removes the file (only while it is still this lock's),
+    then unlocks. A lock that is in the way is *stale* when its holder is a dead process of this
+    host (an inherited descriptor can outlive it) or when the file is older than `timeout`
+    seconds (a hung holder): it is removed and the lock taken anew. A stale lock this user
+    cannot remove, or waiting past `timeout`, gives up the lock, as above."""
 
     def __init__(self, path: Optional[Path], timeout: float):
         self.path = path
         self.timeout = timeout
         self.fd: Optional[int] = None
+        self.broken = 0  # stale locks this one removed
 
     def __enter__(self) -> "FileLock":
         if self.path is None:
@@ -417,30 +458,98 @@ class FileLock:
             import fcntl
         except ImportError:  # pragma: no cover - not POSIX
             return self
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
-            return self
         deadline = time.monotonic() + self.timeout
         while True:
+            fd = self._open()
+            if fd is None:
+                return self
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self.fd = fd
-                return self
             except BlockingIOError:
-                if time.monotonic() >= deadline:
+                stale = self._stale(fd)
+                if stale and self._remove_if_same(fd):
+                    self.broken += 1
                     os.close(fd)
-                    return self
+                    continue
+                os.close(fd)
+                if stale or time.monotonic() >= deadline:
+                    return self  # cannot take it: go on unlocked
                 time.sleep(0.01)
+                continue
             except OSError:
                 os.close(fd)
                 return self
+            if not self._same_file(fd):  # its holder removed it after we opened it: retry
+                os.close(fd)
+                continue
+            self.fd = fd
+            try:  # who holds it (read by `_stale`); this also renews the file's time
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+            except OSError:
+                pass  # opened read-only (another user's file): the lock itself still holds
+            return self
+
+    def _open(self) -> Optional[int]:
+        assert self.path is not None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)  # (less the umask)
+        except PermissionError:
+            try:  # another user's lock file: flock works on a read-only descriptor too
+                return os.open(self.path, os.O_RDONLY)
+            except OSError:
+                return None
+        except OSError:
+            return None
+
+    def _same_file(self, fd: int) -> bool:
+        try:
+            return os.stat(self.path).st_ino == os.fstat(fd).st_ino  # type: ignore[arg-type]
+        except OSError:
+            return False
+
+    def _remove_if_same(self, fd: int) -> bool:
+        """Remove the lock file if it is still the one `fd` is open on."""
+        if not self._same_file(fd):
+            return True  # already removed or replaced: just retry
+        try:
+            os.unlink(self.path)  # type: ignore[arg-type]
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+
+    def _stale(self, fd: int) -> bool:
+        """Whether the lock on `fd` is stale: older than the timeout, or held by a dead
+        process of this host."""
+        try:
+            if time.time() - os.fstat(fd).st_mtime > self.timeout:
+                return True
+            pid_text, host = os.pread(fd, 300, 0).decode("utf-8", "replace").split()[:2]
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            return False  # being written, or not ours to read: wait
+        if host != socket.gethostname() or pid == os.getpid():
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            pass  # alive (another user's process)
+        return False
 
     def __exit__(self, *exc: Any) -> None:
         if self.fd is not None:
             import fcntl
 
+            if self._same_file(self.fd):  # (not one that replaced ours after it was broken)
+                try:
+                    os.unlink(self.path)  # type: ignore[arg-type]
+                except OSError:
+                    pass
             fcntl.flock(self.fd, fcntl.LOCK_UN)
             os.close(self.fd)
             self.fd = None

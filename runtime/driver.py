@@ -49,7 +49,7 @@ def call(name: str, *args: Any, kernel: Optional[str] = None) -> Any:
         result = fn(*args)
     except Exception as exc:
         if is_no_device_exception(exc):
-            raise no_device_error(kernel, exc) from exc
+            raise no_device_error(kernel, exc) from None  # (numba's chain is noise)
         raise TLXRuntimeError(f"{name} raised {type(exc).__name__}: {exc}", kernel=kernel,
                               call=name) from exc
     return unpack(result, name, kernel)
@@ -67,7 +67,7 @@ def current_context(kernel: Optional[str] = None) -> Any:
         return cuda.current_context()
     except Exception as exc:
         if is_no_device_exception(exc):
-            raise no_device_error(kernel, exc) from exc
+            raise no_device_error(kernel, exc) from None  # (numba's chain is noise)
         raise TLXRuntimeError(f"numba.cuda.current_context() raised {type(exc).__name__}: {exc}",
                               kernel=kernel, call="current_context") from exc
 

@@ -39,18 +39,29 @@ class NoCUDADeviceError(TLXRuntimeError):
     """There is no CUDA driver or no CUDA device on this machine, so nothing can be launched."""
 
 
-_NO_DEVICE_HINT = ("tracing and compiling work everywhere (tlx.compile, kernel.warmup); launching "
-                   "needs a machine with an NVIDIA GPU (sm_90a for Hopper kernels) and its driver")
+_NO_DEVICE_HINT = ("launching needs an NVIDIA GPU (sm_90a for Hopper kernels) and its driver. Without one: "
+                   "run the launch on the CPU interpreter with TLX_INTERPRET=1 (or "
+                   "tlx.interpret(kernel, grid, *args)), or compile only with kernel.warmup(*args, grid=grid)")
+
+
+def _first_line(cause: BaseException) -> str:
+    """The one line of a driver exception that says what is wrong: numba's "Error at driver
+    init:" preamble and its advice lines dropped ("CUDA driver library cannot be found.")."""
+    lines = [ln.strip(" :") for ln in str(cause).splitlines()]
+    lines = [ln for ln in lines if ln and not ln.lower().startswith("error at driver init")]
+    line = lines[0] if lines else type(cause).__name__
+    return line if len(line) <= 200 else line[:200] + "..."
 
 
 def no_device_error(kernel: Optional[str], cause: BaseException) -> NoCUDADeviceError:
     """The error for a launch on a machine without a CUDA driver or device; `cause` is the
-    exception numba.cuda or cuda.bindings raised (its first line is quoted)."""
-    detail = " ".join(str(cause).split())
-    if len(detail) > 200:
-        detail = detail[:200] + "..."
-    return NoCUDADeviceError(f"cannot launch: no CUDA device is available ({type(cause).__name__}: "
-                             f"{detail})", kernel=kernel, hint=_NO_DEVICE_HINT)
+    exception numba.cuda or cuda.bindings raised. Only its one useful line is quoted: callers
+    raise this ``from None``, since the chain of numba's internals says nothing more. The
+    cause stays reachable as ``.driver_exception`` for whoever debugs the driver itself."""
+    err = NoCUDADeviceError(f"cannot launch: no CUDA device is available ({_first_line(cause)})",
+                            kernel=kernel, hint=_NO_DEVICE_HINT)
+    err.driver_exception = cause
+    return err
 
 
 def is_no_device_exception(exc: BaseException) -> bool:

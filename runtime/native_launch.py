@@ -38,7 +38,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, List, Optional
 
-from .cache import FileLock, default_cache_dir
+from .cache import FileLock, default_cache_dir, write_atomic
 
 SOURCE = Path(__file__).with_name("native_launch.c")
 MODULE_NAME = "_tlx_native_launch"
@@ -113,19 +113,6 @@ def intact(module: Path) -> bool:
         return False
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)  # atomic: a reader sees the old file or the new one, whole
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def build(directory: Optional[Path] = None) -> Path:
     """The path of an intact built module, compiling it first when it is missing or damaged.
     Raises RuntimeError with the reason (no compiler, no Python.h, the compiler's message)."""
@@ -139,7 +126,7 @@ def build(directory: Optional[Path] = None) -> Path:
     with FileLock(target.with_name(target.name + ".lock"), timeout=120.0):
         if intact(target):  # another process built it while this one waited
             return target
-        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        with tempfile.TemporaryDirectory(prefix="native_launch-build-", dir=target.parent) as tmp:
             out = os.path.join(tmp, target.name)
             argv = compiler_command() + ["-O2", "-shared", "-fPIC", "-I", sysconfig.get_paths()["include"],  # type: ignore[operator]
                                          str(SOURCE), "-o", out]
@@ -147,8 +134,8 @@ def build(directory: Optional[Path] = None) -> Path:
             if done.returncode != 0:
                 raise RuntimeError(f"{' '.join(argv)} failed:\n{(done.stderr or done.stdout)[-2000:]}")
             data = Path(out).read_bytes()
-        _write_atomically(target, data)
-        _write_atomically(record_path(target), json.dumps(_digest(data)).encode())
+        write_atomic(target, data, 0o777)  # (as the compiler wrote it)
+        write_atomic(record_path(target), json.dumps(_digest(data)).encode())
     return target
 
 
@@ -167,19 +154,26 @@ def load_module(directory: Optional[Path] = None) -> ModuleType:
 
 
 def remove_builds(directory: Optional[Path] = None) -> int:
-    """Delete the built modules and their records (`tlx cache clear`); returns how many files
-    were removed. A process that loaded one keeps its copy (the file's data lives until it
-    is unmapped)."""
+    """Delete the built modules, their records, locks, temporaries and the build folders a
+    killed build left (`tlx cache clear`); returns how many files were removed. A process that
+    loaded a module keeps its copy (the file's data lives until it is unmapped)."""
     folder = directory or build_directory()
     removed = 0
     if folder.is_dir():
         for path in folder.iterdir():
-            if path.name.startswith("native_launch-"):
+            if path.name.startswith(("native_launch-", ".native_launch-")):
                 try:
-                    path.unlink()
-                    removed += 1
+                    if path.is_dir():
+                        shutil.rmtree(path)
+                    else:
+                        path.unlink()
+                        removed += 1
                 except OSError:
                     pass
+        try:
+            folder.rmdir()  # (only when nothing else is left in it)
+        except OSError:
+            pass
     return removed
 
 

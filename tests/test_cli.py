@@ -72,3 +72,35 @@ def test_demo_runs_on_this_machine_and_matches_numpy():
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "1. The kernel, traced into tlx IR" in r.stdout
     assert "relative error vs numpy (float64)" in r.stdout and "-> OK" in r.stdout
+
+
+def test_cache_clear_removes_everything_tlx_wrote(tmp_path):
+    from tlx.autotune import TuningStore
+    from tlx.runtime import cache as cache_mod, native_launch
+
+    root = tmp_path / "shared"
+    env = {"TLX_CACHE_DIR": str(root)}
+    code = ("import numpy as np, tlx, tlx.language as tl\n"
+            "@tlx.jit\n"
+            "def k(x_ptr, BLOCK: tl.constexpr):\n"
+            "    offs = tl.arange(0, BLOCK)\n"
+            "    tl.store(x_ptr + offs, tl.load(x_ptr + offs) + 1.0)\n"
+            "k.warmup(np.zeros(64, np.float32), BLOCK=64, grid=(1,))\n")
+    (tmp_path / "kernel.py").write_text(code)
+    r = subprocess.run([sys.executable, str(tmp_path / "kernel.py")], capture_output=True, text=True,
+                       env={**os.environ, **env})
+    assert r.returncode == 0, r.stderr
+    if not native_launch.missing_prerequisite():
+        native_launch.build(root / "native")
+    (root / "native" / "native_launch-0123.so.lock").parent.mkdir(parents=True, exist_ok=True)
+    (root / "native" / "native_launch-0123.so.lock").write_text("")  # what a killed build leaves
+    (root / "native" / "native_launch-build-x1y2").mkdir()
+    (root / "native" / "native_launch-build-x1y2" / "native_launch-0123.so").write_bytes(b"\x7fELF")
+    cache_mod.write_atomic(TuningStore(root).path_of("cd" * 32), b"{}")
+    (root / "v1" / ("ef" * 32 + ".lock")).write_text("")
+    (root / "v1" / (".efefefef.x1.tmp")).write_text("")
+    assert len([p for p in root.rglob("*") if p.is_file()]) >= 6
+    r = run_cli("cache", "clear", env=env)
+    assert r.returncode == 0, r.stderr
+    assert "removed 1 entries" in r.stdout and "removed 1 autotuning choices" in r.stdout
+    assert list(root.rglob("*")) == []

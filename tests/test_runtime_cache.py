@@ -238,3 +238,130 @@ def test_entry_from_compile_result_keeps_everything_json_able():
     assert f["origin"] == "proxy_fence_insertion" and f["reason"] == "generic write read by TMA"
     assert f["loc"]["line"] == 12 and f["writers"] == ["tlx.local_store at k.py:11"]
     assert back.meta["resources"] == {"shared_bytes": 1024} and back.compile_time_s == 0.5
+
+
+# -- a cache folder shared by several users -----------------------------------------------------
+
+@pytest.fixture(params=[0o002, 0o022, 0o077])
+def umask(request):
+    old = os.umask(request.param)
+    yield request.param
+    os.umask(old)
+
+
+def _modes(root: Path):
+    return {str(p.relative_to(root)): p.stat().st_mode & 0o777 for p in root.rglob("*")}
+
+
+def test_cache_files_and_folders_follow_the_umask(tmp_path, umask):
+    from tlx.autotune import TuningStore
+
+    root = tmp_path / "cache"
+    Cache(root).put(KEY, entry())
+    Cache(root).get_or_compile("4e" * 32, lambda: entry("b"))
+    store = TuningStore(root)
+    (store.directory).mkdir(parents=True)
+    cache_mod.write_atomic(store.path_of("ab" * 32), b"{}")
+    modes = _modes(root)
+    assert modes == {"v1": 0o777 & ~umask, f"v1/{KEY}.tlxc": 0o666 & ~umask,
+                     f"v1/{'4e' * 32}.tlxc": 0o666 & ~umask,  # (its lock file is gone)
+                     "autotune": 0o777 & ~umask, f"autotune/{'ab' * 32}.json": 0o666 & ~umask}, modes
+
+
+def test_the_native_module_follows_the_umask(tmp_path, umask):
+    from tlx.runtime import native_launch
+
+    if native_launch.missing_prerequisite():
+        pytest.skip(native_launch.missing_prerequisite())
+    module = native_launch.build(tmp_path)
+    modes = _modes(tmp_path)
+    assert modes == {module.name: 0o777 & ~umask, module.name + ".json": 0o666 & ~umask}, modes
+
+
+def test_a_lock_file_is_removed_after_use(tmp_path):
+    path = tmp_path / "k.lock"
+    with cache_mod.FileLock(path, timeout=5) as lock:
+        assert lock.fd is not None and path.exists()
+        assert path.read_text().split()[0] == str(os.getpid())
+    assert not path.exists()
+    Cache(tmp_path / "c").get_or_compile(KEY, entry)
+    assert sorted(p.name for p in (tmp_path / "c" / "v1").iterdir()) == [KEY + ".tlxc"]
+
+
+def _hold(path: Path, text: str):
+    """Lock `path` from this process (another descriptor) and write `text` into it."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.pwrite(fd, text.encode(), 0)
+    return fd
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_a_lock_held_for_a_dead_process_is_broken(tmp_path):
+    import socket
+    import time
+
+    path = tmp_path / "k.lock"
+    fd = _hold(path, f"{_dead_pid()} {socket.gethostname()}\n")  # (a descriptor it left to a child)
+    try:
+        start = time.monotonic()
+        with cache_mod.FileLock(path, timeout=60) as lock:
+            assert lock.fd is not None and lock.broken == 1
+            assert os.fstat(lock.fd).st_ino != os.fstat(fd).st_ino
+        assert time.monotonic() - start < 5 and not path.exists()
+    finally:
+        os.close(fd)
+
+
+def test_a_lock_older_than_the_timeout_is_broken_and_a_fresh_one_is_waited_for(tmp_path):
+    import socket
+    import threading
+    import time
+
+    path = tmp_path / "k.lock"
+    fd = _hold(path, f"{os.getpid() + 0} {socket.gethostname()}\n")  # a live holder...
+    os.utime(path, (time.time() - 120, time.time() - 120))  # ...that has held it for 2 minutes
+    with cache_mod.FileLock(path, timeout=60) as lock:
+        assert lock.fd is not None and lock.broken == 1
+    os.close(fd)
+
+    fd = _hold(path, f"{os.getpid()} {socket.gethostname()}\n")  # fresh: wait for its release
+    threading.Timer(0.4, lambda: (os.unlink(path), os.close(fd))).start()
+    start = time.monotonic()
+    with cache_mod.FileLock(path, timeout=60) as lock:
+        assert lock.fd is not None and lock.broken == 0
+    assert time.monotonic() - start >= 0.35
+
+
+def test_the_lock_admits_one_holder_at_a_time_while_its_files_come_and_go(tmp_path):
+    import threading
+
+    path, inside, most, errors = tmp_path / "k.lock", [0], [0], []
+    guard = threading.Lock()
+
+    def worker():
+        try:
+            for _ in range(60):
+                with cache_mod.FileLock(path, timeout=60) as lock:
+                    assert lock.fd is not None
+                    with guard:
+                        inside[0] += 1
+                        most[0] = max(most[0], inside[0])
+                    with guard:
+                        inside[0] -= 1
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and most[0] == 1 and not path.exists()

@@ -398,3 +398,49 @@ def test_torch_tensors_keep_every_check(monkeypatch):
     assert len(rec.calls) == 2
     launcher.launch((1,), [x, Tensor(0x9000, (1,), cuda=False, pinned=True), 3, 1.0], stream=0)
     assert rec.calls[-1]["params"][1] == struct.pack("<Q", 0x9000)
+
+
+_NO_GPU_SCRIPT = '''
+import os
+import numpy as np, tlx, tlx.language as tl
+
+@tlx.jit
+def copy(x_ptr, out_ptr, n, BLOCK: tl.constexpr = 256):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+x = np.arange(1000, dtype=np.float32)
+out = np.zeros_like(x)
+if hasattr(copy, "warmup"):
+    assert "st.global" in copy.warmup(x, out, 1000, grid=(4,)).asm["ptx"]
+if os.environ.get("TLX_INTERPRET"):
+    copy[(4,)](x, out, 1000)
+else:  # (device copies of host arrays: a launch that only lacks the GPU)
+    copy[(4,)](tlx.host_copy(x), tlx.host_copy(out), 1000)
+assert (out == x).all()
+print("ran")
+'''
+
+
+@pytest.mark.skipif(not _no_gpu(), reason="checks the behaviour on machines without a GPU")
+def test_the_no_gpu_error_is_one_clear_error_whose_suggestions_work(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "launch_without_gpu.py"
+    script.write_text(_NO_GPU_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "TLX_INTERPRET"}
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
+    assert r.returncode == 1 and "ran" not in r.stdout
+    err = r.stderr
+    assert err.count("Traceback") == 1, err  # no chain of numba's internals
+    assert "During handling" not in err and "direct cause" not in err and "numba_cuda" not in err, err
+    last = err.strip().splitlines()[-2:]
+    assert last[0].startswith("tlx.runtime.errors.NoCUDADeviceError: kernel 'copy': cannot launch: "
+                              "no CUDA device is available ("), last
+    assert "TLX_INTERPRET=1" in last[1] and "kernel.warmup(" in last[1], last
+    # what it suggests works: the script compiled with warmup above; TLX_INTERPRET=1 runs it
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       env={**env, "TLX_INTERPRET": "1"})
+    assert r.returncode == 0 and r.stdout.strip() == "ran", r.stderr

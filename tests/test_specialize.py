@@ -155,3 +155,49 @@ def test_binding_a_call():
             sp.bind(args, kwargs)
     with pytest.raises(TLXCompileError, match="argument 'n' is None"):
         sp.specialize(*sp.bind((1, 2, None), {}))
+
+
+@tlx.jit
+def _add3(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr = 256):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + tl.load(y_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def _binding_error(call) -> "tlx.specialize.ArgumentBindingError":
+    from tlx.specialize import ArgumentBindingError
+
+    with pytest.raises(ArgumentBindingError) as info:
+        call()
+    assert isinstance(info.value, TLXCompileError) and isinstance(info.value, TypeError)
+    return info.value
+
+
+def test_a_forgotten_argument_shows_how_the_call_was_bound_at_the_callers_line():
+    x, out = np.zeros(1000, np.float32), np.zeros(1000, np.float32)
+    line = sys._getframe().f_lineno + 1
+    err = _binding_error(lambda: tlx.interpret(_add3, (4,), x, out, 1000))  # y left out: 'n' is missing
+    text = str(err)
+    assert err.filename == __file__ and err.lineno == line
+    assert "missing a required argument: 'n'" in text
+    assert "_add3(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr) was bound as:" in text
+    rows = {r.split("=")[0].strip(): r.split("=", 1)[1].strip() for r in err.binding[1:]}
+    assert rows == {"x_ptr": "ndarray float32[1000]  (positional #0)",
+                    "y_ptr": "ndarray float32[1000]  (positional #1)",
+                    "out_ptr": "1000  (positional #2)",  # the slid argument is visible
+                    "n": "<missing>",
+                    "BLOCK: tl.constexpr": "256  (default)"}
+    assert "moved up by one" in err.hint
+
+
+def test_an_unknown_keyword_and_extra_positionals_are_shown_with_the_binding():
+    x = np.zeros(64, np.float32)
+    line = sys._getframe().f_lineno + 1
+    err = _binding_error(lambda: _add3.warmup(x, x, x, 64, BLOK=64))
+    assert err.lineno == line and "unexpected keyword argument 'BLOK'" in str(err)
+    assert "    unknown keyword BLOK = 64" in err.binding
+    assert any(r.split("=")[0].strip() == "n" and "64  (positional #3)" in r for r in err.binding)
+    err = _binding_error(lambda: _add3.warmup(x, x, x, 64, 256, 7))
+    assert "too many positional arguments" in str(err) and "    extra positional #5 = 7" in err.binding
+    err = _binding_error(lambda: _add3.warmup(x, x, x, 64, x_ptr=x))
+    assert "multiple values for argument 'x_ptr'" in str(err)
+    assert any("(positional #0) and ndarray float32[64]  (keyword)" in r for r in err.binding)

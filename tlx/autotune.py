@@ -805,6 +805,10 @@ class TuningStore:
                         removed += path.suffix == ".json"
                     except OSError:
                         pass
+            try:
+                self.directory.rmdir()  # (only when nothing else is left in it)
+            except OSError:
+                pass
         return removed
 
 

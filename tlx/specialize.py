@@ -32,11 +32,13 @@ tensors stand for device arrays of their dtype, and a ``torch.dtype`` for an ali
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tlx.compiler.errors import TLXCompileError
+from tlx.compiler.errors import TLXCompileError, TLXTypeError
+from tlx.compiler.ir.core import Location
 from tlx.compiler.options import CompileOptions
 from tlx.runtime.arrays import kind_of, pointer_and_dtype
 from tlx.runtime.dtypes import dtype_of_numpy, dtype_of_torch
@@ -273,8 +275,7 @@ class Specializer:
                     break
                 values[name] = self.defaults[name]
         if problem:
-            raise TLXCompileError(f"bad launch of kernel {self.fn.__name__}: {problem}",
-                                  hint=f"parameters: {', '.join(self.names)}")
+            raise binding_error(self.fn, args, kwargs, problem)
         return {n: values[n] for n in self.names}, options
 
     def meta(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> Dict[str, Any]:
@@ -305,6 +306,94 @@ class Specializer:
             specs.append(s)
         opts = compile_options(options)
         return Specialization((tuple(specs), opts), sig, consts, div, ones, opts)
+
+
+class ArgumentBindingError(TLXTypeError):
+    """A launch whose arguments do not bind to the kernel's parameters (one left out, an unknown
+    keyword, too many positionals, a parameter given twice). Raised at the caller's line; the
+    message shows the kernel's signature and what each parameter got, so a positional argument
+    that slid into the wrong parameter is visible. Also a `TypeError`, as Python raises."""
+
+    def __init__(self, message: str, loc: Optional[Location], hint: str, binding: Sequence[str]):
+        self.binding = list(binding)  # the signature line, then one line per parameter
+        super().__init__(message, loc, hint)
+
+    def _format(self) -> str:
+        text = super()._format()
+        head, sep, hint = text.rpartition("\nhint: ")
+        return "\n".join([head] + self.binding) + sep + hint
+
+
+# the directories of tlx's own code: frames there are not the user's call
+_PACKAGE_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                      for m in (sys.modules["tlx"], sys.modules["tlx.compiler"], sys.modules["tlx.runtime"]))
+
+
+def caller_location() -> Optional[Location]:
+    """The innermost frame outside tlx's packages: the user's line that launched the kernel
+    (with the call's column where Python records it)."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIRS):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    col = 0
+    try:  # (3.11+: the instruction's column range)
+        position = list(frame.f_code.co_positions())[frame.f_lasti // 2]
+        if position[0] == frame.f_lineno and position[2] is not None:
+            col = position[2]
+    except (AttributeError, IndexError):
+        pass
+    return Location(frame.f_code.co_filename, frame.f_lineno, col)
+
+
+def describe_value(value: Any) -> str:
+    """A short description of an argument for an error message: an array's kind, dtype and
+    shape, a scalar's repr, otherwise its type."""
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is not None and dtype is not None and not isinstance(value, np.generic):
+        device = getattr(value, "device", None)
+        where = f" on {device}" if device is not None and str(device) != "cpu" else ""
+        return f"{type(value).__name__} {str(dtype).replace('torch.', '')}{list(shape)}{where}"
+    if value is None or isinstance(value, (bool, int, float, str, np.generic, core.dtype)):
+        text = repr(value)
+        return text if len(text) <= 40 else text[:37] + "..."
+    return type(value).__name__
+
+
+def binding_error(fn: KernelFunction, args: Sequence[Any], kwargs: Dict[str, Any],
+                  problem: str) -> ArgumentBindingError:
+    """The error for a call whose arguments do not bind (`Specializer.bind` found `problem`):
+    the kernel's signature, then each parameter with the argument it got — positional (#i),
+    keyword, default — or ``<missing>``, then what the call gave that no parameter took."""
+    names = [p.name for p in fn.params]
+    rows = []
+    for i, p in enumerate(fn.params):
+        label = p.name + (": tl.constexpr" if p.is_constexpr else "")
+        if i < len(args):
+            got = f"{describe_value(args[i])}  (positional #{i})"
+            if p.name in kwargs:
+                got += f" and {describe_value(kwargs[p.name])}  (keyword)"
+        elif p.name in kwargs:
+            got = f"{describe_value(kwargs[p.name])}  (keyword)"
+        elif p.has_default:
+            got = f"{describe_value(p.default)}  (default)"
+        else:
+            got = "<missing>"
+        rows.append((label, got))
+    width = max((len(label) for label, _ in rows), default=0)
+    lines = [f"  {fn.__name__}({', '.join(label for label, _ in rows)}) was bound as:"]
+    lines += [f"    {label.ljust(width)} = {got}" for label, got in rows]
+    for i in range(len(names), len(args)):
+        lines.append(f"    extra positional #{i} = {describe_value(args[i])}")
+    for k, v in kwargs.items():
+        if k not in names and k not in LAUNCH_OPTIONS:
+            lines.append(f"    unknown keyword {k} = {describe_value(v)}")
+    hint = "pass one argument per parameter, in this order, or by name"
+    if "missing" in problem and len(args) > 0:
+        hint += ("; when an earlier argument was left out, the later positional ones moved up by one: "
+                 "check that each parameter above got what you meant")
+    return ArgumentBindingError(f"bad launch of kernel {fn.__name__}: {problem}", caller_location(), hint, lines)
 
 
 def compile_options(options: Dict[str, Any]) -> CompileOptions:

@@ -164,8 +164,11 @@ def tma(g: Gen) -> None:
         statement executes (a mistake that shows only at run time needs that)."""
         if runs and g.mutate("expect_bytes_wrong"):
             wrong = g.pick([nbytes // 2, nbytes * 2, nbytes + 16])
-            g.line(f"tlx.barrier_expect_bytes(bars[{slot}], {wrong})")
-            g.expect_hazard(("expect-bytes", "deadlock"), f"expect {wrong} bytes for a {nbytes}-byte tile")
+            ln = g.line(f"tlx.barrier_expect_bytes(bars[{slot}], {wrong})")
+            if prefetch:  # issued under an `if`: the compiler cannot prove it, the interpreter sees it
+                g.expect_hazard(("expect-bytes", "deadlock"), f"expect {wrong} bytes for a {nbytes}-byte tile")
+            else:  # expect, load and wait in one loop body: BarrierBytes proves the mismatch
+                g.expect_error(ln, "barrier_expect_bytes", f"expect {wrong} bytes for a {nbytes}-byte tile")
         elif runs and g.mutate("missing_expect"):
             g.expect_hazard(("expect-bytes", "deadlock"), "a TMA load on a barrier nobody expects bytes on")
         elif g.mutate("expect_runtime_size"):

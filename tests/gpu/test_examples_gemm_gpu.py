@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from kernels.gemm_examples import BENCH_SHAPES, DTYPES, KINDS, RAGGED_SHAPES, spec_for
+from kernels.gemm_examples import BENCH_SHAPES, DTYPES, KINDS, RAGGED_SHAPES, SANITIZE_RUNS, spec_for
 
 pytestmark = pytest.mark.gpu
 
@@ -43,13 +43,13 @@ def _inputs(M: int, N: int, K: int, dtype: str):
     return _REF_CACHE[key]
 
 
-def _run(kind: str, a, b):
+def _run(kind: str, a, b, sms=None):
     import torch
 
     from tlx.examples import gemm
 
     c = torch.full((a.shape[0], b.shape[1]), float("nan"), device="cuda", dtype=a.dtype)
-    plan = gemm.ALL_PLANS[kind](a, b, out=c)
+    plan = gemm.ALL_PLANS[kind](a, b, out=c, **({"sms": sms} if sms else {}))
     spec_for(plan).check(*plan.args)
     plan.run()
     torch.cuda.synchronize()
@@ -108,3 +108,14 @@ def test_gemm_example_on_a_side_stream(kind):
         plan.run(stream=s)
     s.synchronize()
     _check(kind, 1000, 776, 1000, "fp16", seed, c, ref)
+
+
+@pytest.mark.parametrize("kind,M,N,K,dtype,sms", SANITIZE_RUNS,
+                         ids=lambda v: "x" if v is None else str(v))
+def test_sanitized_gemm_example(kind, M, N, K, dtype, sms):
+    """The runs tests/gpu/test_sanitizer.py makes under memcheck, racecheck and synccheck: each
+    GEMM example at a ragged shape, and at one where the persistent kernels loop over several
+    tiles per CTA (`sms=2`); checked against float64 like the others."""
+    seed, a, b, ref = _inputs(M, N, K, dtype)
+    c = _run(kind, a, b, sms)
+    _check(kind, M, N, K, dtype, seed, c, ref)

@@ -18,6 +18,11 @@ DTYPES = ["bf16", "fp16"]
 BENCH_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 1024, 8192), (1024, 8192, 4096)]
 RAGGED_SHAPES = [(1000, 776, 1000), (130, 264, 40), (8192 + 64, 1024 + 8, 520)]
 H200_SMS = 132  # what the persistent kernels' CTA count is computed from on the H200 (and the H100 SXM)
+# what tests/gpu/test_sanitizer.py runs under memcheck, racecheck and synccheck: every example at a
+# ragged shape (partial tiles at each edge, one K step), and at one with several K steps where the
+# persistent kernels loop over 10 tiles per CTA (2 CTAs): (kind, M, N, K, dtype, sms)
+SANITIZE_RUNS = ([(k, 130, 264, 40, "fp16", None) for k in KINDS]
+                 + [(k, 520, 392, 200, "bf16", 2 if k in ("persistent", "pingpong") else None) for k in KINDS])
 
 
 def _key(plan: Any) -> Tuple:
@@ -26,20 +31,21 @@ def _key(plan: Any) -> Tuple:
             M % 16 == 0, N % 16 == 0, K % 16 == 0)
 
 
-def plan(kind: str, M: int, N: int, K: int, dtype: str) -> Any:
+def plan(kind: str, M: int, N: int, K: int, dtype: str, sms: Any = None) -> Any:
     """The plan of `kind` for an M x N x K product, over numpy arrays that are never touched (so no
     memory is used): the same kernel, grid, constexprs and integers as the GPU test's plan."""
     np_dtype = np.uint16 if dtype == "bf16" else np.float16
     a, b = np.zeros((M, K), np_dtype), np.zeros((K, N), np_dtype)
-    kw = {"sms": H200_SMS} if kind in ("persistent", "pingpong") else {}
+    kw = {"sms": sms or H200_SMS} if kind in ("persistent", "pingpong") else {}
     return gemm.ALL_PLANS[kind](a, b, **kw)
 
 
 SPECS: Dict[Tuple, Spec] = {}
 for _kind in KINDS:
     for _dtype in DTYPES:
-        for _M, _N, _K in BENCH_SHAPES + RAGGED_SHAPES:
-            _plan = plan(_kind, _M, _N, _K, _dtype)
+        for _M, _N, _K, _sms in [s + (None,) for s in BENCH_SHAPES + RAGGED_SHAPES] + \
+                [r[1:4] + r[5:] for r in SANITIZE_RUNS if r[0] == _kind and r[4] == _dtype]:
+            _plan = plan(_kind, _M, _N, _K, _dtype, _sms)
             _k = _key(_plan)
             if _k not in SPECS:
                 _names = [p.name for p in _plan.kernel.params if not p.is_constexpr]

@@ -250,6 +250,44 @@ class Program:
                 g.finish()
             th.bulk.clear()
 
+    def _signal_notes(self) -> List[str]:
+        """For each blocked mbarrier wait: who could still signal its barrier. Nothing in the
+        kernel (an arrive is missing), or only partitions that are blocked themselves (a
+        circular wait, usually a wrong phase)."""
+        from tlx.compiler.analysis.barrier_bytes import barrier_root
+
+        signals: Dict[int, List[Operation]] = {}  # alloc_barriers op -> the ops that signal its barriers
+        for o in self.interp.module.ops():
+            if o.name in ("tlx.barrier_arrive", "tlx.barrier_expect_bytes", "tlx.tma_load", "tlx.async_bulk_load"):
+                root = barrier_root(o.arg("bar")).defining_op
+                signals.setdefault(id(root), []).append(o)
+        notes, circular = [], bool(self.blocked)
+        for _, w in self.blocked:
+            d = w.describe()
+            bar = d.get("barrier")
+            if not isinstance(bar, MBarrier):
+                circular = False
+                continue
+            where = f"the wait at {describe_loc(d['loc'])}"
+            ops = signals.get(id(bar.op), [])
+            if not ops:
+                circular = False
+                notes.append(f"  {bar.name}: nothing in the kernel arrives on it (no barrier_arrive or "
+                             f"barrier_expect_bytes names {bar.name.split('[')[0]}), so {where} can never pass: "
+                             "add the arrive its producer owes")
+            elif bar.pending == bar.arrive_count and not bar.transfers:
+                lines = ", ".join(sorted({f"{o.name} at {describe_loc(o.loc)}" for o in ops}))
+                notes.append(f"  {bar.name}: {where} needs a signal from {lines}, which no running partition "
+                             "can reach")
+            else:
+                circular = False
+        if circular and len(self.blocked) > 1:
+            notes.append("  a circular wait: each partition waits for a signal only another blocked partition sends. "
+                         "Check the phases: a barrier starts in phase 0, so a wait with parity 1 passes at once and "
+                         "one with parity 0 blocks until the first phase completes — a producer's first wait for a "
+                         "free slot (empty[i]) uses parity 1, a consumer's first wait for data (full[i]) parity 0")
+        return notes
+
     def deadlock(self) -> None:
         waits = [w.describe() for _, w in self.blocked]
         lines = [f"deadlock in program {self.pid}: no partition can make progress"]
@@ -269,6 +307,7 @@ class Program:
                     f"barrier_expect_bytes declared {bar.expected} bytes but the loads on the barrier bring {bar.landed}",
                     "make the expected byte count equal the bytes of the TMA loads that complete on this barrier",
                     self.pid)
+        notes += self._signal_notes()
         lines += notes
         if not notes:
             lines.append("  hint: check the phase each wait expects (a consumer waits on full[i] with phase p, the "
@@ -1179,6 +1218,7 @@ def _expect(it, th, op):
         return
     bar = _bar(th, op)
     r = th.record(op, f"barrier_expect_bytes({op.attrs['bytes']})")
+    bar.signalled(op, th.agent.name, th.iters())
     bar.expect(th.agent, op.attrs["bytes"], r, _over(it, th, op, bar))
     _check_overshoot(it, th, bar)
 
@@ -1191,6 +1231,7 @@ def _arrive(it, th, op):
     n = op.attrs.get("count", 1)
     if op.attrs.get("per_thread"):  # an alloc_warp_barrier barrier: every thread arrives by itself
         n *= th.agent.num_threads
+    bar.signalled(op, th.agent.name, th.iters())
     bar.arrive(th.agent, n, _over(it, th, op, bar))
     _check_overshoot(it, th, bar)
 
@@ -1238,9 +1279,10 @@ def _barrier_wait(it, th, op):
         iters = th.iters()
 
         def describe():
-            d = wait_info("mbarrier", op, th.agent, iters, f"{bar.name} (allocated at {describe_loc(bar.op.loc)}) to "
-                          f"leave phase parity {parity}", f"the barrier is in {bar.state()}")
-            d["barrier"] = bar
+            d = wait_info("mbarrier", op, th.agent, iters, f"phase {bar.phase} of {bar.name} (allocated at "
+                          f"{describe_loc(bar.op.loc)}) to complete (wait parity {parity})",
+                          f"the barrier is in {bar.state()}; {bar.describe_last_signal()}")
+            d["barrier"], d["parity"] = bar, parity
             return d
         yield Wait(ready, describe)
     th.agent.join(bar.completed_clock)

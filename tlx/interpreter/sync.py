@@ -12,7 +12,7 @@ end of the program), so a read that does not wait sees the old bytes and the che
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from tlx.compiler.ir.core import Location, Operation
 
@@ -45,9 +45,24 @@ class MBarrier:
         self.completed_clock: Dict[int, int] = {}  # the clock a waiter of a completed phase acquires
         self.transfers: List[Transfer] = []
         self.expect_ops: List[Access] = []
+        # the last arrive / expect / landed load: (op, partition, iterations, the phase it went to)
+        self.last_signal: Optional[Tuple[Operation, str, Any, int]] = None
 
     def parity(self) -> int:
         return self.phase & 1
+
+    def signalled(self, op: Operation, partition: str, iters: Any) -> None:
+        """Remember `op` as the last thing that signalled this barrier (for deadlock reports)."""
+        self.last_signal = (op, partition, iters, self.phase)
+
+    def describe_last_signal(self) -> str:
+        """Where the barrier was last signalled, in words (or that nothing signalled it yet)."""
+        if self.last_signal is None:
+            return "nothing has arrived on it yet"
+        op, partition, iters, phase = self.last_signal
+        it = describe_iters(iters)
+        return (f"its last signal: {op.name} at {describe_loc(op.loc)} (partition {partition}"
+                + (f", {it}" if it else "") + f"), in phase {phase}")
 
     def arrive(self, agent: Agent, count: int, on_over: Callable[[], None]) -> None:
         """`count` arrivals from `agent` (its clock is released into the phase)."""
@@ -68,6 +83,7 @@ class MBarrier:
     def land_one(self) -> None:
         t = self.transfers.pop(0)
         t.land()
+        self.signalled(t.record.op, t.record.agent.name, t.record.iters)
         join_clocks(self.clock, {t.record.agent.key: t.record.epoch})
         t.record.completion = (self.key, self.phase + 1)
         self.tx -= t.nbytes
