@@ -295,6 +295,26 @@ def desc_load_loop_kernel(x_ptr, y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr
 
 
 @tlx.jit
+def row_tile_tma_kernel(x_ptr, y_ptr, n, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """y = 3 * x over a flat fp16 vector: each program moves ROWS * COLS elements as one [1, ROWS * COLS]
+    TMA tile (a single row far wider than one 256-element TMA box) through device-made descriptors
+    into ROWS row buffers viewed as that one row, triples each row buffer, and stores the tile back."""
+    xd = tl.make_tensor_descriptor(x_ptr, [1, n], [n, 1], [1, ROWS * COLS])
+    yd = tl.make_tensor_descriptor(y_ptr, [1, n], [n, 1], [1, ROWS * COLS])
+    rows_in = tlx.local_alloc((1, COLS), tl.float16, ROWS)
+    rows_out = tlx.local_alloc((1, COLS), tl.float16, ROWS)
+    bars = tlx.alloc_barriers(1)
+    start = tl.program_id(0) * (ROWS * COLS)
+    tlx.barrier_expect_bytes(bars[0], ROWS * COLS * 2)
+    tlx.async_descriptor_load(xd, tlx.local_reinterpret(rows_in, tl.float16, [1, ROWS * COLS]), [0, start], bars[0])
+    tlx.barrier_wait(bars[0], 0)
+    for r in range(0, ROWS):
+        tlx.local_store(rows_out[r], tlx.local_load(rows_in[r]) * 3)
+    tlx.async_descriptor_store(yd, tlx.local_reinterpret(rows_out, tl.float16, [1, ROWS * COLS]), [0, start])
+    tlx.async_descriptor_store_wait(0)
+
+
+@tlx.jit
 def control_kernel(x_ptr, y_ptr, ids_ptr, clk_ptr, n, BLOCK: tl.constexpr):
     pid = tl.program_id(0) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
     t0 = tlx.clock64()
@@ -404,6 +424,9 @@ DEVICE_DESC = spec("device-side descriptors", device_desc_kernel,
 DESC_LOAD_LOOP = spec("descriptor load in a loop", desc_load_loop_kernel,
                       {"x_ptr": "*fp16", "y_ptr": "*fp32", "M": "i32", "N": "i32"}, {"BM": 64, "BN": 64},
                       divisible=["M", "N"])  # 37 * 64 x 256
+ROW_TILE_TMA = spec("one-row TMA tile wider than a box", row_tile_tma_kernel,
+                    {"x_ptr": "*fp16", "y_ptr": "*fp16", "n": "i32"}, {"ROWS": 32, "COLS": 128},
+                    divisible=["n"])  # 6 programs of 4096 elements
 CONTROL = spec("control flow", control_kernel,
                {"x_ptr": "*fp32", "y_ptr": "*fp32", "ids_ptr": "*i32", "clk_ptr": "*i64", "n": "i32"}, {"BLOCK": 128})
 WS = spec("warp specialization", ws_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32"}, {"BLOCK": 512})
