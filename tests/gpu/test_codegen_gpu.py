@@ -291,6 +291,17 @@ def test_one_row_tile_wider_than_a_tma_box_lands_at_aligned_smem(torch):
     check(host(y), host(x) * 3, 1e-3, 0, "one-row TMA tile")
 
 
+def test_wait_then_arrive_rounds_on_one_mbarrier_do_not_hang(torch):
+    """16 arrive/wait rounds on one mbarrier in 264 CTAs of 4 warps: with no barrier between a
+    wait and the leader's next arrive a lagging warp misses a parity and hangs the launch."""
+    n = 264 * 1024
+    x = torch.randn(n, device="cuda")
+    y = poisoned(torch, (n,), torch.float32)
+    K.MBARRIER_ROUNDS[(n // 1024,)](x, y)
+    torch.cuda.synchronize()
+    check(host(y), host(x) * 17, 1e-5, 1e-5, "mbarrier rounds")
+
+
 def test_descriptor_load_in_a_loop_reinitializes_its_mbarrier_every_iteration(torch):
     M, N, BM, BN = 64 * 37, 256, 64, 64  # 37 iterations
     x = torch.randn(M, N, device="cuda").half()

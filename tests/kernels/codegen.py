@@ -315,6 +315,22 @@ def row_tile_tma_kernel(x_ptr, y_ptr, n, ROWS: tl.constexpr, COLS: tl.constexpr)
 
 
 @tlx.jit
+def mbarrier_rounds_kernel(x_ptr, y_ptr, ROUNDS: tl.constexpr, BLOCK: tl.constexpr):
+    """y = (ROUNDS + 1) * x, one mbarrier phase a round without warp specialization: the leader
+    arrives (count 1), every thread waits for that round's parity, then adds x once more. A thread
+    that fell two phases behind the leader would wait for a parity that never comes back (a hang)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    bars = tlx.alloc_barriers(1)
+    acc = x
+    for i in tl.static_range(ROUNDS):  # unrolled: straight-line wait-then-arrive pairs
+        tlx.barrier_arrive(bars[0])
+        tlx.barrier_wait(bars[0], i % 2)
+        acc = acc + x
+    tl.store(y_ptr + offs, acc)
+
+
+@tlx.jit
 def control_kernel(x_ptr, y_ptr, ids_ptr, clk_ptr, n, BLOCK: tl.constexpr):
     pid = tl.program_id(0) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
     t0 = tlx.clock64()
@@ -427,6 +443,8 @@ DESC_LOAD_LOOP = spec("descriptor load in a loop", desc_load_loop_kernel,
 ROW_TILE_TMA = spec("one-row TMA tile wider than a box", row_tile_tma_kernel,
                     {"x_ptr": "*fp16", "y_ptr": "*fp16", "n": "i32"}, {"ROWS": 32, "COLS": 128},
                     divisible=["n"])  # 6 programs of 4096 elements
+MBARRIER_ROUNDS = spec("mbarrier rounds without warp specialization", mbarrier_rounds_kernel,
+                       {"x_ptr": "*fp32", "y_ptr": "*fp32"}, {"ROUNDS": 16, "BLOCK": 1024})
 CONTROL = spec("control flow", control_kernel,
                {"x_ptr": "*fp32", "y_ptr": "*fp32", "ids_ptr": "*i32", "clk_ptr": "*i64", "n": "i32"}, {"BLOCK": 128})
 WS = spec("warp specialization", ws_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32"}, {"BLOCK": 512})
