@@ -353,3 +353,32 @@ def test_a_buffer_array_seen_flat_is_one_unswizzled_row_for_tma():
     want = x.astype(np.float64).reshape(rows, w) * np.arange(1, rows + 1)[:, None]
     np.testing.assert_allclose(y.astype(np.float64).reshape(rows, w), want, rtol=1e-3)
 
+
+
+def test_an_amd_mfma_layout_is_a_host_value_with_one_tile_factor_per_warp_axis():
+    lay = tlx.amd_mfma_layout(3, [16, 16, 16], False, [2, 2])
+    assert lay.tiles_per_warp == [1, 1] and lay.element_bitwidth == 32 and lay.cga_layout == []
+    assert lay == tlx.amd_mfma_layout(3, [16, 16, 16], False, [2, 2], tiles_per_warp=[1, 1])
+    assert lay != tlx.amd_mfma_layout(3, [16, 16, 16], False, [2, 2], tiles_per_warp=[1, 2])
+    assert "tiles_per_warp=[1, 1]" in repr(lay)
+    for bad in (dict(version=5), dict(instr_shape=[8, 8, 4]), dict(tiles_per_warp=[2, 2, 1]),
+                dict(element_bitwidth=16)):
+        args = dict(version=3, instr_shape=[16, 16, 16], transposed=False, warps_per_cta=[2, 2], **{})
+        args.update(bad)
+        with pytest.raises(AssertionError) as e:
+            tlx.amd_mfma_layout(**args)
+        assert isinstance(e.value, TLXCompileError), e.value
+
+
+@tlx.jit
+def _load_with_mfma(out_ptr):
+    buf = tlx.local_alloc((32, 32), tl.float32, 1)
+    tlx.local_store(buf[0], tl.zeros((32, 32), tl.float32))
+    x = tlx.local_load(buf[0], layout=tlx.amd_mfma_layout(3, [32, 32, 8], False, [4, 1]))
+    tl.store(out_ptr + tl.arange(0, 32)[:, None] * 32 + tl.arange(0, 32)[None, :], x)
+
+
+def test_a_kernel_laying_a_tensor_out_as_amd_mfma_is_refused_at_its_line():
+    with pytest.raises(TLXCompileError, match="amd_mfma_layout") as e:
+        _load_with_mfma.warmup(np.zeros((32, 32), np.float32), grid=(1,))
+    assert "test_lang_layouts.py" in str(e.value)

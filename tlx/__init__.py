@@ -18,9 +18,9 @@ from .interpreter import interpret
 from .jit import JITFunction, jit
 from .language.core import (async_token, buffered_tensor, constexpr, dtype, mbarrier, tensor,
                             tensor_descriptor)
-from .layouts import (layout, layout_encoding, nv_mma_shared_layout_encoding, padded_shared_layout_encoding,
-                      shared_layout_encoding, shared_linear_layout_encoding, swizzled_layout,
-                      swizzled_shared_layout_encoding)
+from .layouts import (amd_mfma_layout, layout, layout_encoding, nv_mma_shared_layout_encoding,
+                      padded_shared_layout_encoding, shared_layout_encoding, shared_linear_layout_encoding,
+                      swizzled_layout, swizzled_shared_layout_encoding)
 from .mem_ops import (async_descriptor_load, async_descriptor_prefetch_tensor, async_descriptor_store,
                       async_descriptor_store_wait, async_load, async_load_commit_group, async_load_wait_group,
                       async_store, fence, fence_async_shared, local_alloc, local_gather, local_load,
@@ -57,6 +57,6 @@ __all__ = [
     "tensor_descriptor", "async_token", "constexpr", "dtype", "interpret", "show", "TensorDescriptor",
     "TLXRuntimeError", "host_copy", "set_allocator", "autotune", "Config", "heuristics", "testing",
     "local_gather", "local_scatter", "prefetch", "subslice", "vote_ballot_sync", "warp_redux", "layout",
-    "layout_encoding", "shared_layout_encoding", "swizzled_shared_layout_encoding", "swizzled_layout",
+    "amd_mfma_layout", "layout_encoding", "shared_layout_encoding", "swizzled_shared_layout_encoding", "swizzled_layout",
     "nv_mma_shared_layout_encoding", "padded_shared_layout_encoding", "shared_linear_layout_encoding",
 ]
