@@ -105,3 +105,37 @@ def test_a_copy_the_layout_cannot_align_is_a_compile_error_naming_the_line():
     with pytest.raises(TLXCompileError, match=r"128-byte aligned shared memory") as e:
         two_row_copy.warmup(np.zeros((2, 64), np.float16), R=2, C=64, grid=(1,))
     assert "test_codegen_tma_geometry.py" in str(e.value)
+
+
+@tlx.jit
+def vector_copy_1d(x_ptr, y_ptr, n, BLOCK: tl.constexpr, WS: tl.constexpr):
+    """y = x + 1 over a flat vector through rank-1 descriptors, tile by tile (in a worker partition
+    when WS)."""
+    xd = tl.make_tensor_descriptor(x_ptr, shape=[n], strides=[1], block_shape=[BLOCK])
+    yd = tl.make_tensor_descriptor(y_ptr, shape=[n], strides=[1], block_shape=[BLOCK])
+    off = tl.program_id(0) * BLOCK
+    if WS:
+        with tlx.async_tasks():
+            with tlx.async_task("default"):
+                pass
+            with tlx.async_task(num_warps=4):
+                yd.store([off], xd.load([off]) + 1)
+    else:
+        yd.store([off], xd.load([off]) + 1)
+
+
+@pytest.mark.parametrize("ws", [False, True])
+def test_a_rank_1_descriptor_tile_moves_in_boxes_of_256_and_runs_on_the_interpreter(ws):
+    """A rank-1 tile is one contiguous row in the plain shared layout: 1024 fp32 move as 4 boxes of
+    256 elements at 1024-byte steps each way (also inside a worker partition)."""
+    n, block = 4096, 1024
+    x = np.arange(n, dtype=np.float32)
+    k = vector_copy_1d.warmup(x, x.copy(), n, BLOCK=block, WS=ws, grid=(n // block,))
+    ptx = k.asm["ptx"]
+    assert re.findall(r"box_dim\.shared::cta\.b1024\.b32 \[%r\d+\], 0, (\d+);", ptx) == ["256", "256"]
+    assert smem_offsets(ptx, _SMEM_OPERAND) == [0, 1024, 2048, 3072]
+    assert smem_offsets(ptx, re.compile(r"cp\.async\.bulk\.tensor\.1d\.global\.shared::cta\S*\s+\[[^\]]*\],\s*"
+                                        r"\[(%\w+)(?:\+(\d+))?\]")) == [0, 1024, 2048, 3072]
+    y = np.full(n, np.nan, np.float32)
+    tlx.interpret(vector_copy_1d, (n // block,), x, y, n, BLOCK=block, WS=ws)
+    np.testing.assert_array_equal(y, x + 1)

@@ -744,7 +744,11 @@ def _assign_shared_layouts(m: Module) -> None:
                                                    "layout=tlx.nv_mma_shared_layout_encoding(...)")
             if n in ("tlx.tma_load", "tlx.tma_store"):
                 v = op.arg("dst" if n == "tlx.tma_load" else "src")
-                if not isinstance(v.type.layout, L.NVMMASharedLayout) or v.type.layout.transposed:
+                lay = v.type.layout
+                # a rank-1 tile is one contiguous row: its plain (unswizzled) layout is what TMA writes
+                one_row = (len(v.type.shape) == 1 and isinstance(lay, L.SwizzledSharedLayout)
+                           and lay.max_phase == 1)
+                if not one_row and (not isinstance(lay, L.NVMMASharedLayout) or lay.transposed):
                     raise TLXCompileError(f"a TMA buffer needs a non-transposed NVMMA layout, got {v.type.layout}",
                                           op.loc, hint="TMA writes rows of the descriptor's inner dimension, swizzled "
                                                        "the NVMMA way: allocate the buffer with the default layout or "

@@ -302,6 +302,15 @@ def test_wait_then_arrive_rounds_on_one_mbarrier_do_not_hang(torch):
     check(host(y), host(x) * 17, 1e-5, 1e-5, "mbarrier rounds")
 
 
+def test_rank_1_descriptors_in_a_worker_partition(torch):
+    n = 37 * 1024
+    x = torch.randn(n, device="cuda")
+    y = poisoned(torch, (n,), torch.float32)
+    K.RANK1_DESC_WS[(n // 1024,)](x, y, n)
+    torch.cuda.synchronize()
+    check(host(y), host(x) + 1, 0, 0, "rank-1 descriptors")
+
+
 def test_descriptor_load_in_a_loop_reinitializes_its_mbarrier_every_iteration(torch):
     M, N, BM, BN = 64 * 37, 256, 64, 64  # 37 iterations
     x = torch.randn(M, N, device="cuda").half()

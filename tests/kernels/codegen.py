@@ -331,6 +331,19 @@ def mbarrier_rounds_kernel(x_ptr, y_ptr, ROUNDS: tl.constexpr, BLOCK: tl.constex
 
 
 @tlx.jit
+def rank1_desc_ws_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    """y = x + 1 through rank-1 device-made descriptors, loaded and stored in a worker partition."""
+    xd = tl.make_tensor_descriptor(x_ptr, shape=[n], strides=[1], block_shape=[BLOCK])
+    yd = tl.make_tensor_descriptor(y_ptr, shape=[n], strides=[1], block_shape=[BLOCK])
+    off = tl.program_id(0) * BLOCK
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            pass
+        with tlx.async_task(num_warps=4):
+            yd.store([off], xd.load([off]) + 1)
+
+
+@tlx.jit
 def control_kernel(x_ptr, y_ptr, ids_ptr, clk_ptr, n, BLOCK: tl.constexpr):
     pid = tl.program_id(0) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
     t0 = tlx.clock64()
@@ -445,6 +458,8 @@ ROW_TILE_TMA = spec("one-row TMA tile wider than a box", row_tile_tma_kernel,
                     divisible=["n"])  # 6 programs of 4096 elements
 MBARRIER_ROUNDS = spec("mbarrier rounds without warp specialization", mbarrier_rounds_kernel,
                        {"x_ptr": "*fp32", "y_ptr": "*fp32"}, {"ROUNDS": 16, "BLOCK": 1024})
+RANK1_DESC_WS = spec("rank-1 descriptors in a worker partition", rank1_desc_ws_kernel,
+                     {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}, {"BLOCK": 1024}, divisible=["n"])
 CONTROL = spec("control flow", control_kernel,
                {"x_ptr": "*fp32", "y_ptr": "*fp32", "ids_ptr": "*i32", "clk_ptr": "*i64", "n": "i32"}, {"BLOCK": 128})
 WS = spec("warp specialization", ws_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32"}, {"BLOCK": 512})
