@@ -27,8 +27,8 @@ from .mem_ops import (async_descriptor_load, async_descriptor_prefetch_tensor, a
                       local_reinterpret, local_reshape, local_scatter, local_slice, local_store, local_trans,
                       local_view, make_tensor_descriptor, prefetch, storage_kind, subslice)
 from .mma_ops import async_dot, async_dot_wait
-from .utility import (async_task_replica_id, clock64, cluster_cta_rank, dtype_of, get_fp8_format_name, size_of,
-                      thread_id)
+from .utility import (async_task_replica_id, clock64, cluster_cta_rank, dtype_of, dump_layout, get_fp8_format_name,
+                      size_of, thread_id)
 from .warp_ops import vote_ballot_sync, warp_redux
 from .tasks import async_task, async_tasks
 from . import warp_spec
@@ -52,7 +52,8 @@ __all__ = [
     "async_descriptor_store_wait", "async_load", "async_load_commit_group", "async_load_wait_group", "async_store",
     "fence", "fence_async_shared", "local_alloc", "local_load", "local_reinterpret", "local_reshape", "local_slice",
     "local_store", "local_trans", "local_view", "make_tensor_descriptor", "storage_kind", "async_dot",
-    "async_dot_wait", "async_task_replica_id", "clock64", "cluster_cta_rank", "dtype_of", "get_fp8_format_name",
+    "async_dot_wait", "async_task_replica_id", "clock64", "cluster_cta_rank", "dtype_of", "dump_layout",
+    "get_fp8_format_name",
     "size_of", "thread_id", "async_task", "async_tasks", "buffered_tensor", "mbarrier", "tensor",
     "tensor_descriptor", "async_token", "constexpr", "dtype", "interpret", "show", "TensorDescriptor",
     "TLXRuntimeError", "host_copy", "set_allocator", "autotune", "Config", "heuristics", "testing",

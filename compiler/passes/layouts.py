@@ -47,6 +47,7 @@ from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
 from ..ir.core import Module, Operation, Value
+from . import dump_layout
 
 Derive = Callable[[L.DistributedLayout], Optional[L.DistributedLayout]]
 
@@ -797,6 +798,8 @@ def _assign_scratch(m: Module) -> None:
 
 
 def run(module: Module, ctx=None) -> Module:
-    """Assign layouts to `module` in place (see the module docstring) and return it."""
+    """Assign layouts to `module` in place (see the module docstring) and return it; then print
+    what each `tlx.dump_layout` asks about and erase it (compiler/passes/dump_layout.py)."""
     LayoutPass(module).run()
+    dump_layout.report_and_erase(module)
     return module

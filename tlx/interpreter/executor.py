@@ -1308,6 +1308,11 @@ def _async_dot_wait(it, th, op):
 
 # -- misc ---------------------------------------------------------------------------------------------
 
+@handler("tlx.dump_layout")
+def _dump_layout(it, th, op):
+    """A compile-time diagnostic (the layout pass prints and erases it): nothing to execute."""
+
+
 @handler("tlx.clock64")
 def _clock64(it, th, op):
     th.prog.clock64 += 1000
