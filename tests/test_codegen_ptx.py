@@ -336,3 +336,23 @@ def test_every_register_is_written_on_every_path_before_it_is_read(case):
     from ptx_checker import undefined_uses
 
     assert undefined_uses(compile_case(case, assemble=False).asm["ptx"]) == []
+
+
+def test_wait_arrive_rounds_sync_the_cta_before_each_arrive_and_run_on_the_interpreter():
+    """One mbarrier, leader arrives and everyone waits, round after round (no warp specialization):
+    a bar.sync precedes each of the leader's arrives, so no warp can still poll the previous
+    round's parity when the arrive completes the next phase. The interpreter agrees with numpy."""
+    import numpy as np
+
+    import tlx
+    from kernels import codegen as K
+
+    ptx = K.MBARRIER_ROUNDS.compile().asm["ptx"]  # assembled by ptxas for sm_90a
+    arrive = re.compile(r"\t([^\n]*)\n(?:\t\.loc[^\n]*\n)?\t@%leader_0 mbarrier\.arrive\.shared::cta\.b64 _, \[%r\d+\];")
+    before = arrive.findall(ptx)
+    assert before == ["bar.sync 0;"] * 16, before
+    assert ptx.count("bar.sync 0;") == 16
+    x = np.random.default_rng(3).standard_normal(3 * 1024).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    tlx.interpret(K.mbarrier_rounds_kernel, (3,), x, y, ROUNDS=6, BLOCK=1024)
+    np.testing.assert_allclose(y.astype(np.float64), 7 * x.astype(np.float64), rtol=1e-5, atol=1e-5)

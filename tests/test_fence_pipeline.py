@@ -477,3 +477,50 @@ def test_a_fence_before_a_cp_async_wait_does_not_count_for_the_barrier_after_it(
     CHECK-NEXT: tlx.cta_barrier
     CHECK-NEXT: tlx.tma_store
     """, ALL)
+
+
+def _wait_then_arrive(arrive: str, bars: str = "{num = 1, arrive_count = 1}") -> str:
+    return module(f"""
+    %c0 = arith.constant {{value = 0}} : i32
+    %c1 = arith.constant {{value = 1}} : i32
+    %bars = tlx.alloc_barriers {bars} : !mbarriers<1>
+    %b = tlx.memdesc_index %bars, %c0 : !mbarrier
+    %o = tlx.memdesc_index %bars, %c0 : !mbarrier
+    tlx.barrier_arrive %b loc(#f0:10:4)
+    tlx.barrier_wait %b, %c0 loc(#f0:11:4)
+    {arrive}
+    tlx.barrier_wait %b, %c1 loc(#f0:13:4)""")
+
+
+def test_a_wait_then_the_leaders_arrive_on_that_mbarrier_get_a_barrier_between_them():
+    """Every thread polls phase 0; the leader's next arrive completes phase 1, and a third would
+    bring the parity back to 0 while a slow thread still polls it (the hang of wait/arrive pairs
+    without warp specialization): so a CTA barrier after each wait, before the leader's arrive or
+    expect on the same mbarrier, and none before the waits."""
+    check(_wait_then_arrive("tlx.barrier_arrive %o loc(#f0:12:4)"), """
+    CHECK: tlx.alloc_barriers
+    CHECK: tlx.cta_barrier
+    CHECK-NEXT: tlx.barrier_arrive %b
+    CHECK-NEXT: tlx.barrier_wait %b, %c0
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.barrier_arrive %o
+    CHECK-NEXT: tlx.barrier_wait %b, %c1
+    CHECK-NEXT: tt.return
+    """, ALL)
+    check(_wait_then_arrive("tlx.barrier_expect_bytes %o {bytes = 128} loc(#f0:12:4)"), """
+    CHECK: tlx.barrier_wait %b, %c0
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.barrier_expect_bytes %o
+    """, ALL)
+
+
+def test_per_thread_arrivals_after_a_wait_need_no_barrier():
+    """On a per-thread barrier (alloc_warp_barrier) the phase completes only when every thread,
+    each past its own wait, has arrived: no barrier between the wait and the arrive."""
+    ir = _wait_then_arrive("tlx.barrier_arrive %o {per_thread = true} loc(#f0:12:4)",
+                           "{num = 1, arrive_count = 128, per_thread = true}")
+    check(ir, """
+    CHECK: tlx.barrier_wait %b, %c0
+    CHECK-NEXT: tlx.barrier_arrive %o
+    CHECK-NEXT: tlx.barrier_wait %b, %c1
+    """, ALL)

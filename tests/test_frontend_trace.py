@@ -10,6 +10,7 @@ import pytest
 import catalog
 import tlx
 import tlx.language as tl
+from tlx.compiler.errors import TLXValueError
 from tlx.compiler.ir import parse_module, print_module, types as T, verify_module
 from tlx.signature import signature_to_types
 
@@ -356,3 +357,24 @@ def test_ops_of_a_helper_traced_for_the_first_time_carry_their_file_lines(tmp_pa
     spec.loader.exec_module(mod)
     m = mod.kernel.trace(signature_to_types({"x_ptr": "*fp32"}), {})
     assert sorted(op.loc.line for op in ops_named(m, "tt.store")) == [9, 15]
+
+
+@tlx.jit
+def _ws_spelled(out_ptr, WS: tl.constexpr):
+    with tlx.async_tasks(warp_specialize=WS):
+        with tlx.async_task("default"):
+            tl.store(out_ptr + 0, 1)
+        with tlx.async_task(num_warps=1):
+            tl.store(out_ptr + 1, 2)
+
+
+def test_async_tasks_takes_warp_specialize_true_as_the_real_tlx_spells_it_and_refuses_false():
+    import numpy as np
+
+    m = _ws_spelled.trace(signature_to_types({"out_ptr": "*i32"}), {"WS": True}, num_warps=4)
+    assert len(ops_named(m, "tlx.warp_specialize")) == 1
+    out = np.zeros(2, np.int32)
+    tlx.interpret(_ws_spelled, (1,), out, WS=True)
+    assert out.tolist() == [1, 2]
+    with pytest.raises(TLXValueError, match="always warp-specialized"):
+        _ws_spelled.trace(signature_to_types({"out_ptr": "*i32"}), {"WS": False}, num_warps=4)

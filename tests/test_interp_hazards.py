@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from interp_kernels import HostDesc, gemm_cp_async, gemm_tma, gemm_ws, module_text
+import tlx
 from tlx.compiler.ir import parse_module
 from tlx.interpreter import DeadlockError, ProxyHazard, SyncHazard, run
 
@@ -605,6 +606,25 @@ def test_per_thread_values_and_divergent_branches():
     assert hazards(m, [out, cnt]) == []
     assert list(out) == [2 * t if t < 64 else -t for t in range(128)]
     assert cnt[0] == 1  # the scalar atomic of thread 0's branch happens once
+
+
+@pytest.mark.parametrize("num_warps,block", [(1, 64), (4, 128), (4, 32)])
+def test_a_tensor_store_in_a_divergent_branch_writes_only_the_elements_its_threads_own(num_warps, block):
+    """Inside `if thread_id == 3` a tensor store writes what thread 3 holds: with one element per
+    thread per 32 * num_warps (a 1-D tile's default blocked layout), elements 3, 3 + 32 * num_warps, ...;
+    a 32-element tile over 4 warps is held by warp 0 (the other warps hold copies that never store)."""
+    from kernels.lang import one_thread_tensor_store_kernel
+
+    out = np.zeros(block, np.int32)
+    tlx.interpret(one_thread_tensor_store_kernel, (1,), out, TID=3, BLOCK=block, num_warps=num_warps)
+    want = np.zeros(block, np.int32)
+    held = np.arange(3, block, 32 * num_warps)
+    want[held] = held + 1
+    assert out.tolist() == want.tolist()
+    out[:] = 0
+    tlx.interpret(one_thread_tensor_store_kernel, (1,), out, TID=32 * num_warps + 3, BLOCK=block,
+                  num_warps=num_warps)
+    assert out.tolist() == [0] * block  # no thread takes the branch
 
 
 def test_shared_memory_op_in_a_divergent_branch_is_rejected():

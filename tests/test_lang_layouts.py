@@ -353,3 +353,86 @@ def test_a_buffer_array_seen_flat_is_one_unswizzled_row_for_tma():
     want = x.astype(np.float64).reshape(rows, w) * np.arange(1, rows + 1)[:, None]
     np.testing.assert_allclose(y.astype(np.float64).reshape(rows, w), want, rtol=1e-3)
 
+
+
+def test_an_amd_mfma_layout_is_a_host_value_with_one_tile_factor_per_warp_axis():
+    lay = tlx.amd_mfma_layout(3, [16, 16, 16], False, [2, 2])
+    assert lay.tiles_per_warp == [1, 1] and lay.element_bitwidth == 32 and lay.cga_layout == []
+    assert lay == tlx.amd_mfma_layout(3, [16, 16, 16], False, [2, 2], tiles_per_warp=[1, 1])
+    assert lay != tlx.amd_mfma_layout(3, [16, 16, 16], False, [2, 2], tiles_per_warp=[1, 2])
+    assert "tiles_per_warp=[1, 1]" in repr(lay)
+    for bad in (dict(version=5), dict(instr_shape=[8, 8, 4]), dict(tiles_per_warp=[2, 2, 1]),
+                dict(element_bitwidth=16)):
+        args = dict(version=3, instr_shape=[16, 16, 16], transposed=False, warps_per_cta=[2, 2], **{})
+        args.update(bad)
+        with pytest.raises(AssertionError) as e:
+            tlx.amd_mfma_layout(**args)
+        assert isinstance(e.value, TLXCompileError), e.value
+
+
+@tlx.jit
+def _load_with_mfma(out_ptr):
+    buf = tlx.local_alloc((32, 32), tl.float32, 1)
+    tlx.local_store(buf[0], tl.zeros((32, 32), tl.float32))
+    x = tlx.local_load(buf[0], layout=tlx.amd_mfma_layout(3, [32, 32, 8], False, [4, 1]))
+    tl.store(out_ptr + tl.arange(0, 32)[:, None] * 32 + tl.arange(0, 32)[None, :], x)
+
+
+def test_a_kernel_laying_a_tensor_out_as_amd_mfma_is_refused_at_its_line():
+    with pytest.raises(TLXCompileError, match="amd_mfma_layout") as e:
+        _load_with_mfma.warmup(np.zeros((32, 32), np.float32), grid=(1,))
+    assert "test_lang_layouts.py" in str(e.value)
+
+
+@tlx.jit
+def _dumped(BLOCK: tl.constexpr, R: tl.constexpr, C: tl.constexpr):
+    x = tl.arange(0, BLOCK)
+    tlx.dump_layout(x)
+    buf = tlx.local_alloc((BLOCK,), tl.int32, 1)
+    tlx.local_store(buf[0], x)
+    tlx.dump_layout(buf[0])
+    tile = tlx.local_alloc((R, C), tl.float16, 1)
+    tlx.dump_layout(tile[0])
+    t2 = tl.zeros((R, C), tl.float32)
+    tlx.dump_layout(t2)
+
+
+def test_dump_layout_prints_the_resolved_layouts_in_cute_form_and_leaves_no_op(capfd, monkeypatch, tmp_path):
+    """64 int32 over 4 warps of 32 lanes: lane l holds element l (one mode 32:1), warp bit 0 adds
+    32, warp bit 1 copies (stride 0), no register bits (_1:_0); the plain 64-element buffer is
+    64:1; a 128-byte-swizzled NVMMA tile is an XOR swizzle, not integer-strided."""
+    monkeypatch.setenv("TLX_CACHE_DIR", str(tmp_path))  # it prints when the kernel compiles, not on a cache hit
+    k = _dumped.warmup(BLOCK=64, R=64, C=64, grid=(1,), num_warps=4)
+    err = capfd.readouterr().err
+    blocks = err.split("// tlx.dump_layout @ ")[1:]
+    assert len(blocks) == 4, err
+    line = _dumped.fn.__code__.co_firstlineno
+    assert blocks[0].startswith(f"{__file__}:{line + 3}:5")
+    assert "//   cute: ((_32,_2,_2),_1):((_1,_32,_0),_0)" in blocks[0]
+    assert "//   cute: _64:_1" in blocks[1]
+    assert "not representable as a CuTe layout" in blocks[2] and "nvmma" in blocks[2]
+    # 64 x 64 fp32 (flat index 64 r + c), blocked 1x4 per thread, 2x16 lanes, 4x1 warps: lanes step the
+    # column by 4 to 32 then the row (64): one mode 32:4; warps rows 2, 4: 4:128; registers columns
+    # 1, 2 (4:1) and the 8 row repeats 8, 16, 32 (8:512)
+    assert "#blocked<spt=[1,4], tpw=[2,16], wpc=[4,1]" in blocks[3]
+    assert "//   cute: ((_32,_4),(_4,_8)):((_4,_128),(_1,_512))" in blocks[3]
+    assert "tlx.dump_layout" in k.asm["ir"]  # traced, then erased by the layout pass
+    assert all("dump_layout" not in k.asm[key] for key in ("ir.layouts", "ir.smem_allocation", "ir.cta_barriers", "ptx"))
+
+
+def test_cute_modes_collapse_runs_of_doubling_strides_and_of_copies():
+    from tlx.compiler.passes.dump_layout import collapse_modes
+
+    assert collapse_modes([1, 2, 4, 8, 16]) == [(32, 1)]
+    assert collapse_modes([32, 0]) == [(2, 32), (2, 0)]
+    assert collapse_modes([0, 0, 64, 128, 1]) == [(4, 0), (4, 64), (2, 1)]
+    assert collapse_modes([]) == []
+
+
+def test_dump_layout_of_a_scalar_is_a_value_error():
+    @tlx.jit
+    def k(x):
+        tlx.dump_layout(x)
+
+    with pytest.raises(ValueError, match="dump_layout takes a block tensor"):
+        k.warmup(3, grid=(1,))

@@ -18,9 +18,9 @@ from .interpreter import interpret
 from .jit import JITFunction, jit
 from .language.core import (async_token, buffered_tensor, constexpr, dtype, mbarrier, tensor,
                             tensor_descriptor)
-from .layouts import (layout, layout_encoding, nv_mma_shared_layout_encoding, padded_shared_layout_encoding,
-                      shared_layout_encoding, shared_linear_layout_encoding, swizzled_layout,
-                      swizzled_shared_layout_encoding)
+from .layouts import (amd_mfma_layout, layout, layout_encoding, nv_mma_shared_layout_encoding,
+                      padded_shared_layout_encoding, shared_layout_encoding, shared_linear_layout_encoding,
+                      swizzled_layout, swizzled_shared_layout_encoding)
 from .mem_ops import (async_descriptor_load, async_descriptor_prefetch_tensor, async_descriptor_store,
                       async_descriptor_store_wait, async_load, async_load_commit_group, async_load_wait_group,
                       async_store, fence, fence_async_shared, local_alloc, local_gather, local_load,
@@ -29,8 +29,8 @@ from .mem_ops import (async_descriptor_load, async_descriptor_prefetch_tensor, a
 from .mma_ops import async_dot, async_dot_wait
 from .storage_alias import (reuse_group, reuse_group_type, storage_alias_spec, storage_alias_spec_type,
                             storage_alias_spec_type_class)
-from .utility import (async_task_replica_id, clock64, cluster_cta_rank, dtype_of, get_fp8_format_name, size_of,
-                      thread_id)
+from .utility import (async_task_replica_id, clock64, cluster_cta_rank, dtype_of, dump_layout, get_fp8_format_name,
+                      size_of, thread_id)
 from .warp_ops import vote_ballot_sync, warp_redux
 from .tasks import async_task, async_tasks
 from . import warp_spec
@@ -54,12 +54,13 @@ __all__ = [
     "async_descriptor_store_wait", "async_load", "async_load_commit_group", "async_load_wait_group", "async_store",
     "fence", "fence_async_shared", "local_alloc", "local_load", "local_reinterpret", "local_reshape", "local_slice",
     "local_store", "local_trans", "local_view", "make_tensor_descriptor", "storage_kind", "async_dot",
-    "async_dot_wait", "async_task_replica_id", "clock64", "cluster_cta_rank", "dtype_of", "get_fp8_format_name",
+    "async_dot_wait", "async_task_replica_id", "clock64", "cluster_cta_rank", "dtype_of", "dump_layout",
+    "get_fp8_format_name",
     "size_of", "thread_id", "async_task", "async_tasks", "buffered_tensor", "mbarrier", "tensor",
     "tensor_descriptor", "async_token", "constexpr", "dtype", "interpret", "show", "TensorDescriptor",
     "TLXRuntimeError", "host_copy", "set_allocator", "autotune", "Config", "heuristics", "testing",
     "local_gather", "local_scatter", "prefetch", "subslice", "vote_ballot_sync", "warp_redux", "layout",
-    "layout_encoding", "shared_layout_encoding", "swizzled_shared_layout_encoding", "swizzled_layout",
+    "amd_mfma_layout", "layout_encoding", "shared_layout_encoding", "swizzled_shared_layout_encoding", "swizzled_layout",
     "nv_mma_shared_layout_encoding", "padded_shared_layout_encoding", "shared_linear_layout_encoding",
     "storage_alias_spec", "storage_alias_spec_type", "storage_alias_spec_type_class", "reuse_group",
     "reuse_group_type",

@@ -497,6 +497,40 @@ class layout(layout_encoding):
         return L.LinearLayout(tuple(map(tuple, reg)), tuple(map(tuple, lane)), tuple(map(tuple, warp)), shape)
 
 
+class amd_mfma_layout(layout_encoding):
+    """The register layout of an AMD MFMA result (CDNA's matrix cores), as the real TLX describes it
+    for AMD targets: `version` 1..4, `instr_shape` [m, n, k] with (m, n) one of (32, 32), (16, 16),
+    (64, 4), (4, 64), `warps_per_cta` with one `tiles_per_warp` factor per warp axis (default 1).
+    tlx compiles for sm_90a only: the object exists so that shared code builds and compares it, and
+    a kernel that lays a tensor out with it is refused with a TLXTypeError where it does."""
+
+    _FIELDS = ("version", "instr_shape", "transposed", "warps_per_cta", "element_bitwidth", "tiles_per_warp",
+               "cga_layout")
+
+    def __init__(self, version: Any, instr_shape: Any, transposed: Any, warps_per_cta: Any,
+                 element_bitwidth: Any = 32, tiles_per_warp: Any = None, cga_layout: Any = None):
+        self.version = int(unwrap(version))
+        self.instr_shape = _ints(instr_shape, "amd_mfma_layout instr_shape")
+        self.transposed = bool(unwrap(transposed))
+        self.warps_per_cta = _ints(warps_per_cta, "amd_mfma_layout warps_per_cta")
+        self.element_bitwidth = int(unwrap(element_bitwidth))
+        rank = len(self.warps_per_cta)
+        self.tiles_per_warp = _ints(tiles_per_warp, "amd_mfma_layout tiles_per_warp") if tiles_per_warp else [1] * rank
+        self.cga_layout = _bases(cga_layout, "amd_mfma_layout cga_layout") if cga_layout else []
+        if not 1 <= self.version <= 4:
+            raise TLXAssertionError(f"amd_mfma_layout version must be 1..4, got {self.version}")
+        if len(self.instr_shape) != 3 or self.instr_shape[:2] not in ([32, 32], [16, 16], [64, 4], [4, 64]):
+            raise TLXAssertionError(f"amd_mfma_layout instr_shape must be [m, n, k] with (m, n) one of (32, 32), "
+                                    f"(16, 16), (64, 4), (4, 64), got {self.instr_shape}")
+        if self.element_bitwidth not in (32, 64):
+            raise TLXAssertionError(f"amd_mfma_layout element_bitwidth must be 32 or 64, got {self.element_bitwidth}")
+        if len(self.tiles_per_warp) != rank:
+            raise TLXAssertionError(f"amd_mfma_layout tiles_per_warp needs one factor per warp axis ({rank}), got "
+                                    f"{self.tiles_per_warp}")
+        if any(len(b) != rank for b in self.cga_layout):
+            raise TLXAssertionError(f"amd_mfma_layout cga_layout bases need {rank} entries each, got {self.cga_layout}")
+
+
 def resolve_shared_layout(lay: Any, shape: Tuple[int, ...], dtype: Any) -> L.SharedLayout:
     """The compiler's layout for `local_alloc(shape, dtype, layout=lay)`: a TLX shared layout or a
     CuTe swizzle, resolved for one buffer of `shape` (a TLXTypeError for anything else)."""

@@ -14,8 +14,11 @@ class AsyncTasks:
     """The marker `with tlx.async_tasks():` opens."""
 
     def __init__(self, exclusive: Any = False, no_ending_cluster_sync: Any = False,
-                 mbarrier_try_wait_suspend_ns: Any = None):
+                 mbarrier_try_wait_suspend_ns: Any = None, warp_specialize: Any = True):
         self.exclusive = unwrap(exclusive)
+        if unwrap(warp_specialize) is not True:
+            raise TLXValueError(f"async_tasks(warp_specialize={unwrap(warp_specialize)!r}): an async_tasks region is "
+                                "always warp-specialized", hint="leave warp_specialize out (or pass True)")
 
 
 class AsyncTask:
@@ -67,9 +70,10 @@ class AsyncTask:
 
 @builtin
 def async_tasks(exclusive: Any = False, no_ending_cluster_sync: Any = False,
-                mbarrier_try_wait_suspend_ns: Any = None) -> AsyncTasks:
-    """Open a warp-specialized region (use as `with tlx.async_tasks():`)."""
-    return AsyncTasks(exclusive, no_ending_cluster_sync, mbarrier_try_wait_suspend_ns)
+                mbarrier_try_wait_suspend_ns: Any = None, warp_specialize: Any = True) -> AsyncTasks:
+    """Open a warp-specialized region (use as `with tlx.async_tasks():`). `warp_specialize=True`
+    is accepted as the real TLX's kernels spell it (the region is warp-specialized either way)."""
+    return AsyncTasks(exclusive, no_ending_cluster_sync, mbarrier_try_wait_suspend_ns, warp_specialize)
 
 
 @builtin

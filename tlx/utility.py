@@ -26,6 +26,18 @@ def clock64() -> tensor:
 
 
 @builtin
+def dump_layout(x: Any) -> None:
+    """Print the layout the compiler resolves for `x` (a register tensor or a shared-memory buffer)
+    to stderr while compiling, in CuTe Shape:Stride form over the logical row-major element index:
+    (thread, value) -> element for a tensor, offset -> element for a buffer. Emits no code; prints
+    when the kernel compiles (a kernel the cache serves prints nothing)."""
+    v = unwrap(x)
+    if not isinstance(v, (tensor, core.buffered_tensor)) or (isinstance(v, tensor) and not v.shape):
+        raise TLXValueError(f"tlx.dump_layout takes a block tensor or a shared-memory buffer, got {v!r}")
+    semantic.emit("tlx.dump_layout", [v.handle], [])
+
+
+@builtin
 def cluster_cta_rank() -> tensor:
     """This CTA's rank in its cluster."""
     return semantic.emit1("tlx.cluster_cta_rank", [], core.int32)

@@ -20,6 +20,7 @@ else reads it afterwards.
 from __future__ import annotations
 
 import itertools
+import math
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from ..abi import ABI_DTYPE, TENSOR_MAP_BYTES, TMA_DATA_TYPE, TMA_SWIZZLE
@@ -129,6 +130,10 @@ def tma_box(block_shape, eb: int, swizzle: int) -> Tuple[int, ...]:
     bs = list(block_shape)
     if len(bs) == 1:
         return (min(bs[0], 256),)
+    if swizzle == 0 and math.prod(bs[:-1]) == 1:
+        # one row: the no-swizzle layout is then plain row-major, so a box may span 256 elements of
+        # the row (a 16-byte box would land at 16-byte steps, and TMA needs 128-byte aligned smem)
+        return tuple(bs[:-1]) + (min(bs[-1], 256),)
     atom = max(swizzle, 16) // eb
     inner = min(bs[-1], atom)
     return tuple(min(x, 256) for x in bs[:-1]) + (inner,)
@@ -149,8 +154,7 @@ def _tma_geometry(lw: KernelLowering, view: SmemView, desc: Desc, op: Operation)
         box = tma_box(shape, eb, sw)
         # split the inner dim into atom columns, each outer dim into chunks of at most 256
         outer_chunks = [range(0, shape[d], box[d]) for d in range(len(shape) - 1)]
-        coords = [outer + (j,) for j in range(0, shape[-1], LM.nvmma_atom_bytes(lay) // eb)
-                  for outer in itertools.product(*outer_chunks)]
+        coords = [outer + (j,) for j in range(0, shape[-1], box[-1]) for outer in itertools.product(*outer_chunks)]
         pieces = [(view.element_bases(c), tuple(reversed(c))) for c in coords]
     elif isinstance(lay, L.SwizzledSharedLayout) and len(shape) == 1:
         sw = 0
@@ -158,6 +162,7 @@ def _tma_geometry(lw: KernelLowering, view: SmemView, desc: Desc, op: Operation)
         pieces = [(x * eb, (x,)) for x in range(0, shape[0], box[0])]
     else:
         raise TLXCompileError(f"a TMA buffer needs an NVMMA layout, got {lay}", op.loc)
+    _check_tma_smem_alignment(view, pieces, box, op)
     if desc.swizzle is None:
         desc.swizzle, desc.box = sw, box
     elif (desc.swizzle, tuple(desc.box)) != (sw, tuple(box)):  # type: ignore[arg-type]
@@ -165,6 +170,24 @@ def _tma_geometry(lw: KernelLowering, view: SmemView, desc: Desc, op: Operation)
                               f"{list(desc.box)} and swizzle {sw}, box {list(box)})", op.loc,  # type: ignore[arg-type]
                               hint="give every buffer this descriptor moves the same layout")
     return box, pieces
+
+
+TMA_SMEM_ALIGN = 128  # cp.async.bulk.tensor's shared-memory operand (PTX ISA, tensor copy restrictions)
+
+
+def _check_tma_smem_alignment(view: SmemView, pieces, box: Tuple[int, ...], op: Operation) -> None:
+    """Every copy's shared-memory address must be 128-byte aligned: the buffer base is (smem
+    allocation aligns NVMMA buffers to at least 128 bytes), so each copy's offset in it must be."""
+    if isinstance(view.origin, str):
+        return  # a run-time origin: a multiple of the buffer stride, checked where it is indexed
+    for off, _ in pieces:
+        o = view.origin ^ off
+        if o % TMA_SMEM_ALIGN:
+            raise TLXCompileError(f"a TMA copy of this {list(view.shape)} buffer ({view.layout}) would move a box of "
+                                  f"{list(box)} elements to a shared-memory offset of {o} bytes, but TMA needs "
+                                  f"{TMA_SMEM_ALIGN}-byte aligned shared memory", op.loc,
+                                  hint="give the buffer at least 8 rows per 16-byte column (no swizzle) or a "
+                                  "swizzled NVMMA layout, or a single row")
 
 
 def _view_addr(lw: KernelLowering, view: SmemView, off: int) -> str:

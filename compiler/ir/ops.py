@@ -933,6 +933,8 @@ _def("tlx.prefetch_tensormap", [("desc", "one")], results=0, verify=_v_prefetch_
      summary="prefetch.tensormap: bring a TMA descriptor into the cache")
 
 _def("tlx.thread_id", traits=["pure"], verify=_v_i32_result)
+_def("tlx.dump_layout", [("value", "one")], results=0,
+     summary="print the resolved layout of a tensor or buffer at compile time (the layout pass erases it)")
 _def("tlx.clock64")
 _def("tlx.cluster_cta_rank", traits=["pure"], verify=_v_i32_result)
 

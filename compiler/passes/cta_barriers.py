@@ -37,6 +37,12 @@ orders what made explicit:
   pending (the code generator lowers these ops without a sync of their own). A per-thread
   arrive (a barrier made by `alloc_warp_barrier`) needs none: every thread arrives after its own
   accesses, and the phase completes only when all have.
+* A `barrier_wait` (every thread polls the phase parity) followed by the leader's
+  `barrier_arrive` / `barrier_expect_bytes` on the same mbarrier: a barrier between them. The
+  leader's arrive may complete the next phase, and the one after it brings the parity back: a
+  thread still polling when two phases have completed waits a whole cycle more, a hang (Triton's
+  Membar orders this wait-then-arrive pair too). Per-thread arrivals (`alloc_warp_barrier`) need
+  none: the phase cannot complete before every thread, each past its own wait, has arrived.
 
 Placement: right before the op that conflicts, hoisted out of enclosing loops whose every
 conflicting access happened (and was fenced, for async ops) before the loop, so a K loop does not
@@ -235,7 +241,9 @@ class _Walker:
             after = (frozenset([it for it in new if it.flight is None]),
                      frozenset([it for it in new if it.flight is not None]),
                      frozenset([it.lo for it in new]), frozenset([_same_kind(it) for it in new]))
-        self.acc[op] = (gen, ards, awrs, binit, buse, publishes, (0, 0) if elo is None else (elo, ehi), after)
+        leader_arrive = publishes and not op.attrs.get("per_thread")
+        self.acc[op] = (gen, ards, awrs, binit, buse, publishes, leader_arrive, (0, 0) if elo is None else (elo, ehi),
+                        after)
 
     # -- the walk -----------------------------------------------------------------------------
     def run(self) -> None:
@@ -380,7 +388,7 @@ class _Walker:
 
     # -- accesses -------------------------------------------------------------------------------
     def access(self, op: Operation, acc: Tuple, st: State) -> State:
-        gen, ards, awrs, binit, buse, publishes, (elo, ehi), (new, new_flying, los, keys) = acc
+        gen, ards, awrs, binit, buse, publishes, leader_arrive, (elo, ehi), (new, new_flying, los, keys) = acc
         hits = []
         # a new unsynced access supersedes a pending one of the same kind to the same bytes (it
         # conflicts with everything the old one does, now and after any barrier, fence or wait):
@@ -401,8 +409,10 @@ class _Walker:
                 if s in ("U", "F") and any(a < hi and lo < b for a, b in buse):
                     hits.append(it)
                 continue
-            if cls == "u":  # a use (any thread) before a re-init/inval (one thread)
-                if s in ("U", "F") and any(a < hi and lo < b for a, b in binit):
+            if cls == "u":  # a use (any thread) before a re-init/inval (one thread), a wait before the leader's arrive
+                if s in ("U", "F") and (any(a < hi and lo < b for a, b in binit)
+                                        or (leader_arrive and o.name == "tlx.barrier_wait"
+                                            and any(a < hi and lo < b for a, b in buse))):
                     hits.append(it)
                 continue
             if publishes and s in ("U", "F", "SF") and cls == "g":

@@ -47,6 +47,7 @@ from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
 from ..ir.core import Module, Operation, Value
+from . import dump_layout
 
 Derive = Callable[[L.DistributedLayout], Optional[L.DistributedLayout]]
 
@@ -744,7 +745,11 @@ def _assign_shared_layouts(m: Module) -> None:
                                                    "layout=tlx.nv_mma_shared_layout_encoding(...)")
             if n in ("tlx.tma_load", "tlx.tma_store"):
                 v = op.arg("dst" if n == "tlx.tma_load" else "src")
-                if not isinstance(v.type.layout, L.NVMMASharedLayout) or v.type.layout.transposed:
+                lay = v.type.layout
+                # a rank-1 tile is one contiguous row: its plain (unswizzled) layout is what TMA writes
+                one_row = (len(v.type.shape) == 1 and isinstance(lay, L.SwizzledSharedLayout)
+                           and lay.max_phase == 1)
+                if not one_row and (not isinstance(lay, L.NVMMASharedLayout) or lay.transposed):
                     raise TLXCompileError(f"a TMA buffer needs a non-transposed NVMMA layout, got {v.type.layout}",
                                           op.loc, hint="TMA writes rows of the descriptor's inner dimension, swizzled "
                                                        "the NVMMA way: allocate the buffer with the default layout or "
@@ -793,6 +798,8 @@ def _assign_scratch(m: Module) -> None:
 
 
 def run(module: Module, ctx=None) -> Module:
-    """Assign layouts to `module` in place (see the module docstring) and return it."""
+    """Assign layouts to `module` in place (see the module docstring) and return it; then print
+    what each `tlx.dump_layout` asks about and erase it (compiler/passes/dump_layout.py)."""
     LayoutPass(module).run()
+    dump_layout.report_and_erase(module)
     return module

@@ -274,6 +274,43 @@ def test_device_side_descriptors_built_in_the_kernel(torch):
     check(host(y), host(x) * 2, 0, 0, "device descriptor")
 
 
+def test_one_row_tile_wider_than_a_tma_box_lands_at_aligned_smem(torch):
+    """A [1, 4096] fp16 tile moves as 16 boxes of 256 elements at 512-byte steps (16-byte boxes at
+    16-byte steps were a misaligned-address fault); the allocator Triton's API sets serves the scratch."""
+    import tlx
+
+    n = 6 * 32 * 128
+    x = torch.randn(n, device="cuda").half()
+    y = poisoned(torch, (n,), torch.float16)
+    tlx.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
+    try:
+        K.ROW_TILE_TMA[(n // (32 * 128),)](x, y, n)
+    finally:
+        tlx.set_allocator(None)
+    torch.cuda.synchronize()
+    check(host(y), host(x) * 3, 1e-3, 0, "one-row TMA tile")
+
+
+def test_wait_then_arrive_rounds_on_one_mbarrier_do_not_hang(torch):
+    """16 arrive/wait rounds on one mbarrier in 264 CTAs of 4 warps: with no barrier between a
+    wait and the leader's next arrive a lagging warp misses a parity and hangs the launch."""
+    n = 264 * 1024
+    x = torch.randn(n, device="cuda")
+    y = poisoned(torch, (n,), torch.float32)
+    K.MBARRIER_ROUNDS[(n // 1024,)](x, y)
+    torch.cuda.synchronize()
+    check(host(y), host(x) * 17, 1e-5, 1e-5, "mbarrier rounds")
+
+
+def test_rank_1_descriptors_in_a_worker_partition(torch):
+    n = 37 * 1024
+    x = torch.randn(n, device="cuda")
+    y = poisoned(torch, (n,), torch.float32)
+    K.RANK1_DESC_WS[(n // 1024,)](x, y, n)
+    torch.cuda.synchronize()
+    check(host(y), host(x) + 1, 0, 0, "rank-1 descriptors")
+
+
 def test_descriptor_load_in_a_loop_reinitializes_its_mbarrier_every_iteration(torch):
     M, N, BM, BN = 64 * 37, 256, 64, 64  # 37 iterations
     x = torch.randn(M, N, device="cuda").half()

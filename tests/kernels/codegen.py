@@ -295,6 +295,55 @@ def desc_load_loop_kernel(x_ptr, y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr
 
 
 @tlx.jit
+def row_tile_tma_kernel(x_ptr, y_ptr, n, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """y = 3 * x over a flat fp16 vector: each program moves ROWS * COLS elements as one [1, ROWS * COLS]
+    TMA tile (a single row far wider than one 256-element TMA box) through device-made descriptors
+    into ROWS row buffers viewed as that one row, triples each row buffer, and stores the tile back."""
+    xd = tl.make_tensor_descriptor(x_ptr, [1, n], [n, 1], [1, ROWS * COLS])
+    yd = tl.make_tensor_descriptor(y_ptr, [1, n], [n, 1], [1, ROWS * COLS])
+    rows_in = tlx.local_alloc((1, COLS), tl.float16, ROWS)
+    rows_out = tlx.local_alloc((1, COLS), tl.float16, ROWS)
+    bars = tlx.alloc_barriers(1)
+    start = tl.program_id(0) * (ROWS * COLS)
+    tlx.barrier_expect_bytes(bars[0], ROWS * COLS * 2)
+    tlx.async_descriptor_load(xd, tlx.local_reinterpret(rows_in, tl.float16, [1, ROWS * COLS]), [0, start], bars[0])
+    tlx.barrier_wait(bars[0], 0)
+    for r in range(0, ROWS):
+        tlx.local_store(rows_out[r], tlx.local_load(rows_in[r]) * 3)
+    tlx.async_descriptor_store(yd, tlx.local_reinterpret(rows_out, tl.float16, [1, ROWS * COLS]), [0, start])
+    tlx.async_descriptor_store_wait(0)
+
+
+@tlx.jit
+def mbarrier_rounds_kernel(x_ptr, y_ptr, ROUNDS: tl.constexpr, BLOCK: tl.constexpr):
+    """y = (ROUNDS + 1) * x, one mbarrier phase a round without warp specialization: the leader
+    arrives (count 1), every thread waits for that round's parity, then adds x once more. A thread
+    that fell two phases behind the leader would wait for a parity that never comes back (a hang)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    bars = tlx.alloc_barriers(1)
+    acc = x
+    for i in tl.static_range(ROUNDS):  # unrolled: straight-line wait-then-arrive pairs
+        tlx.barrier_arrive(bars[0])
+        tlx.barrier_wait(bars[0], i % 2)
+        acc = acc + x
+    tl.store(y_ptr + offs, acc)
+
+
+@tlx.jit
+def rank1_desc_ws_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    """y = x + 1 through rank-1 device-made descriptors, loaded and stored in a worker partition."""
+    xd = tl.make_tensor_descriptor(x_ptr, shape=[n], strides=[1], block_shape=[BLOCK])
+    yd = tl.make_tensor_descriptor(y_ptr, shape=[n], strides=[1], block_shape=[BLOCK])
+    off = tl.program_id(0) * BLOCK
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            pass
+        with tlx.async_task(num_warps=4):
+            yd.store([off], xd.load([off]) + 1)
+
+
+@tlx.jit
 def control_kernel(x_ptr, y_ptr, ids_ptr, clk_ptr, n, BLOCK: tl.constexpr):
     pid = tl.program_id(0) + tl.num_programs(0) * (tl.program_id(1) + tl.num_programs(1) * tl.program_id(2))
     t0 = tlx.clock64()
@@ -404,6 +453,13 @@ DEVICE_DESC = spec("device-side descriptors", device_desc_kernel,
 DESC_LOAD_LOOP = spec("descriptor load in a loop", desc_load_loop_kernel,
                       {"x_ptr": "*fp16", "y_ptr": "*fp32", "M": "i32", "N": "i32"}, {"BM": 64, "BN": 64},
                       divisible=["M", "N"])  # 37 * 64 x 256
+ROW_TILE_TMA = spec("one-row TMA tile wider than a box", row_tile_tma_kernel,
+                    {"x_ptr": "*fp16", "y_ptr": "*fp16", "n": "i32"}, {"ROWS": 32, "COLS": 128},
+                    divisible=["n"])  # 6 programs of 4096 elements
+MBARRIER_ROUNDS = spec("mbarrier rounds without warp specialization", mbarrier_rounds_kernel,
+                       {"x_ptr": "*fp32", "y_ptr": "*fp32"}, {"ROUNDS": 16, "BLOCK": 1024})
+RANK1_DESC_WS = spec("rank-1 descriptors in a worker partition", rank1_desc_ws_kernel,
+                     {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}, {"BLOCK": 1024}, divisible=["n"])
 CONTROL = spec("control flow", control_kernel,
                {"x_ptr": "*fp32", "y_ptr": "*fp32", "ids_ptr": "*i32", "clk_ptr": "*i64", "n": "i32"}, {"BLOCK": 128})
 WS = spec("warp specialization", ws_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32"}, {"BLOCK": 512})

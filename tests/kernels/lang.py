@@ -138,6 +138,14 @@ def prefetch_tensormap_kernel(in_desc, out_desc, BM: tl.constexpr, BN: tl.conste
     tlx.async_descriptor_store_wait(0)
 
 
+@tlx.jit
+def one_thread_tensor_store_kernel(out_ptr, TID: tl.constexpr, BLOCK: tl.constexpr):
+    """A tensor store inside `if thread_id == TID`: only the elements that thread owns are written."""
+    offs = tl.arange(0, BLOCK)
+    if tlx.thread_id(0) == TID:
+        tl.store(out_ptr + offs, offs + 1)
+
+
 # ---- the specializations the GPU tests launch --------------------------------------------------------
 
 SWIZZLE_1 = tlx.swizzled_layout(3, 0, 6, order=[1, 0])  # vec 1, perPhase 1, maxPhase 8 over 64 columns
@@ -180,3 +188,5 @@ PREFETCH = {(level, mask): spec(f"prefetch {level} mask={mask}", prefetch_kernel
 PREFETCH_TENSORMAP = spec("prefetch tensormap", prefetch_tensormap_kernel,
                           {"in_desc": "tensordesc<i16[64, 64]>", "out_desc": "tensordesc<i16[64, 64]>"},
                           {"BM": 64, "BN": 64}, 4)
+ONE_THREAD_STORE = [spec(f"tensor store by one thread, {nw} warps", one_thread_tensor_store_kernel, {"out_ptr": "*i32"},
+                         {"TID": 3, "BLOCK": block}, nw) for nw, block in ((1, 64), (4, 128))]

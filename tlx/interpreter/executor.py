@@ -168,6 +168,7 @@ def _uniform(th, op, v, what: str):
 # ops allowed inside a branch that only some threads of a partition take (if tlx.thread_id() == 0)
 _DIVERGENT_OK_PREFIXES = ("arith.", "math.", "scf.")
 _DIVERGENT_OK = {"tt.get_program_id", "tt.get_num_programs", "tt.addptr", "tt.load", "tt.store", "tt.atomic_rmw",
+                 "tt.splat", "tt.make_range", "tt.broadcast", "tt.expand_dims", "tt.convert_layout",
                  "tt.atomic_cas", "tt.int_to_ptr", "tt.ptr_to_int", "tt.hint", "tlx.fence", "tlx.fence_async_shared",
                  "tlx.thread_id", "tlx.clock64", "tlx.cluster_cta_rank", "tlx.vote_ballot_sync", "tlx.warp_redux",
                  "tlx.prefetch"}
@@ -757,7 +758,7 @@ def _load(it, th, op):
     mask = th.env[m] if m is not None else None
     other = th.env[o] if o is not None else None
     et = _elem(op.arg("ptr")).pointee
-    mask = _with_active(th, p, mask)
+    mask = _with_active(th, p, mask, op.arg("ptr"))
     v = it.gmem.load(np.asarray(p), None if mask is None else np.asarray(mask), et, other, op.loc)
     _set(th, op, _scalar_or(v, op.result.type))
 
@@ -767,17 +768,33 @@ def _store(it, th, op):
     p, v = th.env[op.arg("ptr")], th.env[op.arg("value")]
     m = op.arg("mask")
     et = _elem(op.arg("ptr")).pointee
-    mask = _with_active(th, p, None if m is None else th.env[m])
+    mask = _with_active(th, p, None if m is None else th.env[m], op.arg("ptr"))
     if _varying(v) and not _varying(p):
         p = np.full(v.shape, p, dtype=np.int64)  # every thread stores its own value: the last one wins
     it.gmem.store(np.asarray(p), np.asarray(v), None if mask is None else np.asarray(mask), et, op.loc)
 
 
-def _with_active(th, p, mask):
-    """Inside a divergent branch, a per-thread access is masked to the threads that take it."""
-    if th.active is None or not _varying(p):
+def _with_active(th, p, mask, ptr: Value):
+    """Inside a divergent branch, an access is masked to the threads that take it: a per-thread
+    scalar one by thread, a tensor one to the elements whose owner (the one thread of each group
+    holding copies that the code generator lets access them) takes the branch."""
+    if th.active is None:
+        return mask
+    if isinstance(ptr.type, T.TensorType):
+        owned = np.asarray(th.active, dtype=bool)[_element_owners(ptr.type, th.agent.num_threads // 32, ptr)]
+        return owned if mask is None else (np.asarray(mask) & owned)
+    if not _varying(p):
         return mask
     return th.active if mask is None else (np.asarray(mask) & th.active)
+
+
+def _element_owners(t: T.TensorType, num_warps: int, v: Value) -> np.ndarray:
+    """The partition thread that accesses each element of a tensor of type `t` (its layout's one
+    owner per group of copies: lane and warp bits that only copy elements are zero)."""
+    if t.layout is None:
+        raise InterpreterError("a tensor access inside a branch that only some threads take needs its layout: run "
+                               "the layout pass first", v.owner.loc if v.owner is not None else None)
+    return W.element_owners(t.layout, tuple(t.shape), num_warps)
 
 
 def _rmw(kind: str, old: np.ndarray, val: np.ndarray, e: T.ScalarType) -> np.ndarray:
@@ -831,7 +848,7 @@ def _atomic_rmw(it, th, op):
     e = _elem(op.arg("value"))
     kind = op.attrs["op"]
     m = op.arg("mask")
-    mask = _with_active(th, th.env[op.arg("ptr")], None if m is None else np.asarray(th.env[m]))
+    mask = _with_active(th, th.env[op.arg("ptr")], None if m is None else np.asarray(th.env[m]), op.arg("ptr"))
     val = np.asarray(th.env[op.arg("value")])
     old = _atomic(it, th, op, lambda o, v: _rmw(kind, o, v.astype(o.dtype), e), [val], mask)
     _set(th, op, _scalar_or(old, op.result.type))
@@ -841,7 +858,7 @@ def _atomic_rmw(it, th, op):
 def _atomic_cas(it, th, op):
     cmp, val = np.asarray(th.env[op.operands[1]]), np.asarray(th.env[op.operands[2]])
     old = _atomic(it, th, op, lambda o, c, v: np.where(o == c, v, o), [cmp, val],
-                  _with_active(th, th.env[op.operands[0]], None))
+                  _with_active(th, th.env[op.operands[0]], None, op.operands[0]))
     _set(th, op, _scalar_or(old, op.result.type))
 
 
@@ -1361,6 +1378,11 @@ def _async_dot_wait(it, th, op):
 
 
 # -- misc ---------------------------------------------------------------------------------------------
+
+@handler("tlx.dump_layout")
+def _dump_layout(it, th, op):
+    """A compile-time diagnostic (the layout pass prints and erases it): nothing to execute."""
+
 
 @handler("tlx.clock64")
 def _clock64(it, th, op):

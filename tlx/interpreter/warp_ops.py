@@ -92,3 +92,24 @@ def redux_per_thread(x: np.ndarray, kind: str) -> np.ndarray:
         x = np.abs(x)
     red = REDUCE[kind].reduce(x.reshape(-1, 32), axis=-1)
     return np.repeat(red, 32).astype(np.float32)
+
+
+@lru_cache(maxsize=256)
+def element_owners(layout: DistributedLayout, shape: Tuple[int, ...], num_warps: int) -> np.ndarray:
+    """For each element of a `shape` tensor under `layout`, the partition thread (warp * 32 + lane)
+    whose copy is the one accessed: of the threads holding the same element, the one whose lane
+    and warp bits that only copy elements are zero (the code generator's owner predicate)."""
+    m = LM.to_map(layout, shape)
+    lane_free, warp_free = m.free_lane_mask(), m.free_warp_mask()
+    layout_warps = 1 << len(m.warp)
+    owners = np.full(shape, -1, dtype=np.int64)
+    for w in range(min(num_warps, layout_warps)):
+        if w & warp_free:
+            continue
+        for lane in range(32):
+            if lane & lane_free:
+                continue
+            for r in range(m.num_regs):
+                owners[tuple(m.coord(r, lane, w))] = w * 32 + lane
+    assert (owners >= 0).all(), f"layout {layout} leaves elements of {shape} without an owner"
+    return owners
