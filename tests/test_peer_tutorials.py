@@ -15,6 +15,10 @@ under `-m slow`. A config refused with a "not supported by tlx yet" error (a nam
 README's API table, e.g. clusters) is reported as an expected failure, listing each; any other
 failure fails the test.
 
+And each of the four FA tutorials runs its `attention(q, k, v, sm_scale)` under TLX_INTERPRET=1 on
+torch CPU tensors at a small shape (tests/peer_tutorial_interpret.py), its output (allocated by the
+tutorial, poisoned with NaN by torch) against softmax(q k^T sm_scale) v in float64.
+
 Skipped, saying why, without the peer harness (`$TLX_PEER_DIR`, else `../shared/peer` beside the
 checkout): it is measured from outside the project, never vendored; or without the tutorials' host
 modules (torch, upstream triton for `triton.cdiv` / `triton.testing`, pytest)."""
@@ -98,3 +102,22 @@ def test_every_config_of_hopper_gemm_ws_compiles_for_sm90a(tutorials, tmp_path):
     result = compile_tutorial(tutorials, "hopper_gemm_ws", "all", tmp_path / "cache")
     assert {k: v["tried"] for k, v in result["kernels"].items()} == {k: v["configs"] for k, v in result["kernels"].items()}
     check(result, "hopper_gemm_ws")
+
+
+FA_SHAPE = (1, 2, 256, 128)  # Z, H, N_CTX, HEAD_DIM: two 128-row tiles per head; the kernels need HEAD_DIM >= BLOCK_N
+
+
+@pytest.mark.parametrize("stem", peer_tutorials.FA_TUTORIALS)
+def test_the_fa_tutorial_runs_on_the_interpreter_against_float64(tutorials, stem, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TLX_")}
+    env.update(TLX_INTERPRET="1", TLX_CACHE_DIR=str(tmp_path / "cache"))
+    r = subprocess.run([sys.executable, str(HERE / "peer_tutorial_interpret.py"), str(tutorials), stem,
+                        *map(str, FA_SHAPE)], capture_output=True, text=True, env=env, timeout=600)
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("PEER-INTERPRET ")), None)
+    assert line is not None, f"no result (exit {r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    res = json.loads(line[len("PEER-INTERPRET "):])
+    assert not res["error"], res["error"]
+    assert res["out_shape"] == list(FA_SHAPE) and res["dtype"] == "torch.float16"
+    assert res["nans"] == 0, "the tutorial left part of its (NaN-poisoned) output unwritten"
+    assert res["ref_max_abs"] > 0.1
+    assert res["max_abs_err"] <= 1e-2, res  # fp16 output and fp16 P@V operands, as the tutorials' own atol
