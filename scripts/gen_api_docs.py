@@ -18,6 +18,9 @@ import types
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import api_table  # noqa: E402  (scripts/api_table.py: the coverage table)
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "api.md"
 
@@ -204,6 +207,7 @@ def render() -> str:
             kind, spelled, meaning = entry(p, name, obj)
             lines.append(f"| `{spelled}` | {kind} | {meaning.replace('|', '&#124;')} |")
         lines.append("")
+    lines.append(api_table.render_api_md())  # the real TLX's names and how far tlx serves each
     return "\n".join(lines)
 
 
