@@ -53,9 +53,10 @@ class ForwardConfig:
     per consumer warpgroup), BLOCK_N K/V rows per ring stage, NUM_STAGES stages (each holds a K
     and a V tile). RESCALE_EARLY: rescale O under the consumer's own S wgmma (FlashAttention-3's
     order) instead of after the PV wait; LAZY_FIRST_MASK: mask K/V block 0 only when it crosses
-    the diagonal or the sequence end; HEAD_GROUP (non-persistent kernel only): 0 launches the
-    (Q blocks, heads) grid head by head, G > 0 a 1-D grid in groups of G heads with the longest
-    causal blocks of each group first."""
+    the diagonal or the sequence end; HEAD_GROUP: G > 0 walks the tiles in groups of G heads, the
+    longest causal blocks of each group first (the non-persistent kernel then has a 1-D grid;
+    the persistent one uses it for causal only), 0 keeps head by head (non-persistent) or all
+    heads' longest blocks first (persistent, causal)."""
 
     BLOCK_M: int = 128
     BLOCK_N: int = 128
@@ -283,7 +284,7 @@ def plan_forward(q: Any, k: Any, v: Any, causal: bool = False, sm_scale: Optiona
     num_m = tlx.cdiv(N, cfg.BLOCK_M)
     if persistent:
         programs = min(int(sms) if sms is not None else num_sms(q), num_m * Z * H)
-        consts.update(Q_HOLDS_O=q_holds_o)
+        consts.update(Q_HOLDS_O=q_holds_o, HEAD_GROUP=cfg.HEAD_GROUP)
         launch = KernelLaunch(attn_fwd_persistent_kernel, (programs,), [*descs, lse, scale * LOG2E, Z * H, H, N],
                               consts, dt)
     else:

@@ -257,25 +257,28 @@ def _fwd_consume_tile(q_smem, k_smem, v_smem, o_smem, q_full, q_empty, k_full, k
 # ---- forward kernels ------------------------------------------------------------------------------
 
 @tlx.jit
+def _grouped_tile(tile, num_m, ZH, HEAD_GROUP: tl.constexpr):
+    """(batch x head, Q block) of tile number `tile` when the tiles go in groups of HEAD_GROUP
+    heads, the longest causal blocks of the whole group first: the short blocks of every group
+    come last (balance) while the tiles in flight share the K/V of a few heads (L2)."""
+    per_group = HEAD_GROUP * num_m
+    first = (tile // per_group) * HEAD_GROUP
+    heads = tl.minimum(ZH - first, HEAD_GROUP)
+    r = tile % per_group
+    return first + r % heads, num_m - 1 - r // heads
+
+
+@tlx.jit
 def _fwd_program_tile(N_CTX, BLOCK_M: tl.constexpr, HEAD_GROUP: tl.constexpr):
     """(batch x head, Q block) of this CTA, the longest causal blocks first. HEAD_GROUP == 0:
     grid (cdiv(N, BLOCK_M), Z*H), head by head (each head's blocks longest first). HEAD_GROUP > 0:
-    a 1-D grid of cdiv(N, BLOCK_M) * Z*H CTAs walking groups of HEAD_GROUP heads, longest blocks
-    of the whole group first, so the short causal blocks of every group come last (balance) while
-    the CTAs in flight share the K/V of a few heads (L2)."""
+    a 1-D grid of cdiv(N, BLOCK_M) * Z*H CTAs in head groups (`_grouped_tile`)."""
     if HEAD_GROUP == 0:
         start_m = tl.num_programs(0) - 1 - tl.program_id(0)
         off_zh = tl.program_id(1)
     else:
         num_m = tl.cdiv(N_CTX, BLOCK_M)
-        pid = tl.program_id(0)
-        ZH = tl.num_programs(0) // num_m
-        per_group = HEAD_GROUP * num_m
-        first = (pid // per_group) * HEAD_GROUP
-        heads = tl.minimum(ZH - first, HEAD_GROUP)
-        r = pid % per_group
-        start_m = num_m - 1 - r // heads
-        off_zh = first + r % heads
+        off_zh, start_m = _grouped_tile(tl.program_id(0), num_m, tl.num_programs(0) // num_m, HEAD_GROUP)
     return off_zh, start_m
 
 
@@ -320,11 +323,14 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, H, N_CTX,
 
 
 @tlx.jit
-def _persistent_tile(tile, num_m, ZH, CAUSAL: tl.constexpr):
+def _persistent_tile(tile, num_m, ZH, CAUSAL: tl.constexpr, HEAD_GROUP: tl.constexpr):
     """(batch x head, Q block) of tile number `tile`. Causal: the last Q blocks (the longest,
-    whole K/V prefix) of every head first, so the static round-robin over CTAs stays balanced.
+    whole K/V prefix) of every head first, so the static round-robin over CTAs stays balanced;
+    with HEAD_GROUP > 0 so within groups of that many heads (`_grouped_tile`: less K/V in flight).
     Otherwise head by head, so consecutive tiles share K/V in L2."""
-    if CAUSAL:
+    if CAUSAL and HEAD_GROUP > 0:
+        off_zh, start_m = _grouped_tile(tile, num_m, ZH, HEAD_GROUP)
+    elif CAUSAL:
         start_m = num_m - 1 - tile // ZH
         off_zh = tile % ZH
     else:
@@ -337,7 +343,8 @@ def _persistent_tile(tile, num_m, ZH, CAUSAL: tl.constexpr):
 def attn_fwd_persistent_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, ZH, H, N_CTX,
                                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                                NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr, Q_HOLDS_O: tl.constexpr,
-                               RESCALE_EARLY: tl.constexpr, LAZY_FIRST_MASK: tl.constexpr):
+                               RESCALE_EARLY: tl.constexpr, LAZY_FIRST_MASK: tl.constexpr,
+                               HEAD_GROUP: tl.constexpr):
     """Persistent flash-attention forward on a 1-D grid of P CTAs (one per SM at most): CTA p
     takes tiles p, p + P, ... of the cdiv(N, BLOCK_M) * ZH tiles (ZH = batch x heads). The K/V
     ring count and the consumers' ping-pong run on across tiles, so the producer loads the next
@@ -365,7 +372,7 @@ def attn_fwd_persistent_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale
             kv_count = 0
             i = 0
             for tile in range(tl.program_id(0), num_m * ZH, tl.num_programs(0)):
-                off_zh, start_m = _persistent_tile(tile, num_m, ZH, CAUSAL)
+                off_zh, start_m = _persistent_tile(tile, num_m, ZH, CAUSAL, HEAD_GROUP)
                 n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
                 kv_count = _fwd_produce_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty,
                                              k_full, k_empty, v_full, v_empty, off_zh // H, off_zh % H, start_m,
@@ -380,7 +387,7 @@ def attn_fwd_persistent_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale
             kv_count = 0
             i = 0
             for tile in range(tl.program_id(0), num_m * ZH, tl.num_programs(0)):
-                off_zh, start_m = _persistent_tile(tile, num_m, ZH, CAUSAL)
+                off_zh, start_m = _persistent_tile(tile, num_m, ZH, CAUSAL, HEAD_GROUP)
                 n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
                 kv_count = _fwd_consume_tile(q_smem, k_smem, v_smem, o_smem, q_full, q_empty, k_full, k_empty,
                                              v_full, v_empty, o_desc, lse_ptr, qk_scale, off_zh // H, off_zh % H,

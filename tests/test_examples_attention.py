@@ -154,11 +154,12 @@ def test_persistent_forward_walks_several_tiles_per_cta(D, causal, dtype, stages
 # the forward's schedule options (benchmarks/attention_sweep.py times them on the GPU): (config
 # fields, persistent, H, N, causal, dtype). N=320 gives three Q blocks and three K/V blocks, so
 # block 0 is unmasked for Q blocks 1 and 2 when causal and for every block when not (LAZY_FIRST_MASK
-# takes both branches); 4 heads in groups of 3 leave a partial last group (HEAD_GROUP).
+# takes both branches); 4 heads in groups of 3, 3 in groups of 2 leave a partial last group
+# (HEAD_GROUP; the persistent case's 2 CTAs walk 9 tiles).
 OPTION_CASES = [
     (dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True, HEAD_GROUP=3), False, 4, 320, True, "fp16"),
     (dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True), False, 2, 320, False, "bf16"),
-    (dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True), True, 3, 320, True, "bf16"),
+    (dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True, HEAD_GROUP=2), True, 3, 320, True, "bf16"),
 ]
 SLOW_OPTION_CASES = [
     (dict(LAZY_FIRST_MASK=True), False, 2, 320, True, "fp16"),
@@ -180,6 +181,7 @@ def test_forward_schedule_options_match_float64(fields, persistent, H, N, causal
     launch = fwd.launches[0]
     for name in ("RESCALE_EARLY", "LAZY_FIRST_MASK"):
         assert launch.constexprs[name] == fields.get(name, False)
+    assert launch.constexprs["HEAD_GROUP"] == fields.get("HEAD_GROUP", 0)
     if not persistent:
         num_m = -(-N // 128)
         assert launch.grid == ((num_m, H) if not fields.get("HEAD_GROUP") else (num_m * H, 1))
