@@ -223,7 +223,12 @@ def measure(variants: List[str], runs: int, out_path: str) -> int:
                         continue
                     o = torch.full_like(q, float("nan"))
                     lse = torch.empty((Z, H, N), device="cuda", dtype=torch.float32)
-                    plan = make_plan(ours, name, q, k, v, o, lse, causal)
+                    try:
+                        plan = make_plan(ours, name, q, k, v, o, lse, causal)
+                    except Exception as e:  # noqa: BLE001 - a config the kernels reject: recorded
+                        emit(dict(base, kernel=name, error=f"{type(e).__name__}: {e}"[:2000],
+                                  traceback=traceback.format_exc()[-3000:]))
+                        continue
                     record(name, plan.run, lambda o=o: o, lambda plan=plan: bench.kernel_facts(plan.launches[0].compiled))
                     plan = o = lse = None
                 q = k = v = refs = None
@@ -317,17 +322,17 @@ def table(records: List[Dict[str, Any]]) -> str:
     names = [v for v in VARIANTS if any(r["kernel"] == v for r in res)]
 
     def cudnn(r: Dict[str, Any]) -> Optional[float]:
-        c = next((x for x in res if x["kernel"] == "cudnn" and x.get("ftz") == r.get("ftz")
+        c = next((x for x in res if x["kernel"] == "cudnn" and bool(x.get("ftz")) == bool(r.get("ftz"))
                   and (x["dtype"], x["causal"], x["seq"]) == (r["dtype"], r["causal"], r["seq"])), None)
         return c.get("tflops") if c else None
 
-    head = f"{'variant':16} " + " ".join(f"{dt} {'c' if c else 'f'}{n // 1024:>2}k" for dt, c, n in keys) + "   mean"
+    head = f"{'variant':20} " + " ".join(f"{dt} {'c' if c else 'f'}{n // 1024:>2}k" for dt, c, n in keys) + "   mean"
     lines = ["forward d128: TFLOP/s / ratio to cuDNN of the same child (c = causal, f = not)", head, "-" * len(head)]
     for ftz in (False, True):
-        cud = [next((x.get("tflops") or 0.0 for x in res if x["kernel"] == "cudnn" and x.get("ftz") == ftz
+        cud = [next((x.get("tflops") or 0.0 for x in res if x["kernel"] == "cudnn" and bool(x.get("ftz")) == ftz
                      and (x["dtype"], x["causal"], x["seq"]) == k), None) for k in keys]
         if any(c is not None for c in cud):
-            lines.append(f"{'cudnn (ftz child)' if ftz else 'cudnn':16} "
+            lines.append(f"{'cudnn (ftz child)' if ftz else 'cudnn':20} "
                          + " ".join(f"{c:9.0f}" if c is not None else f"{'-':>9}" for c in cud))
     best: Dict[Tuple, Tuple[float, str]] = {}
     for name in names:
@@ -346,7 +351,7 @@ def table(records: List[Dict[str, Any]]) -> str:
                 if ratio > best.get(k, (0.0, ""))[0]:
                     best[k] = (ratio, name)
         mean = f"{sum(ratios) / len(ratios):6.1%}" if ratios else "     -"
-        lines.append(f"{name:16} " + " ".join(cells) + " " + mean)
+        lines.append(f"{name:20} " + " ".join(cells) + " " + mean)
     if best:
         met = sum(best[k][0] >= 1.0 for k in best)
         lines.append(f"target (>= 100 % of cuDNN): {met}/{len(keys)} points by the best variant; best per point: "
@@ -361,14 +366,14 @@ def table(records: List[Dict[str, Any]]) -> str:
             lines.append(f"BAD {r['kernel']} {r['dtype']} causal={r['causal']} seq {r['seq']}: {what}")
         elif r.get("kind") == "child" and r.get("rc") != 0:
             lines.append(f"child {r['phase']} exited with {r['rc']}: {(r.get('log_tail') or '')[-300:]}")
-    warm = [r for r in records if r.get("kind") == "warm" and "registers" in r]
-    if warm:
-        lines.append("ptxas (first specialization of each variant): registers / spill bytes")
-        seen = set()
-        for r in warm:
-            if r["variant"] not in seen:
-                seen.add(r["variant"])
-                lines.append(f"  {r['variant']}: {r.get('registers')} / {r.get('spill_stores')}")
+    facts: Dict[Tuple, List[str]] = {}  # (registers, spill bytes) -> the variants' specializations with them
+    for r in records:
+        if r.get("kind") == "warm" and "registers" in r:
+            facts.setdefault((r["registers"], r.get("spill_stores")), []).append(
+                f"{r['variant']} {r['dtype']}{' causal' if r['causal'] else ''}")
+    for (regs, spills), which in facts.items():
+        lines.append(f"ptxas: {regs} registers, {spills} B spilled: {len(which)} specializations"
+                     + ("" if len(facts) == 1 else f" ({', '.join(which)})"))
     return "\n".join(lines)
 
 

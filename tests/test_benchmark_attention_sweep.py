@@ -87,6 +87,7 @@ def test_table_ratios_are_against_the_same_childs_cudnn_and_failures_are_listed(
         res("lazy", 600.0, wrong=True, rel_err=0.5),
         dict(kind="result", kernel="n64", dtype="fp16", causal=False, seq=2048, error="RuntimeError: boom"),
         dict(kind="warm", variant="pers", dtype="bf16", causal=True, error="TLXCompileError: no"),
+        dict(kind="warm", variant="base", dtype="fp16", causal=False, rel_err=1e-3, registers=168, spill_stores=0),
         dict(kind="child", phase="time", ftz=True, rc=3, log_tail="hang"),
     ]
     text = s.table(records)
@@ -98,6 +99,7 @@ def test_table_ratios_are_against_the_same_childs_cudnn_and_failures_are_listed(
     assert "BAD n64 fp16 causal=False seq 2048: RuntimeError: boom" in text
     assert "WARM pers bf16 causal=True: TLXCompileError: no" in text
     assert "child time exited with 3" in text
+    assert "ptxas: 168 registers, 0 B spilled: 1 specializations" in text
     assert "target (>= 100 % of cuDNN): 1/8 points by the best variant; best per point: fp16 f2k early 110%" in text
     assert [ln.split()[:2] for ln in text.splitlines() if ln.startswith("cudnn")] == [["cudnn", "640"],
                                                                                    ["cudnn", "(ftz"]]
