@@ -69,7 +69,7 @@ SWEEP_VARIANTS = {
 L2_BYTES = 50 * 2 ** 20
 HANG_S = 20.0  # one kernel launch longer than this is a hang
 CHILD_LIMIT_S = 150.0
-SWEEP_LIMIT_S = 200.0
+SWEEP_LIMIT_S = 180.0
 ANCHORS = {"cublas_bf16_8192": 775.0, "triton_bf16_8192": 681.0}  # TFLOP/s on the H200, 2026-12-02 (before tlx)
 
 
