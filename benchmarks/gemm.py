@@ -10,6 +10,10 @@ spills. Run from the repository root on the GPU machine::
 
     python3 -m pip install -q --no-deps --no-build-isolation -e . && python3 benchmarks/gemm.py [--quick]
 
+``--sweep`` instead times only SWEEP_VARIANTS (tile order, tile shape, K step and stages, kernel)
+at all 8 (shape, dtype) points against the same child's cuBLAS (~3 minutes; writes
+gemm-<time>-sweep.json).
+
 Method: each kernel is compiled once per dtype (the first launch), run 3 times to warm up, then
 timed over RUNS launches (median; >= 20), each bracketed by its own pair of CUDA events. The
 timed launches are queued behind a ~20 ms device sleep so the host is never what the events
