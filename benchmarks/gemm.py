@@ -10,6 +10,10 @@ spills. Run from the repository root on the GPU machine::
 
     python3 -m pip install -q --no-deps --no-build-isolation -e . && python3 benchmarks/gemm.py [--quick]
 
+``--sweep`` instead times only SWEEP_VARIANTS (tile order, tile shape, K step and stages, kernel)
+at all 8 (shape, dtype) points against the same child's cuBLAS (~3 minutes; writes
+gemm-<time>-sweep.json).
+
 Method: each kernel is compiled once per dtype (the first launch), run 3 times to warm up, then
 timed over RUNS launches (median; >= 20), each bracketed by its own pair of CUDA events. The
 timed launches are queued behind a ~20 ms device sleep so the host is never what the events
@@ -51,9 +55,25 @@ VARIANTS = {
     "pingpong-G16": ("pingpong", dict(GROUP_SIZE_M=16)),
 }
 VARIANT_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096)]
+# `--sweep` (one child, every shape and dtype, <= ~3 minutes on an H100): what the examples' configs
+# can vary — tile order (GROUP_SIZE_M), tile shape, K step and ring depth, kernel (cooperative
+# persistent, ping-pong, one CTA per tile) —, each default measured again in the same child
+SWEEP_VARIANTS = {
+    "persistent": ("persistent", {}),
+    "persistent-G4": ("persistent", dict(GROUP_SIZE_M=4)),
+    "persistent-G16": ("persistent", dict(GROUP_SIZE_M=16)),
+    "persistent-G32": ("persistent", dict(GROUP_SIZE_M=32)),
+    "persistent-k32s6": ("persistent", dict(BK=32, NUM_STAGES=6)),
+    "persistent-256x128": ("persistent", dict(BM=256, BN=128)),
+    "pingpong": ("pingpong", {}),
+    "pingpong-G16": ("pingpong", dict(GROUP_SIZE_M=16)),
+    "pingpong-s4": ("pingpong", dict(NUM_STAGES=4)),
+    "ws-G16": ("ws", dict(GROUP_SIZE_M=16)),
+}
 L2_BYTES = 50 * 2 ** 20
 HANG_S = 20.0  # one kernel launch longer than this is a hang
 CHILD_LIMIT_S = 150.0
+SWEEP_LIMIT_S = 180.0
 ANCHORS = {"cublas_bf16_8192": 775.0, "triton_bf16_8192": 681.0}  # TFLOP/s on the H200, 2026-12-02 (before tlx)
 
 
@@ -190,14 +210,14 @@ def measure_family(family: str, shapes, dtypes, runs: int, out_path: str) -> int
             emit({"kind": "info", "triton": triton.__version__})
         except Exception as e:
             emit({"kind": "error", "family": family, "kernel": "triton", "error": f"import: {e!r}"})
-    elif family == "variants":
+    elif family in ("variants", "sweep"):
         import dataclasses
         import functools
 
         from tlx.examples import gemm
 
-        defaults = {"persistent": gemm.H200_PERSISTENT, "pingpong": gemm.H200_PINGPONG}
-        for name, (plan, changes) in VARIANTS.items():
+        defaults = {"persistent": gemm.H200_PERSISTENT, "pingpong": gemm.H200_PINGPONG, "ws": gemm.H200_WS}
+        for name, (plan, changes) in (VARIANTS if family == "variants" else SWEEP_VARIANTS).items():
             cfg = dataclasses.replace(defaults[plan], **changes)
             ours[name] = functools.partial(gemm.ALL_PLANS[plan], config=cfg)
     else:
@@ -285,11 +305,12 @@ def run_children(families, shapes, dtypes, runs: int, quick: bool = False) -> Li
         fd, path = tempfile.mkstemp(prefix=f"gemm_{fam}_", suffix=".jsonl")
         os.close(fd)
         fam_shapes, fam_dtypes = (shapes, dtypes) if fam != "variants" or quick else (VARIANT_SHAPES, ["bf16"])
+        limit = SWEEP_LIMIT_S if fam == "sweep" else CHILD_LIMIT_S
         cmd = [sys.executable, os.path.abspath(__file__), "--child", fam, "--runs", str(runs), "--out", path,
                "--shapes", ";".join("x".join(map(str, s)) for s in fam_shapes), "--dtypes", ",".join(fam_dtypes)]
         t0 = time.time()
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=min(CHILD_LIMIT_S, left))
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=min(limit, left))
             rc, tail = proc.returncode, (proc.stdout + proc.stderr)[-4000:]
         except subprocess.TimeoutExpired as e:
             rc, tail = "timeout", ((e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes)
@@ -326,6 +347,29 @@ def _cell(res, r, width: int = 19) -> str:
     return f"{r['tflops']:6.0f} {ratio:>4} [{r.get('rel_err', float('nan')):.0e}]".rjust(width)
 
 
+def sweep_table(res: List[Dict[str, Any]], sweep: List[Dict[str, Any]]) -> str:
+    """`--sweep`: per variant, its ratio to the sweep child's cuBLAS at every (dtype, shape), and
+    on how many of them it reaches 100 % (the issue's target: 6 of 8)."""
+    keys = sorted({(r["dtype"], r["M"], r["N"], r["K"]) for r in sweep}, key=lambda k: (k[0], k[1] * k[2] * k[3]))
+    names = [n for n in SWEEP_VARIANTS if any(r["kernel"] == n for r in sweep)]
+    hdr = f"{'sweep: ratio to cuBLAS':22} " + " ".join(f"{dt} {M // 1024}k{N // 1024}k{K // 1024}k".rjust(13)
+                                                      for dt, M, N, K in keys) + "  >=100%"
+    lines = [hdr, "-" * len(hdr)]
+    for name in names:
+        cells, met = [], 0
+        for key in keys:
+            r = next((x for x in sweep if x["kernel"] == name and (x["dtype"], x["M"], x["N"], x["K"]) == key), None)
+            cub = _same_process_cublas(res, r) if r is not None and "tflops" in r else None
+            if r is None or cub is None or r.get("wrong"):
+                cells.append(("WRONG" if r is not None and r.get("wrong") else "FAIL").rjust(13))
+                continue
+            ratio = r["tflops"] / cub["tflops"]
+            met += ratio >= 1.0
+            cells.append(f"{r['tflops']:4.0f} {ratio:6.1%}".rjust(13))
+        lines.append(f"{name:22} " + " ".join(cells) + f"  {met}/{len(keys)}")
+    return "\n".join(lines)
+
+
 def table(records: List[Dict[str, Any]]) -> str:
     """The summary printed last: TFLOP/s, ratio to the same process's cuBLAS and relative error
     per shape and kernel; the variants; PTX facts; every failure."""
@@ -344,7 +388,10 @@ def table(records: List[Dict[str, Any]]) -> str:
             r = next((r for r in res if (r["dtype"], r["M"], r["N"], r["K"]) == key and r["kernel"] == k), None)
             cells.append(f"{'-':>19}" if r is None else _cell(res, r))
         lines.append(f"{dt:5} {M:>5}x{N:>5}x{K:>5} | " + " | ".join(cells))
-    variants = [r for r in res if r["kernel"] not in MAIN_KERNELS]
+    sweep = [r for r in res if r.get("family_pid") == "sweep"]
+    if sweep:
+        lines.append(sweep_table(res, sweep))
+    variants = [r for r in res if r["kernel"] not in MAIN_KERNELS and r.get("family_pid") != "sweep"]
     if variants:
         lines.append("variants: " + "; ".join(f"{r['kernel']} {r['dtype']} {r['M']}x{r['N']}x{r['K']} "
                                                f"{_cell(res, r).strip()}" for r in variants))
@@ -375,6 +422,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smoke run: 4096^3 bf16 only, 5 timed runs")
     ap.add_argument("--runs", type=int, default=None, help="timed runs per kernel (default 30; --quick 5)")
     ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated subset of " + ",".join(FAMILIES))
+    ap.add_argument("--sweep", action="store_true",
+                    help="only the config sweep (SWEEP_VARIANTS) at every shape and dtype, against cuBLAS (~3 min)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--shapes", help=argparse.SUPPRESS)
@@ -390,7 +439,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     dtypes = ["bf16"] if args.quick else DTYPES
     runs = args.runs or (5 if args.quick else 30)
     t0 = time.time()
-    records = run_children([f for f in args.families.split(",") if f], shapes, dtypes, runs, args.quick)
+    families = ["sweep"] if args.sweep else [f for f in args.families.split(",") if f]
+    if args.sweep:
+        runs = args.runs or 20
+    records = run_children(families, shapes, dtypes, runs, args.quick)
     fam = None
     for r in records:  # tag results with their process, for same-process cuBLAS ratios
         if r.get("kind") == "device":
@@ -400,7 +452,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     out_dir = os.path.join(ROOT, "benchmarks", "results")
     os.makedirs(out_dir, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = os.path.join(out_dir, f"gemm-{stamp}{'-quick' if args.quick else ''}.json")
+    path = os.path.join(out_dir, f"gemm-{stamp}{'-quick' if args.quick else ''}{'-sweep' if args.sweep else ''}.json")
     with open(path, "w") as f:
         json.dump({"anchors": ANCHORS, "shapes": shapes, "dtypes": dtypes, "runs": runs,
                    "seconds": round(time.time() - t0, 1), "results": records}, f, indent=1)

@@ -49,12 +49,21 @@ class AttentionArgumentError(tlx.TLXError):
 
 @dataclass(frozen=True)
 class ForwardConfig:
-    """Tiles and ring depth of the forward kernels: BLOCK_M Q rows per CTA (64 per consumer
-    warpgroup), BLOCK_N K/V rows per ring stage, NUM_STAGES stages (each holds a K and a V tile)."""
+    """Tiles, ring depth and schedule options of the forward kernels: BLOCK_M Q rows per CTA (64
+    per consumer warpgroup), BLOCK_N K/V rows per ring stage, NUM_STAGES stages (each holds a K
+    and a V tile). RESCALE_EARLY: rescale O under the consumer's own S wgmma (FlashAttention-3's
+    order) instead of after the PV wait; LAZY_FIRST_MASK: mask K/V block 0 only when it crosses
+    the diagonal or the sequence end; HEAD_GROUP: G > 0 walks the tiles in groups of G heads, the
+    longest causal blocks of each group first (the non-persistent kernel then has a 1-D grid;
+    the persistent one uses it for causal only), 0 keeps head by head (non-persistent) or all
+    heads' longest blocks first (persistent, causal)."""
 
     BLOCK_M: int = 128
     BLOCK_N: int = 128
     NUM_STAGES: int = 2
+    RESCALE_EARLY: bool = False
+    LAZY_FIRST_MASK: bool = False
+    HEAD_GROUP: int = 0
 
     def smem_bytes(self, head_dim: int, separate_o: bool, elem: int = 2) -> int:
         """Shared memory of the forward: Q (two 64-row halves), the K/V ring, a separate O tile
@@ -70,6 +79,8 @@ class ForwardConfig:
                                          "warpgroups, BLOCK_M must be 128")
         if self.BLOCK_N not in (64, 128) or self.NUM_STAGES < 2:
             raise AttentionArgumentError(f"forward config {self}: BLOCK_N must be 64 or 128, NUM_STAGES >= 2")
+        if not isinstance(self.HEAD_GROUP, int) or self.HEAD_GROUP < 0:
+            raise AttentionArgumentError(f"forward config {self}: HEAD_GROUP must be an int >= 0 (0: head by head)")
         need = self.smem_bytes(head_dim, separate_o)
         if need > SM90_SMEM_BYTES:
             raise AttentionArgumentError(f"forward config {self} at head_dim {head_dim} needs {need} B of shared "
@@ -268,15 +279,18 @@ def plan_forward(q: Any, k: Any, v: Any, causal: bool = False, sm_scale: Optiona
     descs = [descriptor(q, split, D), descriptor(k, cfg.BLOCK_N, D), descriptor(v, cfg.BLOCK_N, D),
              descriptor(o, split, D)]
     consts = dict(HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, NUM_STAGES=cfg.NUM_STAGES,
-                  CAUSAL=bool(causal))
+                  CAUSAL=bool(causal), RESCALE_EARLY=bool(cfg.RESCALE_EARLY),
+                  LAZY_FIRST_MASK=bool(cfg.LAZY_FIRST_MASK))
     num_m = tlx.cdiv(N, cfg.BLOCK_M)
     if persistent:
         programs = min(int(sms) if sms is not None else num_sms(q), num_m * Z * H)
-        consts.update(Q_HOLDS_O=q_holds_o)
+        consts.update(Q_HOLDS_O=q_holds_o, HEAD_GROUP=cfg.HEAD_GROUP)
         launch = KernelLaunch(attn_fwd_persistent_kernel, (programs,), [*descs, lse, scale * LOG2E, Z * H, H, N],
                               consts, dt)
     else:
-        launch = KernelLaunch(attn_fwd_kernel, (num_m, Z * H), [*descs, lse, scale * LOG2E, H, N], consts, dt)
+        consts.update(HEAD_GROUP=cfg.HEAD_GROUP)
+        grid = (num_m, Z * H) if cfg.HEAD_GROUP == 0 else (num_m * Z * H, 1)
+        launch = KernelLaunch(attn_fwd_kernel, grid, [*descs, lse, scale * LOG2E, H, N], consts, dt)
     return AttentionLaunch([launch], (o, lse))
 
 

@@ -143,19 +143,24 @@ def _online_softmax(qk, m_i, l_i, qk_scale, offs_m, n0, N_CTX, P_DTYPE: tl.const
 
 
 @tlx.jit
-def _fwd_kv_step(q_view, k_smem, v_smem, k_full, k_empty, v_full, v_empty, p, m_i, l_i, acc, qk_scale,
+def _fwd_kv_step(q_view, k_smem, v_smem, k_full, k_empty, v_full, v_empty, p, alpha, m_i, l_i, acc, qk_scale,
                  offs_m, j, kv_count, N_CTX, cid: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-                 NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr, MASK: tl.constexpr):
-    """K/V block j (ring position kv_count) for one consumer, with block j-1's P in registers.
-    In this consumer's tensor-core turn: issue S = Q K_j^T, then O += P_{j-1} V_{j-1}. Then wait
-    for S only (one wgmma group still in flight), run the softmax of block j under the PV
-    wgmma, wait for it and rescale O by alpha_j."""
+                 NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr, MASK: tl.constexpr, RESCALE_EARLY: tl.constexpr):
+    """K/V block j (ring position kv_count) for one consumer, with block j-1's P and rescale
+    factor alpha in registers. In this consumer's tensor-core turn: issue S = Q K_j^T, then
+    O += P_{j-1} V_{j-1}. Then wait for S only (one wgmma group still in flight), run the softmax
+    of block j under the PV wgmma and wait for it. O is rescaled by alpha_{j-1} before its PV
+    wgmma: with RESCALE_EARLY between the two issues, under this consumer's own S wgmma
+    (FlashAttention-3's order; the returned alpha is alpha_j, still to apply), otherwise right
+    after the previous PV wait (O leaves the step rescaled by alpha_j)."""
     slot = kv_count % NUM_STAGES
     prev = (kv_count - 1) % NUM_STAGES
     tlx.barrier_wait(k_full[slot], (kv_count // NUM_STAGES) & 1)
     tlx.barrier_wait(v_full[prev], ((kv_count - 1) // NUM_STAGES) & 1)
     _tensor_core_turn(cid)
     qk = tlx.async_dot(q_view, tlx.local_trans(tlx.local_reshape(k_smem[slot], (BLOCK_N, HEAD_DIM))))
+    if RESCALE_EARLY:
+        acc = acc * alpha[:, None]  # CUDA cores, while the S wgmma runs
     acc = tlx.async_dot(p, tlx.local_reshape(v_smem[prev], (BLOCK_N, HEAD_DIM)), acc)
     _tensor_core_pass(cid)
     qk = tlx.async_dot_wait(1, qk)  # S is done (wgmmas retire in order); the PV wgmma runs on
@@ -164,8 +169,9 @@ def _fwd_kv_step(q_view, k_smem, v_smem, k_full, k_empty, v_full, v_empty, p, m_
                                          tlx.dtype_of(v_smem), BLOCK_N, CAUSAL, MASK)
     acc = tlx.async_dot_wait(0, acc)
     tlx.barrier_arrive(v_empty[prev])
-    acc = acc * alpha[:, None]
-    return p, m_i, l_i, acc
+    if not RESCALE_EARLY:
+        acc = acc * alpha[:, None]
+    return p, alpha, m_i, l_i, acc
 
 
 @tlx.jit
@@ -173,9 +179,10 @@ def _fwd_consume_tile(q_smem, k_smem, v_smem, o_smem, q_full, q_empty, k_full, k
                       o_desc, lse_ptr, qk_scale, off_z, off_h, off_zh, start_m, tile_phase, kv_count, N_CTX,
                       n_blocks, n_full, cid: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                       HEAD_DIM: tl.constexpr, NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr,
-                      Q_HOLDS_O: tl.constexpr):
-    """One consumer's 64 rows of Q block `start_m`: block 0 peeled (always masked: it may hold
-    the diagonal or the sequence end), the unmasked blocks, the masked ones, the last PV, then
+                      Q_HOLDS_O: tl.constexpr, RESCALE_EARLY: tl.constexpr, LAZY_FIRST_MASK: tl.constexpr):
+    """One consumer's 64 rows of Q block `start_m`: block 0 peeled (masked, as it may hold the
+    diagonal or the sequence end; with LAZY_FIRST_MASK only when it does, a branch on n_full),
+    the unmasked blocks, the masked ones, the last PV, then
     O = acc / l to shared memory and out by TMA store, and LSE. With Q_HOLDS_O the O tile goes
     through this consumer's Q buffer, released to the producer once the store has read it;
     otherwise Q is released after the last S wgmma and O has its own buffer (`o_smem`).
@@ -195,25 +202,35 @@ def _fwd_consume_tile(q_smem, k_smem, v_smem, o_smem, q_full, q_empty, k_full, k
     _tensor_core_pass(cid)
     qk = tlx.async_dot_wait(0, qk)
     tlx.barrier_arrive(k_empty[slot])
-    p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, offs_m, 0, N_CTX, tlx.dtype_of(v_smem),
-                                         BLOCK_N, CAUSAL, True)
+    if LAZY_FIRST_MASK:
+        if n_full > 0:  # block 0 lies below the diagonal and inside the sequence
+            p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, offs_m, 0, N_CTX, tlx.dtype_of(v_smem),
+                                                 BLOCK_N, CAUSAL, False)
+        else:
+            p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, offs_m, 0, N_CTX, tlx.dtype_of(v_smem),
+                                                 BLOCK_N, CAUSAL, True)
+    else:
+        p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, offs_m, 0, N_CTX, tlx.dtype_of(v_smem),
+                                             BLOCK_N, CAUSAL, True)
     kv_count += 1
 
     for j in range(1, n_full):
-        p, m_i, l_i, acc = _fwd_kv_step(q_view, k_smem, v_smem, k_full, k_empty, v_full, v_empty, p, m_i, l_i, acc,
-                                        qk_scale, offs_m, j, kv_count, N_CTX, cid, BLOCK_N, HEAD_DIM, NUM_STAGES,
-                                        CAUSAL, False)
+        p, alpha, m_i, l_i, acc = _fwd_kv_step(q_view, k_smem, v_smem, k_full, k_empty, v_full, v_empty, p, alpha,
+                                               m_i, l_i, acc, qk_scale, offs_m, j, kv_count, N_CTX, cid, BLOCK_N,
+                                               HEAD_DIM, NUM_STAGES, CAUSAL, False, RESCALE_EARLY)
         kv_count += 1
     for j in range(tl.maximum(n_full, 1), n_blocks):
-        p, m_i, l_i, acc = _fwd_kv_step(q_view, k_smem, v_smem, k_full, k_empty, v_full, v_empty, p, m_i, l_i, acc,
-                                        qk_scale, offs_m, j, kv_count, N_CTX, cid, BLOCK_N, HEAD_DIM, NUM_STAGES,
-                                        CAUSAL, True)
+        p, alpha, m_i, l_i, acc = _fwd_kv_step(q_view, k_smem, v_smem, k_full, k_empty, v_full, v_empty, p, alpha,
+                                               m_i, l_i, acc, qk_scale, offs_m, j, kv_count, N_CTX, cid, BLOCK_N,
+                                               HEAD_DIM, NUM_STAGES, CAUSAL, True, RESCALE_EARLY)
         kv_count += 1
     if not Q_HOLDS_O:
         tlx.barrier_arrive(q_empty[cid])  # the last S wgmma has read Q
 
     prev = (kv_count - 1) % NUM_STAGES
     tlx.barrier_wait(v_full[prev], ((kv_count - 1) // NUM_STAGES) & 1)
+    if RESCALE_EARLY:
+        acc = acc * alpha[:, None]  # the last block's alpha (block 0's is 0 and O is 0: harmless)
     _tensor_core_turn(cid)
     acc = tlx.async_dot(p, tlx.local_reshape(v_smem[prev], (BLOCK_N, HEAD_DIM)), acc)
     _tensor_core_pass(cid)
@@ -240,11 +257,40 @@ def _fwd_consume_tile(q_smem, k_smem, v_smem, o_smem, q_full, q_empty, k_full, k
 # ---- forward kernels ------------------------------------------------------------------------------
 
 @tlx.jit
+def _grouped_tile(tile, num_m, ZH, HEAD_GROUP: tl.constexpr):
+    """(batch x head, Q block) of tile number `tile` when the tiles go in groups of HEAD_GROUP
+    heads, the longest causal blocks of the whole group first: the short blocks of every group
+    come last (balance) while the tiles in flight share the K/V of a few heads (L2)."""
+    per_group = HEAD_GROUP * num_m
+    first = (tile // per_group) * HEAD_GROUP
+    heads = tl.minimum(ZH - first, HEAD_GROUP)
+    r = tile % per_group
+    return first + r % heads, num_m - 1 - r // heads
+
+
+@tlx.jit
+def _fwd_program_tile(N_CTX, BLOCK_M: tl.constexpr, HEAD_GROUP: tl.constexpr):
+    """(batch x head, Q block) of this CTA, the longest causal blocks first. HEAD_GROUP == 0:
+    grid (cdiv(N, BLOCK_M), Z*H), head by head (each head's blocks longest first). HEAD_GROUP > 0:
+    a 1-D grid of cdiv(N, BLOCK_M) * Z*H CTAs in head groups (`_grouped_tile`)."""
+    if HEAD_GROUP == 0:
+        start_m = tl.num_programs(0) - 1 - tl.program_id(0)
+        off_zh = tl.program_id(1)
+    else:
+        num_m = tl.cdiv(N_CTX, BLOCK_M)
+        off_zh, start_m = _grouped_tile(tl.program_id(0), num_m, tl.num_programs(0) // num_m, HEAD_GROUP)
+    return off_zh, start_m
+
+
+@tlx.jit
 def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, H, N_CTX,
                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr):
-    """Flash-attention forward, one CTA per (Q block, batch x head): grid (cdiv(N, BLOCK_M), Z*H).
-    `qk_scale` is sm_scale * log2(e). The O tile goes out through each consumer's Q buffer."""
+                    NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr, RESCALE_EARLY: tl.constexpr,
+                    LAZY_FIRST_MASK: tl.constexpr, HEAD_GROUP: tl.constexpr):
+    """Flash-attention forward, one CTA per (Q block, batch x head): grid (cdiv(N, BLOCK_M), Z*H),
+    or with HEAD_GROUP > 0 a 1-D grid in head groups (`_fwd_program_tile`). `qk_scale` is
+    sm_scale * log2(e). The O tile goes out through each consumer's Q buffer. RESCALE_EARLY and
+    LAZY_FIRST_MASK: see `_fwd_kv_step` and `_fwd_consume_tile`."""
     SPLIT: tl.constexpr = BLOCK_M // 2
     q_smem = tlx.local_alloc((1, 1, SPLIT, HEAD_DIM), tlx.dtype_of(q_desc), 2)
     k_smem = tlx.local_alloc((1, 1, BLOCK_N, HEAD_DIM), tlx.dtype_of(k_desc), NUM_STAGES)
@@ -258,8 +304,7 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, H, N_CTX,
 
     with tlx.async_tasks():
         with tlx.async_task("default", registers=24):  # producer: TMA loads
-            start_m = tl.num_programs(0) - 1 - tl.program_id(0)  # the longest causal blocks first
-            off_zh = tl.program_id(1)
+            off_zh, start_m = _fwd_program_tile(N_CTX, BLOCK_M, HEAD_GROUP)
             n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
             _fwd_produce_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty, k_full, k_empty,
                               v_full, v_empty, off_zh // H, off_zh % H, start_m, 0, 0, n_blocks,
@@ -267,22 +312,25 @@ def attn_fwd_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, H, N_CTX,
 
         with tlx.async_task(num_warps=4, replicate=2, registers=240):  # consumers: wgmma + softmax
             cid: tl.constexpr = tlx.async_task_replica_id()
-            start_m = tl.num_programs(0) - 1 - tl.program_id(0)
-            off_zh = tl.program_id(1)
+            off_zh, start_m = _fwd_program_tile(N_CTX, BLOCK_M, HEAD_GROUP)
             n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
             if cid == 1:
                 tlx.named_barrier_arrive(9, 256)  # consumer 0 takes the first turn
             _fwd_consume_tile(q_smem, k_smem, v_smem, q_smem, q_full, q_empty, k_full, k_empty, v_full, v_empty,
                               o_desc, lse_ptr, qk_scale, off_zh // H, off_zh % H, off_zh, start_m, 0, 0, N_CTX,
-                              n_blocks, n_full, cid, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, CAUSAL, True)
+                              n_blocks, n_full, cid, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, CAUSAL, True,
+                              RESCALE_EARLY, LAZY_FIRST_MASK)
 
 
 @tlx.jit
-def _persistent_tile(tile, num_m, ZH, CAUSAL: tl.constexpr):
+def _persistent_tile(tile, num_m, ZH, CAUSAL: tl.constexpr, HEAD_GROUP: tl.constexpr):
     """(batch x head, Q block) of tile number `tile`. Causal: the last Q blocks (the longest,
-    whole K/V prefix) of every head first, so the static round-robin over CTAs stays balanced.
+    whole K/V prefix) of every head first, so the static round-robin over CTAs stays balanced;
+    with HEAD_GROUP > 0 so within groups of that many heads (`_grouped_tile`: less K/V in flight).
     Otherwise head by head, so consecutive tiles share K/V in L2."""
-    if CAUSAL:
+    if CAUSAL and HEAD_GROUP > 0:
+        off_zh, start_m = _grouped_tile(tile, num_m, ZH, HEAD_GROUP)
+    elif CAUSAL:
         start_m = num_m - 1 - tile // ZH
         off_zh = tile % ZH
     else:
@@ -294,7 +342,9 @@ def _persistent_tile(tile, num_m, ZH, CAUSAL: tl.constexpr):
 @tlx.jit
 def attn_fwd_persistent_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, ZH, H, N_CTX,
                                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                               NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr, Q_HOLDS_O: tl.constexpr):
+                               NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr, Q_HOLDS_O: tl.constexpr,
+                               RESCALE_EARLY: tl.constexpr, LAZY_FIRST_MASK: tl.constexpr,
+                               HEAD_GROUP: tl.constexpr):
     """Persistent flash-attention forward on a 1-D grid of P CTAs (one per SM at most): CTA p
     takes tiles p, p + P, ... of the cdiv(N, BLOCK_M) * ZH tiles (ZH = batch x heads). The K/V
     ring count and the consumers' ping-pong run on across tiles, so the producer loads the next
@@ -322,7 +372,7 @@ def attn_fwd_persistent_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale
             kv_count = 0
             i = 0
             for tile in range(tl.program_id(0), num_m * ZH, tl.num_programs(0)):
-                off_zh, start_m = _persistent_tile(tile, num_m, ZH, CAUSAL)
+                off_zh, start_m = _persistent_tile(tile, num_m, ZH, CAUSAL, HEAD_GROUP)
                 n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
                 kv_count = _fwd_produce_tile(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_full, q_empty,
                                              k_full, k_empty, v_full, v_empty, off_zh // H, off_zh % H, start_m,
@@ -337,12 +387,13 @@ def attn_fwd_persistent_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale
             kv_count = 0
             i = 0
             for tile in range(tl.program_id(0), num_m * ZH, tl.num_programs(0)):
-                off_zh, start_m = _persistent_tile(tile, num_m, ZH, CAUSAL)
+                off_zh, start_m = _persistent_tile(tile, num_m, ZH, CAUSAL, HEAD_GROUP)
                 n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
                 kv_count = _fwd_consume_tile(q_smem, k_smem, v_smem, o_smem, q_full, q_empty, k_full, k_empty,
                                              v_full, v_empty, o_desc, lse_ptr, qk_scale, off_zh // H, off_zh % H,
                                              off_zh, start_m, i & 1, kv_count, N_CTX, n_blocks, n_full, cid,
-                                             BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, CAUSAL, Q_HOLDS_O)
+                                             BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, CAUSAL, Q_HOLDS_O,
+                                             RESCALE_EARLY, LAZY_FIRST_MASK)
                 i += 1
             tlx.async_descriptor_store_wait(0)  # the CTA's shared memory must outlive the last store
 

@@ -73,6 +73,22 @@ def test_variants_are_listed_apart_with_their_own_ratio():
     assert set(b.VARIANTS) and all(plan in ("persistent", "pingpong") for plan, _ in b.VARIANTS.values())
 
 
+def test_sweep_table_gives_each_variant_its_ratio_at_every_shape_and_counts_the_target():
+    b = load()
+    recs = []
+    for dt in ("bf16", "fp16"):
+        for (M, N, K), got in zip(b.SHAPES, (810.0, 790.0, 700.0, 800.0)):
+            shape = {"dtype": dt, "M": M, "N": N, "K": K, "family_pid": "sweep"}
+            recs += [dict(shape, kind="result", kernel="cublas", tflops=800.0, rel_err=1e-3),
+                     dict(shape, kind="result", kernel="persistent-G16", tflops=got, rel_err=1e-3)]
+    recs[-1]["wrong"] = True
+    t = b.table(recs)
+    (row,) = [ln for ln in t.splitlines() if ln.startswith("persistent-G16 ")]
+    assert "810 101.2%" in row and "700  87.5%" in row and "WRONG" in row
+    assert row.rstrip().endswith("3/8")  # 810 and 800 reach 100 % in each dtype, but fp16 800 is wrong
+    assert "variants:" not in t  # sweep rows are not listed again as variants
+
+
 def test_every_benchmarked_variant_config_is_correct_on_the_interpreter():
     """The configs the benchmark times on the GPU compute the right product (CPU interpreter,
     poisoned output, ragged edges, several tiles per CTA) and have no hazard."""
@@ -87,11 +103,11 @@ def test_every_benchmarked_variant_config_is_correct_on_the_interpreter():
     a16 = rng.standard_normal((260, 136)).astype(np.float16)
     b16 = rng.standard_normal((136, 264)).astype(np.float16)
     ref = a16.astype(np.float64) @ b16.astype(np.float64)
-    defaults = {"persistent": gemm.H200_PERSISTENT, "pingpong": gemm.H200_PINGPONG}
-    for name, (plan, changes) in b.VARIANTS.items():
+    defaults = {"persistent": gemm.H200_PERSISTENT, "pingpong": gemm.H200_PINGPONG, "ws": gemm.H200_WS}
+    for name, (plan, changes) in {**b.VARIANTS, **b.SWEEP_VARIANTS}.items():
         cfg = dataclasses.replace(defaults[plan], **changes)
         out = np.full((260, 264), np.nan, np.float16)
-        launch = gemm.ALL_PLANS[plan](a16, b16, cfg, out=out, sms=2)
+        launch = gemm.ALL_PLANS[plan](a16, b16, cfg, out=out, **({} if plan == "ws" else {"sms": 2}))
         assert launch.interpret() == [], name
         assert not np.isnan(out).any(), name
         assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-2, name

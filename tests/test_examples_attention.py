@@ -151,6 +151,42 @@ def test_persistent_forward_walks_several_tiles_per_cta(D, causal, dtype, stages
     assert launch.grid == (2,) and launch.constexprs["Q_HOLDS_O"] == (D == 128)
 
 
+# the forward's schedule options (benchmarks/attention_sweep.py times them on the GPU): (config
+# fields, persistent, H, N, causal, dtype). N=320 gives three Q blocks and three K/V blocks, so
+# block 0 is unmasked for Q blocks 1 and 2 when causal and for every block when not (LAZY_FIRST_MASK
+# takes both branches); 4 heads in groups of 3, 3 in groups of 2 leave a partial last group
+# (HEAD_GROUP; the persistent case's 2 CTAs walk 9 tiles).
+OPTION_CASES = [
+    (dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True, HEAD_GROUP=3), False, 4, 320, True, "fp16"),
+    (dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True), False, 2, 320, False, "bf16"),
+    (dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True, HEAD_GROUP=2), True, 3, 320, True, "bf16"),
+]
+SLOW_OPTION_CASES = [
+    (dict(LAZY_FIRST_MASK=True), False, 2, 320, True, "fp16"),
+    (dict(BLOCK_N=64, NUM_STAGES=3, RESCALE_EARLY=True), False, 2, 200, True, "bf16"),
+]
+
+
+@pytest.mark.parametrize("fields,persistent,H,N,causal,dtype",
+                         OPTION_CASES + [pytest.param(*c, marks=pytest.mark.slow) for c in SLOW_OPTION_CASES],
+                         ids=lambda v: str(v))
+def test_forward_schedule_options_match_float64(fields, persistent, H, N, causal, dtype):
+    """RESCALE_EARLY (O rescaled between the S and the PV wgmma issues), LAZY_FIRST_MASK (block 0
+    masked only when it needs it) and HEAD_GROUP (a 1-D grid in head groups, longest causal blocks
+    first) give the same O and LSE as the definition, with no hazard; every (head, Q block) is
+    written once (the outputs start as NaN)."""
+    cfg = dataclasses.replace(attention.FORWARD_CONFIGS[128], **fields)
+    fwd = run_and_check(1, H, N, 128, causal, dtype, persistent=persistent, config=cfg, sms=2 if persistent else None,
+                        backward=False)
+    launch = fwd.launches[0]
+    for name in ("RESCALE_EARLY", "LAZY_FIRST_MASK"):
+        assert launch.constexprs[name] == fields.get(name, False)
+    assert launch.constexprs["HEAD_GROUP"] == fields.get("HEAD_GROUP", 0)
+    if not persistent:
+        num_m = -(-N // 128)
+        assert launch.grid == ((num_m, H) if not fields.get("HEAD_GROUP") else (num_m * H, 1))
+
+
 def test_attention_autograd_on_torch_cpu_tensors(monkeypatch):
     """`attention()` on CPU tensors: the forward and, through torch autograd, the backward run on
     the interpreter; every output tensor starts as NaN (the allocations are poisoned)."""
@@ -257,6 +293,7 @@ def test_bad_inputs_are_clear_errors():
         (lambda: attention.plan_forward(np.zeros((2, 64, 64), np.float16), *[np.zeros((2, 64, 64), np.float16)] * 2),
          "batch, heads, seq, head_dim"),
         (lambda: attention.plan_forward(x, x, x, config=attention.ForwardConfig(128, 128, 8)), "shared memory"),
+        (lambda: attention.plan_forward(x, x, x, config=attention.ForwardConfig(HEAD_GROUP=-1)), "HEAD_GROUP"),
         (lambda: attention.plan_backward(x, x, x, x, np.zeros((1, 2, 64), np.float32), x[:, :, :32]), "do must be"),
         (lambda: attention.attention(x, x, x), "torch tensors"),
     ]

@@ -445,12 +445,14 @@ class Tracer:
     def _trace_branch(self, stmts: Sequence[ast.stmt], liveins: Dict[str, Any]) -> Tuple[Block, Dict[str, Any]]:
         blk = Block()
         saved_block, saved_index = self.builder.block, self.builder.index
+        self.ctx.branch_hosts[id(blk)] = saved_block  # so `_defined_inside` sees where it will be
         self.builder.set_insertion_point_to_end(blk)
         self.scope = dict(liveins)
         try:
             self.visit_stmts(stmts)
         finally:
             self.builder.block, self.builder.index = saved_block, saved_index
+            del self.ctx.branch_hosts[id(blk)]
         return blk, self.scope
 
     def _check_same_types(self, node: ast.AST, names: Sequence[str], a_vals: Sequence[Any], b_vals: Sequence[Any],
@@ -903,14 +905,15 @@ class Tracer:
             return tuple(r) if isinstance(v, tuple) else r
         return v
 
-    @staticmethod
-    def _defined_inside(v: Value, block: Block) -> bool:
+    def _defined_inside(self, v: Value, block: Block) -> bool:
+        """Whether `v` is defined in `block` or in a region nested in it (a branch being traced
+        counts as nested where its scf.if will go)."""
         b = v.owner if isinstance(v, BlockArgument) else (v.owner.parent if v.defining_op is not None else None)  # type: ignore[attr-defined]
         while b is not None:
             if b is block:
                 return True
             op = b.parent_op
-            b = op.parent if op is not None else None
+            b = op.parent if op is not None else self.ctx.branch_hosts.get(id(b))
         return False
 
     def visit_Name(self, node: ast.Name) -> Any:

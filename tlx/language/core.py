@@ -250,6 +250,9 @@ class TraceContext:
         self.const_anchor: List[Any] = [builder.block]
         self.const_cache: Dict[Any, Any] = {}
         self.const_count: Dict[int, int] = {}
+        # id(branch block) -> the block its scf.if will sit in, while the branch is traced (a
+        # branch block is attached to its op only once both branches are traced)
+        self.branch_hosts: Dict[int, Any] = {}
 
 
 _tls = threading.local()
