@@ -507,7 +507,19 @@ def test_a_wait_then_the_leaders_arrive_on_that_mbarrier_get_a_barrier_between_t
     CHECK-NEXT: tlx.barrier_wait %b, %c1
     CHECK-NEXT: tt.return
     """, ALL)
-    check(_wait_then_arrive("tlx.barrier_expect_bytes %o {bytes = 128} loc(#f0:12:4)"), """
+    expect = module("""
+    %c0 = arith.constant {value = 0} : i32
+    %c1 = arith.constant {value = 1} : i32
+    %s = tlx.local_alloc : !smem<64x64xf16, mutable>
+    %bars = tlx.alloc_barriers {num = 1, arrive_count = 1} : !mbarriers<1>
+    %b = tlx.memdesc_index %bars, %c0 : !mbarrier
+    %o = tlx.memdesc_index %bars, %c0 : !mbarrier
+    tlx.barrier_arrive %b loc(#f0:10:4)
+    tlx.barrier_wait %b, %c0 loc(#f0:11:4)
+    tlx.barrier_expect_bytes %o {bytes = 8192} loc(#f0:12:4)
+    tlx.tma_load %d, %s, %o offsets(%c0, %c0) loc(#f0:13:4)
+    tlx.barrier_wait %b, %c1 loc(#f0:14:4)""", "%d: !tensordesc<64x64xf16>")
+    check(expect, """
     CHECK: tlx.barrier_wait %b, %c0
     CHECK-NEXT: tlx.cta_barrier
     CHECK-NEXT: tlx.barrier_expect_bytes %o
