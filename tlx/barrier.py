@@ -10,6 +10,7 @@ from tlx.compiler.ir import types as T
 
 from .language import core, semantic
 from .language.core import builtin, mbarrier, unwrap
+from .mem_ops import cta_rank_operand, remote_buffer
 
 
 def _one_barrier(bar: Any, what: str) -> mbarrier:
@@ -78,9 +79,7 @@ def barrier_arrive(bar: Any, arrive_count: Any = 1, remote_cta_rank: Any = None,
     b = _one_barrier(bar, "barrier_arrive")
     c = semantic.constexpr_int(arrive_count, "barrier_arrive's arrive_count")
     if unwrap(remote_cta_rank) is not None:  # the same barrier in that CTA of the cluster (mapa)
-        from .mem_ops import _rank, remote_buffer
-
-        b = remote_buffer(b, _rank(remote_cta_rank, "barrier_arrive"))
+        b = remote_buffer(b, cta_rank_operand(remote_cta_rank, "barrier_arrive"))
     attrs = {"count": c}
     if b.is_warp_barrier:
         attrs["per_thread"] = True

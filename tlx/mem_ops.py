@@ -427,7 +427,9 @@ def _multicast_mask(targets: Any) -> Any:
 
 # ---- distributed shared memory (thread-block clusters) --------------------------------------------
 
-def _rank(remote_cta_rank: Any, what: str) -> Any:
+def cta_rank_operand(remote_cta_rank: Any, what: str) -> Any:
+    """`remote_cta_rank` of a cluster op as an i32 IR value (a constant rank checked against the
+    16 CTAs a cluster can have)."""
     if unwrap(remote_cta_rank) is None:
         raise TLXValueError(f"{what} needs remote_cta_rank (the destination CTA's rank in the cluster)")
     r = unwrap(remote_cta_rank)
@@ -473,7 +475,7 @@ def remote_view(local_allocated_buffer: Any, remote_cta_rank: Any) -> Any:
             raise TLXCompileError("remote_view of a remote view: pass the local buffer")
     else:
         raise TLXCompileError(f"remote_view needs a shared-memory buffer or an mbarrier, got {type(v).__name__}")
-    return remote_buffer(v, _rank(remote_cta_rank, "remote_view"))
+    return remote_buffer(v, cta_rank_operand(remote_cta_rank, "remote_view"))
 
 
 def _value_for(b: buffered_tensor, src: Any, what: str) -> tensor:
@@ -495,7 +497,7 @@ def remote_shmem_store(dst: Any, src: Any, remote_cta_rank: Any) -> None:
     """Store register tensor `src` into buffer `dst` of CTA `remote_cta_rank` of the cluster
     (st.shared::cluster); order it for the reader with a cluster barrier."""
     b = _local(dst, "remote_shmem_store's dst")
-    r = _rank(remote_cta_rank, "remote_shmem_store")
+    r = cta_rank_operand(remote_cta_rank, "remote_shmem_store")
     v = _value_for(b, src, "remote_shmem_store")
     semantic.emit("tlx.remote_store", [remote_buffer(b, r).handle, v.handle], [])
 
@@ -506,7 +508,7 @@ def async_remote_shmem_store(dst: Any, src: Any, remote_cta_rank: Any, barrier: 
     (st.async): the bytes complete on `barrier` of that CTA, which expects them
     (`barrier_expect_bytes` there) and which its reader waits on."""
     b = _local(dst, "async_remote_shmem_store's dst")
-    r = _rank(remote_cta_rank, "async_remote_shmem_store")
+    r = cta_rank_operand(remote_cta_rank, "async_remote_shmem_store")
     v = _value_for(b, src, "async_remote_shmem_store")
     bar = _remote_bar(barrier, r, "async_remote_shmem_store")
     semantic.emit("tlx.async_remote_store", [remote_buffer(b, r).handle, v.handle, bar.handle], [])
@@ -524,7 +526,7 @@ def async_remote_shmem_copy(dst: Any, src: Any, remote_cta_rank: Any, barrier: A
                               "bytes) differ in size")
     if s.mtype.nbytes % 16:
         raise TLXCompileError(f"async_remote_shmem_copy moves a multiple of 16 bytes, got {s.mtype.nbytes}")
-    r = _rank(remote_cta_rank, "async_remote_shmem_copy")
+    r = cta_rank_operand(remote_cta_rank, "async_remote_shmem_copy")
     bar = _remote_bar(barrier, r, "async_remote_shmem_copy")
     semantic.emit("tlx.async_remote_copy", [remote_buffer(d, r).handle, s.handle, bar.handle], [])
 
