@@ -49,6 +49,7 @@ VARIANTS = {
     "persistent-k32s6": ("persistent", dict(BK=32, NUM_STAGES=6)),
     "pingpong-s4": ("pingpong", dict(NUM_STAGES=4)),
     "pingpong-G16": ("pingpong", dict(GROUP_SIZE_M=16)),
+    "persistent-cluster2": ("persistent_cluster", {}),  # 2-CTA clusters, B multicast
 }
 VARIANT_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096)]
 L2_BYTES = 50 * 2 ** 20
@@ -196,10 +197,12 @@ def measure_family(family: str, shapes, dtypes, runs: int, out_path: str) -> int
 
         from tlx.examples import gemm
 
-        defaults = {"persistent": gemm.H200_PERSISTENT, "pingpong": gemm.H200_PINGPONG}
+        defaults = {"persistent": gemm.H200_PERSISTENT, "pingpong": gemm.H200_PINGPONG,
+                    "persistent_cluster": gemm.H200_PERSISTENT}
+        plans = {**gemm.ALL_PLANS, **gemm.CLUSTER_PLANS}
         for name, (plan, changes) in VARIANTS.items():
             cfg = dataclasses.replace(defaults[plan], **changes)
-            ours[name] = functools.partial(gemm.ALL_PLANS[plan], config=cfg)
+            ours[name] = functools.partial(plans[plan], config=cfg)
     else:
         from tlx.examples import gemm
 
