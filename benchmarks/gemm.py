@@ -53,6 +53,7 @@ VARIANTS = {
     "persistent-k32s6": ("persistent", dict(BK=32, NUM_STAGES=6)),
     "pingpong-s4": ("pingpong", dict(NUM_STAGES=4)),
     "pingpong-G16": ("pingpong", dict(GROUP_SIZE_M=16)),
+    "persistent-cluster2": ("persistent_cluster", {}),  # 2-CTA clusters, B multicast
 }
 VARIANT_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096)]
 # `--sweep` (one child, every shape and dtype, <= ~3 minutes on an H100): what the examples' configs
@@ -216,10 +217,12 @@ def measure_family(family: str, shapes, dtypes, runs: int, out_path: str) -> int
 
         from tlx.examples import gemm
 
-        defaults = {"persistent": gemm.H200_PERSISTENT, "pingpong": gemm.H200_PINGPONG, "ws": gemm.H200_WS}
+        defaults = {"persistent": gemm.H200_PERSISTENT, "pingpong": gemm.H200_PINGPONG, "ws": gemm.H200_WS,
+                    "persistent_cluster": gemm.H200_PERSISTENT}
+        plans = {**gemm.ALL_PLANS, **gemm.CLUSTER_PLANS}
         for name, (plan, changes) in (VARIANTS if family == "variants" else SWEEP_VARIANTS).items():
             cfg = dataclasses.replace(defaults[plan], **changes)
-            ours[name] = functools.partial(gemm.ALL_PLANS[plan], config=cfg)
+            ours[name] = functools.partial(plans[plan], config=cfg)
     else:
         from tlx.examples import gemm
 

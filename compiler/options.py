@@ -40,6 +40,19 @@ class CompileOptions:
         if self.num_warps not in (1, 2, 4, 8, 16):
             raise TLXCompileError(f"num_warps={self.num_warps} is not supported",
                                   hint="use num_warps = 1, 2, 4, 8 or 16")
+        c = tuple(self.cluster)
+        if len(c) != 3 or not all(isinstance(d, int) and d >= 1 for d in c):
+            raise TLXCompileError(f"ctas_per_cga={self.cluster!r} must be three positive ints",
+                                  hint="e.g. ctas_per_cga=(2, 1, 1): clusters of 2 CTAs along x")
+        if c[0] * c[1] * c[2] > 8:
+            raise TLXCompileError(f"ctas_per_cga={c} has {c[0] * c[1] * c[2]} CTAs; a portable cluster has at most 8",
+                                  hint="use a cluster of at most 8 CTAs")
+        if self.num_ctas != 1:
+            # Triton's num_ctas splits one program over several CTAs (CTA layouts); TLX kernels
+            # address clusters explicitly and keep num_ctas at 1
+            raise TLXCompileError(f"num_ctas={self.num_ctas}: tlx does not split one program across CTAs",
+                                  hint="launch thread-block clusters with ctas_per_cga=(x, y, z); every CTA is "
+                                       "one program (tl.program_id), tlx.cluster_cta_rank() is its rank")
 
     @property
     def capability(self) -> int:

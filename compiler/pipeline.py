@@ -22,7 +22,7 @@ from .gc_pause import gc_paused
 from .ir.core import Module
 from .ir.printer import print_module
 from .options import CompileOptions
-from .passes import (cta_barriers, fence_insertion, layouts, lower_dot, proxy_fence_insertion, smem_allocation,
+from .passes import (cluster_sync, cta_barriers, fence_insertion, layouts, lower_dot, proxy_fence_insertion, smem_allocation,
                      tma_lowering)
 from .passes.manager import Pass, PassContext, run_passes
 
@@ -40,6 +40,7 @@ PIPELINE: List[Pass] = [
     Pass("smem_allocation", smem_allocation.run, preserves=_REGIONS),
     Pass("proxy_fence_insertion", proxy_fence_insertion.run, preserves=_ACCESSES),
     Pass("cta_barriers", cta_barriers.run, preserves=_ACCESSES),
+    Pass("cluster_sync", cluster_sync.run, preserves=_ACCESSES),
 ]
 
 # After the IR passes: PTX generation and ptxas. `compile_module` runs them after PIPELINE when

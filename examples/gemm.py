@@ -2,7 +2,8 @@
 configs chosen for the H200, shape checks, the output array, TMA descriptors, the grid, and the
 switch between the GPU and the CPU interpreter.
 
-A host wrapper (`matmul_pipelined`, `matmul_ws`, `matmul_persistent`) takes two row-major
+A host wrapper (`matmul_pipelined`, `matmul_ws`, `matmul_persistent`, and
+`matmul_persistent_cluster` on 2-CTA clusters) takes two row-major
 matrices ``a`` (M x K) and ``b`` (K x N) of bf16 or fp16 and returns ``c = a @ b`` (M x N, same
 dtype, fp32 accumulation):
 
@@ -172,6 +173,12 @@ class GemmLaunch:
     dtype: str
     signature: Dict[str, str] = field(default_factory=dict)
     compiled: Any = None  # what the last GPU launch ran (its asm, fences, ...)
+    cluster: Tuple[int, int, int] = (1, 1, 1)  # the thread-block cluster (ctas_per_cga) it launches in
+
+    @property
+    def cluster_options(self) -> Dict[str, Any]:
+        """The launch option of its cluster (none for a cluster of one CTA)."""
+        return {"ctas_per_cga": self.cluster} if self.cluster != (1, 1, 1) else {}
 
     @property
     def on_cpu(self) -> bool:
@@ -184,14 +191,14 @@ class GemmLaunch:
             self.interpret(raise_on_hazard=True)
         else:
             self.compiled = self.kernel[self.grid](*self.args, num_warps=self.num_warps, stream=stream,
-                                                   **self.constexprs)
+                                                   **self.cluster_options, **self.constexprs)
         return self.out
 
     def interpret(self, raise_on_hazard: bool = False, fence_passes: bool = True) -> List[Any]:
         """Run on the CPU interpreter; returns the hazards it found (report mode by default)."""
         return tlx.interpret(self.kernel, self.grid, *self.args, fence_passes=fence_passes,
                              raise_on_hazard=raise_on_hazard, signature=self.signature or None,
-                             num_warps=self.num_warps, **self.constexprs)
+                             num_warps=self.num_warps, **self.cluster_options, **self.constexprs)
 
     def compile(self, **options: Any) -> Any:
         """Compile this specialization without a GPU (`tlx.compile`): its IR, fences and PTX."""
@@ -202,7 +209,8 @@ class GemmLaunch:
                 sig[name] = f"tensordesc<{self.dtype}[{', '.join(str(int(b)) for b in arg.block_shape)}]>"
             else:
                 sig[name] = "i32"
-        return tlx.compile(self.kernel, sig, self.constexprs, num_warps=self.num_warps, **options)
+        return tlx.compile(self.kernel, sig, self.constexprs, num_warps=self.num_warps,
+                           **{**self.cluster_options, **options})
 
 
 def make_launch(kernel: Any, grid: Tuple[int, ...], descs: Sequence[Any], M: int, N: int, K: int,
@@ -346,6 +354,32 @@ def plan_pingpong(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any 
     return make_launch(matmul_pingpong_kernel, (programs,), descs, M, N, K, consts, cfg.num_warps, c, dt)
 
 
+def plan_persistent_cluster(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any = None,
+                            sms: Optional[int] = None) -> GemmLaunch:
+    """A launch of `matmul_persistent_cluster_kernel`: clusters of 2 CTAs along M (an even number
+    of CTAs, at most the SMs and the tiles rounded up to pairs) walking 2*BM x BN blocks in the
+    grouped order, the B tile multicast to both CTAs of a cluster."""
+    from .gemm_kernels import matmul_persistent_cluster_kernel
+
+    cfg = config or H200_PERSISTENT
+    M, N, K, dt, c = _prepare(a, b, out, cfg, "persistent")
+    blocks = tlx.cdiv(M, 2 * cfg.BM) * tlx.cdiv(N, cfg.BN)
+    n_sms = int(sms) if sms is not None else num_sms(a)
+    programs = 2 * max(1, min(n_sms // 2, blocks))
+    consts = dict(BM=cfg.BM, BN=cfg.BN, BK=cfg.BK, GROUP_SIZE_M=cfg.GROUP_SIZE_M, NUM_STAGES=cfg.NUM_STAGES,
+                  NUM_MMA_GROUPS=cfg.NUM_MMA_GROUPS, NUM_SMS=programs)
+    launch = make_launch(matmul_persistent_cluster_kernel, (programs,), _ws_descriptors(a, b, c, cfg), M, N, K, consts,
+                         cfg.num_warps, c, dt)
+    launch.cluster = (2, 1, 1)
+    return launch
+
+
+def matmul_persistent_cluster(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any = None,
+                              stream: Any = None) -> Any:
+    """c = a @ b by the persistent GEMM on 2-CTA clusters with B multicast (GPU or interpreter)."""
+    return plan_persistent_cluster(a, b, config, out).run(stream)
+
+
 def matmul_pipelined(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any = None, stream: Any = None) -> Any:
     """c = a @ b with the pipelined TMA + wgmma kernel (bf16/fp16 in and out, fp32 accumulation).
     Device arrays run on the GPU, numpy arrays on the CPU interpreter (see the module docstring)."""
@@ -371,3 +405,5 @@ def matmul_pingpong(a: Any, b: Any, config: Optional[GemmConfig] = None, out: An
 PLANS = {"pipelined": plan_pipelined, "ws": plan_ws, "persistent": plan_persistent}
 #: every GEMM example, the persistent ping-pong variant included
 ALL_PLANS = {**PLANS, "pingpong": plan_pingpong}
+#: the kernels launched in thread-block clusters
+CLUSTER_PLANS = {"persistent_cluster": plan_persistent_cluster}

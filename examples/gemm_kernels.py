@@ -14,6 +14,9 @@ Kernels (C = A @ B, A: M x K, B: K x N, row-major, bf16/fp16 in and out, fp32 ac
 * `matmul_persistent_kernel` — the warp-specialized kernel made persistent (cooperative): one
   CTA per SM walks the tiles in the grouped order; each consumer's TMA store of one tile
   overlaps its main loop of the next.
+* `matmul_persistent_cluster_kernel` — the persistent kernel on 2-CTA clusters along M: each B
+  tile is loaded once per cluster and multicast to both CTAs, stages are released on both CTAs'
+  empty barriers (remote arrives).
 
 Proxy fences: every shared-memory access inside the K loops is async-proxy (TMA writes, wgmma
 reads), ordered by mbarriers and wgmma waits, so no fence belongs there. The only generic write
@@ -279,3 +282,87 @@ def matmul_pingpong_kernel(a_desc, b_desc, c_desc, M, N, K,
                 tlx.async_descriptor_store(c_desc, c_smem[cid], [pid_m * BM, pid_n * BN])
                 j += 2
             tlx.async_descriptor_store_wait(0)
+
+
+@tlx.jit
+def matmul_persistent_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
+                                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                                     GROUP_SIZE_M: tl.constexpr, NUM_STAGES: tl.constexpr,
+                                     NUM_MMA_GROUPS: tl.constexpr, NUM_SMS: tl.constexpr):
+    """The persistent warp-specialized GEMM on clusters of 2 CTAs along M (launched with
+    ctas_per_cga=(2, 1, 1)): the two CTAs of a cluster compute the two C tiles of one 2*BM x BN
+    block, which share their B panel. Each CTA loads its own A tiles; the B tile of k-tile kt is
+    loaded once, by CTA kt % 2, and multicast into both CTAs — half the B traffic from L2.
+
+    Both CTAs' buffers of a stage must be free before either CTA's producer refills it (its
+    multicast writes the partner's B), so every consumer releases a stage on the empty barrier of
+    both CTAs (a remote arrive to the partner): empty counts 2 * NUM_MMA_GROUPS arrivals. Every
+    CTA's full barrier expects its A tiles and the B tile, whichever CTA issued it. Every task
+    ends with a cluster barrier: no CTA exits while its partner may still arrive on its barriers."""
+    BM_SPLIT: tl.constexpr = BM // NUM_MMA_GROUPS
+    a_smem = tlx.local_alloc((BM_SPLIT, BK), tlx.dtype_of(a_desc), NUM_STAGES * NUM_MMA_GROUPS)
+    b_smem = tlx.local_alloc((BK, BN), tlx.dtype_of(b_desc), NUM_STAGES)
+    c_smem = tlx.local_alloc((BM_SPLIT, BN), tlx.dtype_of(c_desc), NUM_MMA_GROUPS)
+    full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=2 * NUM_MMA_GROUPS)
+    STAGE_BYTES: tl.constexpr = (BM * BK + BK * BN) * tlx.size_of(tlx.dtype_of(a_desc))
+    NUM_CLUSTERS: tl.constexpr = NUM_SMS // 2
+
+    with tlx.async_tasks():
+        with tlx.async_task("default"):  # producer: this CTA's A tiles, every other B tile (multicast)
+            rank = tlx.cluster_cta_rank()
+            num_pid_m2 = tl.cdiv(M, 2 * BM)  # blocks of two tile rows, one per cluster
+            num_pid_n = tl.cdiv(N, BN)
+            k_tiles = tl.cdiv(K, BK)
+            count = 0
+            for tile_id in range(tl.program_id(0) // 2, num_pid_m2 * num_pid_n, NUM_CLUSTERS):
+                pid_m2, pid_n = grouped_tile(tile_id, num_pid_m2, num_pid_n, GROUP_SIZE_M)
+                off_m = (pid_m2 * 2 + rank) * BM
+                off_n = pid_n * BN
+                for kt in range(0, k_tiles):
+                    slot = count % NUM_STAGES
+                    tlx.barrier_wait(empty[slot], ((count // NUM_STAGES) & 1) ^ 1)  # free in both CTAs
+                    tlx.barrier_expect_bytes(full[slot], STAGE_BYTES)
+                    for g in tl.static_range(NUM_MMA_GROUPS):
+                        tlx.async_descriptor_load(a_desc, a_smem[slot * NUM_MMA_GROUPS + g],
+                                                  [off_m + g * BM_SPLIT, kt * BK], full[slot])
+                    if kt % 2 == rank:
+                        tlx.async_descriptor_load(b_desc, b_smem[slot], [kt * BK, off_n], full[slot],
+                                                  multicast_targets=[0, 1])
+                    count += 1
+            tlx.cluster_barrier()
+
+        with tlx.async_task(num_warps=4, replicate=NUM_MMA_GROUPS, registers=232):  # consumers: wgmma + store
+            cid: tl.constexpr = tlx.async_task_replica_id()
+            partner = tlx.cluster_cta_rank() ^ 1
+            rank = tlx.cluster_cta_rank()
+            num_pid_m2 = tl.cdiv(M, 2 * BM)
+            num_pid_n = tl.cdiv(N, BN)
+            k_tiles = tl.cdiv(K, BK)
+            count = 0
+            for tile_id in range(tl.program_id(0) // 2, num_pid_m2 * num_pid_n, NUM_CLUSTERS):
+                pid_m2, pid_n = grouped_tile(tile_id, num_pid_m2, num_pid_n, GROUP_SIZE_M)
+                off_m = (pid_m2 * 2 + rank) * BM + cid * BM_SPLIT
+                off_n = pid_n * BN
+                slot = count % NUM_STAGES
+                tlx.barrier_wait(full[slot], (count // NUM_STAGES) & 1)  # k-tile 0, peeled
+                acc = tlx.async_dot(a_smem[slot * NUM_MMA_GROUPS + cid], b_smem[slot])
+                for kt in range(1, k_tiles):
+                    slot = (count + kt) % NUM_STAGES
+                    tlx.barrier_wait(full[slot], ((count + kt) // NUM_STAGES) & 1)
+                    acc = tlx.async_dot(a_smem[slot * NUM_MMA_GROUPS + cid], b_smem[slot], acc)
+                    acc = tlx.async_dot_wait(1, acc)  # the wgmma of k-tile kt-1 is done with its stage
+                    done = (count + kt - 1) % NUM_STAGES
+                    tlx.barrier_arrive(empty[done])
+                    tlx.barrier_arrive(empty[done], remote_cta_rank=partner)
+                acc = tlx.async_dot_wait(0, acc)
+                count += k_tiles
+                tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES])
+                tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES], remote_cta_rank=partner)
+
+                tlx.async_descriptor_store_wait(0)  # the previous tile's store has read c_smem[cid]
+                tlx.local_store(c_smem[cid], acc.to(tlx.dtype_of(c_desc)))
+                tlx.fence("async_shared")
+                tlx.async_descriptor_store(c_desc, c_smem[cid], [off_m, off_n])
+            tlx.async_descriptor_store_wait(0)
+            tlx.cluster_barrier()

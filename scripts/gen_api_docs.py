@@ -27,9 +27,6 @@ OUT = ROOT / "docs" / "api.md"
 # One-line meanings for public names whose code has no docstring yet (the docstring wins once it
 # exists). Keep these short and true; tests/test_docs.py fails on a name with no meaning at all.
 MEANINGS: Dict[str, str] = {
-    "tlx.cluster_barrier": "A barrier across the CTAs of a cluster (thread-block clusters are not supported yet: "
-                           "a compile error).",
-    "tlx.fence_mbarrier_init_cluster": "Make mbarrier inits visible cluster-wide (not supported yet: a compile error).",
     "tl.argmax": "The index of the largest element along `axis`.",
     "tl.argmin": "The index of the smallest element along `axis`.",
     "tl.broadcast_to": "Broadcast a block to `shape`.",

@@ -70,7 +70,7 @@ def test_variants_are_listed_apart_with_their_own_ratio():
             dict(shape, kind="result", kernel="pingpong-s4", tflops=720.0, rel_err=2e-3, family_pid="variants")]
     t = b.table(recs)
     assert "variants: pingpong-s4 bf16 8192x8192x8192 720  90% [2e-03]" in t
-    assert set(b.VARIANTS) and all(plan in ("persistent", "pingpong") for plan, _ in b.VARIANTS.values())
+    assert set(b.VARIANTS) and all(plan in ("persistent", "pingpong", "persistent_cluster") for plan, _ in b.VARIANTS.values())
 
 
 def test_sweep_table_gives_each_variant_its_ratio_at_every_shape_and_counts_the_target():
@@ -103,11 +103,13 @@ def test_every_benchmarked_variant_config_is_correct_on_the_interpreter():
     a16 = rng.standard_normal((260, 136)).astype(np.float16)
     b16 = rng.standard_normal((136, 264)).astype(np.float16)
     ref = a16.astype(np.float64) @ b16.astype(np.float64)
-    defaults = {"persistent": gemm.H200_PERSISTENT, "pingpong": gemm.H200_PINGPONG, "ws": gemm.H200_WS}
+    defaults = {"persistent": gemm.H200_PERSISTENT, "pingpong": gemm.H200_PINGPONG, "ws": gemm.H200_WS,
+                "persistent_cluster": gemm.H200_PERSISTENT}
+    plans = {**gemm.ALL_PLANS, **gemm.CLUSTER_PLANS}
     for name, (plan, changes) in {**b.VARIANTS, **b.SWEEP_VARIANTS}.items():
         cfg = dataclasses.replace(defaults[plan], **changes)
         out = np.full((260, 264), np.nan, np.float16)
-        launch = gemm.ALL_PLANS[plan](a16, b16, cfg, out=out, **({} if plan == "ws" else {"sms": 2}))
+        launch = plans[plan](a16, b16, cfg, out=out, **({} if plan == "ws" else {"sms": 2}))
         assert launch.interpret() == [], name
         assert not np.isnan(out).any(), name
         assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 1e-2, name

@@ -106,22 +106,6 @@ def test_f64_math_that_ptx_lacks_is_a_clear_error():
         compile_ir_text(body, "%x: !ptr<f64>")
 
 
-def test_tma_multicast_is_refused_not_silently_dropped():
-    from tlx.compiler.errors import TLXCompileError
-
-    body = """
-    %c0 = arith.constant {value = 0} : i32
-    %buf = tlx.local_alloc : !smem<64x64xf16, mutable>
-    %bars = tlx.alloc_barriers {num = 1, arrive_count = 1} : !mbarriers<1>
-    %bar = tlx.memdesc_index %bars, %c0 : !mbarrier
-    tlx.barrier_expect_bytes %bar {bytes = 8192}
-    tlx.tma_load %d, %buf, %bar offsets(%c0, %c0) {multicast = true}
-    tlx.barrier_wait %bar, %c0
-"""
-    with pytest.raises(TLXCompileError, match="multicast"):
-        compile_ir_text(body, "%d: !tensordesc<64x64xf16>")
-
-
 def test_warp_barrier_arrive_is_made_by_every_thread_and_a_plain_barrier_arrive_by_the_leader():
     """alloc_warp_barrier counts num_warps * 32 * num_arrivals arrivals: each thread arrives by
     itself (the real TLX's semantics). A leader-only arrive there never completes the phase: the

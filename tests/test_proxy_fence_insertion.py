@@ -372,10 +372,11 @@ def test_scratch_of_an_op_is_a_generic_access_of_its_bytes():
 def test_multicast_tma_load_needs_a_cluster_fence_and_a_cta_fence_does_not_clear_it():
     ir = module(f"""
     %c0 = arith.constant {{value = 0}} : i32
+    %m = arith.constant {{value = 3}} : i32
     %x = tlx.local_alloc : !smem<64x64xf32, mutable>
     %r = tlx.local_load %x : tensor<64x64xf32>
     tlx.fence_async_shared {{cluster = false, origin = "user"}}
-    tlx.tma_load %desc, %x, %bar offsets(%c0, %c0) {{multicast = true}}""", ARGS)
+    tlx.tma_load %desc, %x, %bar offsets(%c0, %c0) mask(%m) {{multicast = true}}""", ARGS)
     res = check(ir, """
     CHECK: tlx.fence_async_shared {cluster = false, origin = "user"
     CHECK-NEXT: tlx.fence_async_shared {cluster = true, origin = "proxy_fence_insertion"

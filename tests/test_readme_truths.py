@@ -156,13 +156,8 @@ def compile_body(body: str, sig=None, consts=None, tmp=None):
 
 
 NOT_YET = {
-    "tlx.cluster_barrier": "tlx.cluster_barrier()",
-    "tlx.fence_mbarrier_init_cluster": "tlx.fence_mbarrier_init_cluster()",
     "tl.cumsum": "tl.store(x_ptr + tl.arange(0, B), tl.cumsum(tl.load(x_ptr + tl.arange(0, B)), 0))",
     "tl.umulhi": "v = tl.load(x_ptr + tl.arange(0, B)).to(tl.int32)\ntl.umulhi(v, v)",
-    "multicast_targets": ("s = tlx.local_alloc((B, B), tl.float16, 1)\nbar = tlx.alloc_barriers(1)\n"
-                          "tlx.async_descriptor_load(d, s[0], [0, 0], bar[0], multicast_targets=[0, 1])"),
-    "remote_cta_rank": "bar = tlx.alloc_barriers(1)\ntlx.barrier_arrive(bar[0], remote_cta_rank=1)",
     "tl.reduce with a custom combine": "tl.reduce(tl.load(x_ptr + tl.arange(0, B)), 0, tl.maximum)",
     "break": "for i in range(0, 4):\n    break",
 }

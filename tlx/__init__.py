@@ -11,7 +11,8 @@ from tlx.compiler.errors import TLXCompileError, TLXError
 from . import language, testing
 from .autotune import Config, autotune, heuristics
 from .barrier import (alloc_barriers, alloc_warp_barrier, barrier_arrive, barrier_expect_bytes, barrier_wait,
-                      cluster_barrier, fence_mbarrier_init_cluster, named_barrier_arrive, named_barrier_wait)
+                      clc_consumer, clc_create_context, clc_producer, cluster_barrier, fence_mbarrier_init_cluster,
+                      named_barrier_arrive, named_barrier_wait)
 from .compile import CompiledKernel, compile
 from .display import show
 from .interpreter import interpret
@@ -23,14 +24,15 @@ from .layouts import (amd_mfma_layout, layout, layout_encoding, nv_mma_shared_la
                       swizzled_layout, swizzled_shared_layout_encoding)
 from .mem_ops import (async_descriptor_load, async_descriptor_prefetch_tensor, async_descriptor_store,
                       async_descriptor_store_wait, async_load, async_load_commit_group, async_load_wait_group,
-                      async_store, fence, fence_async_shared, local_alloc, local_gather, local_load,
+                      async_remote_shmem_copy, async_remote_shmem_store, async_store, fence, fence_async_shared, local_alloc, local_gather, local_load,
                       local_reinterpret, local_reshape, local_scatter, local_slice, local_store, local_trans,
-                      local_view, make_tensor_descriptor, prefetch, storage_kind, subslice)
+                      local_view, make_tensor_descriptor, prefetch, remote_shmem_store, remote_view, storage_kind,
+                      subslice)
 from .mma_ops import async_dot, async_dot_wait
 from .storage_alias import (reuse_group, reuse_group_type, storage_alias_spec, storage_alias_spec_type,
                             storage_alias_spec_type_class)
-from .utility import (async_task_replica_id, clock64, cluster_cta_rank, dtype_of, dump_layout, get_fp8_format_name,
-                      size_of, thread_id)
+from .utility import (async_task_replica_id, clock64, cluster_cta_rank, cluster_size_1d, dtype_of, dump_layout,
+                      get_fp8_format_name, size_of, thread_id)
 from .warp_ops import vote_ballot_sync, warp_redux
 from .tasks import async_task, async_tasks
 from . import warp_spec
@@ -59,6 +61,7 @@ __all__ = [
     "size_of", "thread_id", "async_task", "async_tasks", "buffered_tensor", "mbarrier", "tensor",
     "tensor_descriptor", "async_token", "constexpr", "dtype", "interpret", "show", "TensorDescriptor",
     "TLXRuntimeError", "host_copy", "set_allocator", "autotune", "Config", "heuristics", "testing",
+    "cluster_size_1d", "clc_create_context", "clc_producer", "clc_consumer", "remote_view", "remote_shmem_store", "async_remote_shmem_store", "async_remote_shmem_copy",
     "local_gather", "local_scatter", "prefetch", "subslice", "vote_ballot_sync", "warp_redux", "layout",
     "amd_mfma_layout", "layout_encoding", "shared_layout_encoding", "swizzled_shared_layout_encoding", "swizzled_layout",
     "nv_mma_shared_layout_encoding", "padded_shared_layout_encoding", "shared_linear_layout_encoding",

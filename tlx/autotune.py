@@ -627,7 +627,8 @@ class Heuristics(_KernelWrapper):
         if not isinstance(values, dict):
             raise AutotuneError(f"@tlx.heuristics takes a dict {{parameter: function(args)}}, got {values!r}",
                                 self._where, hint='e.g. @tlx.heuristics({"BLOCK": lambda args: 128})')
-        self._check_names(values, "values")
+        # a heuristic may also pick a launch option (num_warps, ctas_per_cga, ...), as in Triton
+        self._check_names([k for k in values if k not in _CONFIG_OPTIONS], "values")
         for name, h in values.items():
             if not callable(h):
                 raise AutotuneError(f"@tlx.heuristics: the value for {name!r} is {h!r}, not a function", self._where,

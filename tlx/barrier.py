@@ -10,6 +10,7 @@ from tlx.compiler.ir import types as T
 
 from .language import core, semantic
 from .language.core import builtin, mbarrier, unwrap
+from .mem_ops import cta_rank_operand, remote_buffer
 
 
 def _one_barrier(bar: Any, what: str) -> mbarrier:
@@ -19,6 +20,11 @@ def _one_barrier(bar: Any, what: str) -> mbarrier:
                               hint="allocate barriers with tlx.alloc_barriers and index them: bars[i]")
     if bar.handle.type.array:  # type: ignore[union-attr]
         raise TLXCompileError(f"{what} needs one mbarrier, got an array of {bar.num}", hint="index it: bars[i]")
+    if bar.handle.type.remote:  # type: ignore[union-attr]
+        # as the real TLX: only this CTA waits on / expects bytes on its own barriers, and a remote
+        # arrive names the rank (barrier_arrive(bar, remote_cta_rank=r)) rather than a remote view
+        raise TLXCompileError(f"{what} does not take a remote_view of an mbarrier: pass the local mbarrier",
+                              hint="signal another CTA's barrier with barrier_arrive(bar, remote_cta_rank=r)")
     return bar
 
 
@@ -68,11 +74,12 @@ def barrier_wait(bar: Any, phase: Any, pred: Any = None) -> None:
 @builtin
 def barrier_arrive(bar: Any, arrive_count: Any = 1, remote_cta_rank: Any = None, pred: Any = None) -> None:
     """Arrive on `bar` (`arrive_count` arrivals; the partition's leader thread arrives, unless the
-    barrier was made with alloc_warp_barrier)."""
+    barrier was made with alloc_warp_barrier); with `remote_cta_rank`, on the same barrier of that
+    CTA of the cluster (mbarrier.arrive.release.cluster.shared::cluster)."""
     b = _one_barrier(bar, "barrier_arrive")
-    if unwrap(remote_cta_rank) is not None:
-        raise TLXCompileError("barrier_arrive(remote_cta_rank=...) (clusters) is not supported by tlx yet")
     c = semantic.constexpr_int(arrive_count, "barrier_arrive's arrive_count")
+    if unwrap(remote_cta_rank) is not None:  # the same barrier in that CTA of the cluster (mapa)
+        b = remote_buffer(b, cta_rank_operand(remote_cta_rank, "barrier_arrive"))
     attrs = {"count": c}
     if b.is_warp_barrier:
         attrs["per_thread"] = True
@@ -103,9 +110,42 @@ def named_barrier_arrive(bar: Any, arrive_count: Any) -> None:
 
 @builtin
 def cluster_barrier() -> None:
-    raise TLXCompileError("tlx.cluster_barrier (thread-block clusters) is not supported by tlx yet")
+    """Synchronize every thread of every CTA of the cluster (barrier.cluster.arrive.aligned +
+    barrier.cluster.wait.aligned: release / acquire at cluster scope). Every warp of every
+    partition must reach it, as with the CTA's own barrier."""
+    semantic.emit("tlx.cluster_barrier", [], [])
 
 
 @builtin
 def fence_mbarrier_init_cluster() -> None:
-    raise TLXCompileError("tlx.fence_mbarrier_init_cluster (thread-block clusters) is not supported by tlx yet")
+    """fence.mbarrier_init.release.cluster: make this CTA's mbarrier initializations visible to
+    the other CTAs of the cluster before they arrive on them remotely (follow it with a
+    cluster_barrier)."""
+    semantic.emit("tlx.fence_mbarrier_init", [], [])
+
+
+# ---- cluster launch control (Blackwell) ------------------------------------------------------------
+
+def _clc_needs_blackwell(name: str) -> TLXCompileError:
+    return TLXCompileError(f"tlx.{name}: cluster launch control (clusterlaunchcontrol.try_cancel) needs sm_100 "
+                           "(Blackwell); tlx targets sm_90a",
+                           hint="on Hopper, schedule tiles with a persistent loop over tl.program_id / "
+                                "tl.num_programs instead")
+
+
+@builtin
+def clc_create_context(*args: Any, **kwargs: Any) -> None:
+    """Cluster launch control exists only on sm_100: always a TLXCompileError here."""
+    raise _clc_needs_blackwell("clc_create_context")
+
+
+@builtin
+def clc_producer(*args: Any, **kwargs: Any) -> None:
+    """Cluster launch control exists only on sm_100: always a TLXCompileError here."""
+    raise _clc_needs_blackwell("clc_producer")
+
+
+@builtin
+def clc_consumer(*args: Any, **kwargs: Any) -> None:
+    """Cluster launch control exists only on sm_100: always a TLXCompileError here."""
+    raise _clc_needs_blackwell("clc_consumer")

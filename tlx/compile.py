@@ -45,7 +45,14 @@ class KernelMetadata(Mapping):
     maxnreg: Optional[int]
     fence_passes: bool
 
+    @property
+    def ctas_per_cga(self) -> Tuple[int, int, int]:
+        """The thread-block cluster shape (TLX's name for `cluster_dims`)."""
+        return self.cluster_dims
+
     def __getitem__(self, key: str) -> Any:
+        if key == "ctas_per_cga":
+            return self.cluster_dims
         if key not in self.__dataclass_fields__:
             raise KeyError(key)
         return getattr(self, key)
@@ -144,7 +151,8 @@ def compile(fn: Any, signature: Optional[Dict[str, str]] = None, constexprs: Opt
             divisibility: Optional[Dict[str, int]] = None, **options: Any) -> CompiledKernel:
     """Trace `fn` (a @tlx.jit kernel) for `signature` (parameter -> '*fp16', 'i32', ...,
     'tensordesc<fp16[64, 64]>') and `constexprs`, run the pass pipeline and generate PTX; works
-    without a GPU. Extra keyword options go to CompileOptions (e.g. verify_each_pass=True)."""
+    without a GPU. `ctas_per_cga=(x, y, z)` compiles for thread-block clusters of that shape.
+    Extra keyword options go to CompileOptions (e.g. verify_each_pass=True)."""
     if not isinstance(fn, KernelFunction):
         raise TLXCompileError(f"tlx.compile needs a @tlx.jit kernel, got {type(fn).__name__}",
                               hint="decorate the function with @tlx.jit")
@@ -152,6 +160,9 @@ def compile(fn: Any, signature: Optional[Dict[str, str]] = None, constexprs: Opt
     unknown = set(types) - {p.name for p in fn.params}
     if unknown:
         raise TLXCompileError(f"signature names {sorted(unknown)}, which are not parameters of {fn.__name__}")
+    cga = options.pop("ctas_per_cga", None)
+    if cga is not None:
+        options["cluster"] = tuple(cga)
     opts = CompileOptions(target=target, num_warps=num_warps, num_ctas=num_ctas, fence_passes=fence_passes,
                           print_ir_after_all=options.pop("print_ir_after_all",
                                                          os.environ.get("TLX_PRINT_IR_AFTER_ALL", "") not in ("", "0")),

@@ -149,7 +149,8 @@ class KernelLaunch:
         """Under ``TLX_INTERPRET``: run the call on the CPU interpreter; returns an `InterpretedRun`
         (the hazards it reported, and the kernel compiled for the target when asked for)."""
         kw = {k: v for k, v in kwargs.items() if k not in self.specializer.options}
-        opts = {k: v for k, v in kwargs.items() if k in ("num_warps", "fence_passes") and k in self.specializer.options}
+        opts = {k: v for k, v in kwargs.items() if k in ("num_warps", "fence_passes", "ctas_per_cga")
+                and k in self.specializer.options}
         hazards = interpret(self.fn, grid, *args, **kw, **opts)
         return InterpretedRun(hazards, lambda: self.run(grid, args, dict(kwargs), warmup=True))
 

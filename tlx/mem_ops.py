@@ -420,11 +420,137 @@ def async_descriptor_load(desc: Any, result: Any, offsets: Any, barrier: Any, pr
         raise TLXCompileError("async_descriptor_load needs one mbarrier (index the array: bars[i])")
     if unwrap(two_ctas):
         raise TLXCompileError("two_ctas=True needs Blackwell")
-    if list(unwrap(multicast_targets) or []):
-        raise TLXCompileError("TMA multicast is not supported by tlx yet")
     attrs = semantic._check_mod(cache_modifier, eviction_policy)
+    mask = _multicast_mask(multicast_targets)
+    if mask is not None:
+        attrs["multicast"] = True
     semantic.emit("tlx.tma_load", [d.handle, b.handle, bar.handle, _offsets(offsets, len(d.block_shape), "async_descriptor_load"),
-                                   semantic.predicate(pred)], [], attrs)
+                                   semantic.predicate(pred), mask], [], attrs)
+
+
+def _multicast_mask(targets: Any) -> Any:
+    """The 16-bit CTA mask (an i32 value) of a multicast TMA load's target ranks, or None for
+    an ordinary load. Ranks may be runtime values; a constant rank is checked against the 16 CTAs
+    a Hopper cluster can have (a runtime rank past 15 names no CTA)."""
+    ts = unwrap(targets)
+    ts = list(ts) if isinstance(ts, (list, tuple)) else [ts] if ts is not None else []
+    if not ts:
+        return None
+    mask = None
+    for t in ts:
+        r = unwrap(t)
+        if isinstance(r, int) and not 0 <= r < 16:
+            raise TLXValueError(f"multicast_targets names CTA rank {r}; a cluster has ranks 0..15",
+                                hint="pass ranks in the cluster (tlx.cluster_cta_rank() gives this CTA's)")
+        bit = semantic.shl(semantic.scalar_constant(1, core.int32), semantic.cast(semantic.to_tensor(r), core.int32))
+        mask = bit if mask is None else semantic.or_(mask, bit)
+    return mask.handle  # type: ignore[union-attr]
+
+
+# ---- distributed shared memory (thread-block clusters) --------------------------------------------
+
+def cta_rank_operand(remote_cta_rank: Any, what: str) -> Any:
+    """`remote_cta_rank` of a cluster op as an i32 IR value (a constant rank checked against the
+    16 CTAs a cluster can have)."""
+    if unwrap(remote_cta_rank) is None:
+        raise TLXValueError(f"{what} needs remote_cta_rank (the destination CTA's rank in the cluster)")
+    r = unwrap(remote_cta_rank)
+    if isinstance(r, int) and not 0 <= r < 16:
+        raise TLXValueError(f"{what}: remote_cta_rank {r} is not a rank of a cluster (0..15)")
+    return semantic.index_i32(r, f"{what}'s remote_cta_rank")
+
+
+def _local(v: Any, what: str) -> buffered_tensor:
+    b = _as_buffer(v, what)
+    if b.mtype.remote:
+        raise TLXCompileError(f"{what} takes the local buffer; the op maps it to the remote CTA itself",
+                              hint="pass the buffer, not tlx.remote_view(buffer, rank)")
+    if b.mtype.buffers:
+        raise TLXCompileError(f"{what} needs one buffer, got an array of {b.mtype.buffers}", hint="index it: buf[i]")
+    return b
+
+
+def remote_buffer(v: Any, rank: Any) -> Any:
+    """The remote view (a `tlx.remote_view` op) of a local buffer or single mbarrier in CTA `rank`
+    (an i32 value) of the cluster, as a frontend object of the same kind."""
+    v = unwrap(v)
+    if isinstance(v, mbarrier):
+        op = semantic.emit("tlx.remote_view", [v.handle, rank], [T.BarrierType(1, False, remote=True)])
+        return mbarrier(op.result, v.arrive_count, v.is_warp_barrier)
+    op = semantic.emit("tlx.remote_view", [v.handle, rank], [v.mtype.replace(remote=True)])
+    return buffered_tensor(op.result, v.dtype)
+
+
+@builtin
+def remote_view(local_allocated_buffer: Any, remote_cta_rank: Any) -> Any:
+    """The same buffer (or single mbarrier) in CTA `remote_cta_rank` of this CTA's cluster:
+    mapa.shared::cluster of its address. Barriers of the view take remote arrives
+    (`barrier_arrive`); a buffer view is the destination of the remote stores."""
+    v = unwrap(local_allocated_buffer)
+    if isinstance(v, mbarrier):
+        if v.handle.type.array:  # type: ignore[union-attr]
+            raise TLXCompileError("remote_view needs one mbarrier, got an array", hint="index it: bars[i]")
+        if v.handle.type.remote:  # type: ignore[union-attr]
+            raise TLXCompileError("remote_view of a remote view: pass the local mbarrier")
+    elif isinstance(v, buffered_tensor):
+        if v.mtype.remote:
+            raise TLXCompileError("remote_view of a remote view: pass the local buffer")
+    else:
+        raise TLXCompileError(f"remote_view needs a shared-memory buffer or an mbarrier, got {type(v).__name__}")
+    return remote_buffer(v, cta_rank_operand(remote_cta_rank, "remote_view"))
+
+
+def _value_for(b: buffered_tensor, src: Any, what: str) -> tensor:
+    t = semantic.to_tensor(unwrap(src))
+    if tuple(t.shape) != tuple(b.shape):
+        raise TLXCompileError(f"{what}: value shape {list(t.shape)} differs from the buffer's {list(b.shape)}")
+    return semantic.cast(t, b.dtype)
+
+
+def _remote_bar(barrier: Any, rank: Any, what: str) -> mbarrier:
+    bar = unwrap(barrier)
+    if not isinstance(bar, mbarrier) or bar.handle.type.array or bar.handle.type.remote:  # type: ignore[union-attr]
+        raise TLXCompileError(f"{what} needs one local mbarrier (bars[i]); it signals that barrier in the remote CTA")
+    return remote_buffer(bar, rank)
+
+
+@builtin
+def remote_shmem_store(dst: Any, src: Any, remote_cta_rank: Any) -> None:
+    """Store register tensor `src` into buffer `dst` of CTA `remote_cta_rank` of the cluster
+    (st.shared::cluster); order it for the reader with a cluster barrier."""
+    b = _local(dst, "remote_shmem_store's dst")
+    r = cta_rank_operand(remote_cta_rank, "remote_shmem_store")
+    v = _value_for(b, src, "remote_shmem_store")
+    semantic.emit("tlx.remote_store", [remote_buffer(b, r).handle, v.handle], [])
+
+
+@builtin
+def async_remote_shmem_store(dst: Any, src: Any, remote_cta_rank: Any, barrier: Any) -> None:
+    """Store register tensor `src` into buffer `dst` of CTA `remote_cta_rank` asynchronously
+    (st.async): the bytes complete on `barrier` of that CTA, which expects them
+    (`barrier_expect_bytes` there) and which its reader waits on."""
+    b = _local(dst, "async_remote_shmem_store's dst")
+    r = cta_rank_operand(remote_cta_rank, "async_remote_shmem_store")
+    v = _value_for(b, src, "async_remote_shmem_store")
+    bar = _remote_bar(barrier, r, "async_remote_shmem_store")
+    semantic.emit("tlx.async_remote_store", [remote_buffer(b, r).handle, v.handle, bar.handle], [])
+
+
+@builtin
+def async_remote_shmem_copy(dst: Any, src: Any, remote_cta_rank: Any, barrier: Any) -> None:
+    """Bulk-copy local buffer `src` into buffer `dst` of CTA `remote_cta_rank`
+    (cp.async.bulk.shared::cluster.shared::cta): the bytes complete on `barrier` of that CTA. The
+    copy reads `src` through the async proxy (fence a generic write of it first)."""
+    d = _local(dst, "async_remote_shmem_copy's dst")
+    s = _local(src, "async_remote_shmem_copy's src")
+    if s.mtype.nbytes != d.mtype.nbytes:
+        raise TLXCompileError(f"async_remote_shmem_copy: src ({s.mtype.nbytes} bytes) and dst ({d.mtype.nbytes} "
+                              "bytes) differ in size")
+    if s.mtype.nbytes % 16:
+        raise TLXCompileError(f"async_remote_shmem_copy moves a multiple of 16 bytes, got {s.mtype.nbytes}")
+    r = cta_rank_operand(remote_cta_rank, "async_remote_shmem_copy")
+    bar = _remote_bar(barrier, r, "async_remote_shmem_copy")
+    semantic.emit("tlx.async_remote_copy", [remote_buffer(d, r).handle, s.handle, bar.handle], [])
 
 
 @builtin

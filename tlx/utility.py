@@ -44,6 +44,12 @@ def cluster_cta_rank() -> tensor:
 
 
 @builtin
+def cluster_size_1d() -> tensor:
+    """The number of CTAs in this CTA's cluster (all dimensions), as int32."""
+    return semantic.emit1("tlx.cluster_size", [], core.int32)
+
+
+@builtin
 def dtype_of(v: Any) -> core.dtype:
     """The element dtype of a pointer (or block of pointers), a tensor descriptor or a buffer."""
     v = unwrap(v)

@@ -338,9 +338,22 @@ def accesses_of(op: Operation) -> List[Access]:
     return out
 
 
+#: ops that write another CTA's shared memory through a remote view (tlx.remote_view)
+REMOTE_WRITERS = frozenset({"tlx.remote_store", "tlx.async_remote_store", "tlx.async_remote_copy"})
+
+
 def is_cluster_op(op: Operation) -> bool:
-    """True when `op` reaches another CTA's shared memory (a multicast TMA load)."""
-    return op.name == "tlx.tma_load" and bool(op.attrs.get("multicast"))
+    """True when `op` reaches another CTA's shared memory (a multicast TMA load, a store or bulk
+    copy into a remote view)."""
+    return (op.name == "tlx.tma_load" and bool(op.attrs.get("multicast"))) or op.name in REMOTE_WRITERS
+
+
+def is_cluster_access(op: Operation, write: bool) -> bool:
+    """True when this access of `op` lands in another CTA's shared memory: every access of a
+    multicast load, the write of a remote store or copy (a remote copy reads its local source)."""
+    if op.name in REMOTE_WRITERS:
+        return write
+    return is_cluster_op(op)
 
 
 def describe_alloc(root) -> str:

@@ -28,14 +28,16 @@ from ..ir import types as T
 from ..ir.core import Module, Operation, Value
 from ..analysis import layout_math as LM
 from ..analysis.axis_info import AxisAnalysis
-from . import lower_arith, lower_async, lower_control, lower_indexed, lower_memory, lower_mma, lower_tensor, lower_warp
+from . import (lower_arith, lower_async, lower_cluster, lower_control, lower_indexed, lower_memory, lower_mma,
+               lower_tensor, lower_warp)
 from .ptx import Emitter
 from .values import Barriers, Desc, Lowered, Partition, Scalar, SmemView, Tensor, Token, even_register_split, reg_kind
 
 #: op name -> the function that lowers it: each lower_* module's table
 LOWERINGS: Dict[str, Callable[["KernelLowering", Operation], None]] = {
     **lower_arith.LOWERINGS, **lower_async.LOWERINGS, **lower_control.LOWERINGS, **lower_memory.LOWERINGS,
-    **lower_mma.LOWERINGS, **lower_tensor.LOWERINGS, **lower_indexed.LOWERINGS, **lower_warp.LOWERINGS}
+    **lower_mma.LOWERINGS, **lower_tensor.LOWERINGS, **lower_indexed.LOWERINGS, **lower_warp.LOWERINGS,
+    **lower_cluster.LOWERINGS}
 
 # non-root instructions that touch memory (a barrier cannot be skipped across them)
 _MEMORY_PREFIXES = ("ld.", "ldmatrix", "cp.", "st.", "stmatrix", "atom.", "red.", "mbarrier.", "wgmma.", "tensormap")
@@ -67,7 +69,9 @@ def _smem_vec_estimate(t, m: LM.LinearMap, eb: int) -> int:
 
 _HOPPER_ONLY = frozenset({"tlx.async_dot", "tlx.async_dot_wait", "tlx.tma_load", "tlx.tma_store", "tlx.tma_store_wait",
                           "tlx.tma_prefetch", "tlx.async_bulk_load", "tlx.async_store", "tlx.barrier_expect_bytes",
-                          "tlx.fence_async_shared", "tt.make_tensor_descriptor", "tt.dot", "tlx.cluster_cta_rank"})
+                          "tlx.fence_async_shared", "tt.make_tensor_descriptor", "tt.dot", "tlx.cluster_cta_rank",
+                          "tlx.cluster_size", "tlx.cluster_barrier", "tlx.fence_mbarrier_init", "tlx.remote_view",
+                          "tlx.remote_store", "tlx.async_remote_store", "tlx.async_remote_copy"})
 
 
 def _mov_op(kind: str) -> str:
@@ -676,6 +680,10 @@ class KernelLowering:
         maxnreg = self._maxnreg()
         if maxnreg:
             lines.append(f".maxnreg {maxnreg}")
+        cluster = tuple(self.m.attrs.get("cluster", (1, 1, 1)))
+        if cluster != (1, 1, 1):
+            # the launch must name this cluster shape (the runtime's cluster launch attribute)
+            lines += [".explicitcluster", ".reqnctapercluster " + ", ".join(str(int(c)) for c in cluster)]
         lines += ["{", *e.render_decls(), "", *code]
         if not code or code[-1].strip() != "ret;":
             lines.append("\tret;")

@@ -89,8 +89,15 @@ def _arrive(lw: KernelLowering, op: Operation) -> None:
     # num_arrivals): each thread arrives by itself. Any other barrier: the partition's leader.
     leader = None if op.attrs.get("per_thread") else lw.part.leader
     p = lw.and_pred(leader, _opt_pred(lw, op))
+    bar = lw.val(op.arg("bar"))
     if op.name == "tlx.barrier_expect_bytes":
         lw.e("mbarrier.arrive.expect_tx.shared::cta.b64", "_", f"[{a}]", str(int(op.attrs["bytes"])), pred=p)
+    elif isinstance(bar, Barriers) and bar.remote:
+        # another CTA's barrier: release at cluster scope orders this CTA's writes before the
+        # waiter's acquire (a remote arrive has no state result, hence the sink)
+        count = int(op.attrs.get("count", 1))
+        lw.e("mbarrier.arrive.release.cluster.shared::cluster.b64", "_", f"[{a}]",
+             *([str(count)] if count != 1 else []), pred=p)
     else:
         count = int(op.attrs.get("count", 1))
         lw.e("mbarrier.arrive.shared::cta.b64", "_", f"[{a}]", *([str(count)] if count != 1 else []), pred=p)
@@ -114,7 +121,11 @@ def _wait(lw: KernelLowering, op: Operation) -> None:
         em("bra", done, pred="!" + pred)
     loop = em.new_label("wait")
     em.label(loop)
-    p = em.new("pred", "mbarrier.try_wait.parity.shared::cta.b64", f"[{a}]", ph)
+    # in a cluster, the phase may complete by another CTA's arrive (release at cluster scope):
+    # acquire at cluster scope, so its writes before the arrive are visible after the wait
+    c = lw.m.attrs.get("cluster", (1, 1, 1))
+    sem = ".acquire.cluster" if c[0] * c[1] * c[2] > 1 else ""
+    p = em.new("pred", f"mbarrier.try_wait.parity{sem}.shared::cta.b64", f"[{a}]", ph)
     em("bra", loop, pred="!" + p)
     if pred is not None:
         em.label(done)
@@ -227,9 +238,6 @@ def _l2_policy(lw: KernelLowering, op: Operation) -> Optional[str]:
 
 
 def _tma_load(lw: KernelLowering, op: Operation) -> None:
-    if op.attrs.get("multicast"):
-        raise TLXCompileError("TMA multicast (multicast_targets) has no PTX lowering yet", op.loc,
-                              hint="load the tile in each CTA without multicast_targets")
     desc: Desc = lw.val(op.arg("desc"))  # type: ignore[assignment]
     view: SmemView = lw.val(op.arg("dst"))  # type: ignore[assignment]
     bar = _bar_addr(lw, op.arg("bar"))
@@ -238,10 +246,16 @@ def _tma_load(lw: KernelLowering, op: Operation) -> None:
     p = lw.and_pred(lw.part.leader, _opt_pred(lw, op))
     rank = len(offs)
     policy = _l2_policy(lw, op)
+    # multicast: the tile lands at the same offset in every CTA of the 16-bit mask, each completing
+    # on its own barrier at the barrier's offset
+    mask_v = op.arg("mask")
+    mask = lw.e.new("b16", "cvt.u16.u32", lw.scalar(mask_v)) if mask_v is not None else None
+    mc = ".multicast::cluster" if mask else ""
     for off, dl in pieces:
-        lw.e(f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes"
+        lw.e(f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes{mc}"
              + (".L2::cache_hint" if policy else ""), _view_addr(lw, view, off),
-             f"[{desc.addr}, {_coords(lw, offs, dl)}]", f"[{bar}]", *((policy,) if policy else ()), pred=p)
+             f"[{desc.addr}, {_coords(lw, offs, dl)}]", f"[{bar}]", *((mask,) if mask else ()),
+             *((policy,) if policy else ()), pred=p)
 
 
 def _tma_store(lw: KernelLowering, op: Operation) -> None:

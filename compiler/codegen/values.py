@@ -118,11 +118,13 @@ class SmemView:
 
 @dataclass
 class Barriers:
-    """mbarriers: the shared address of the first one; `count` of them (8 bytes each)."""
+    """mbarriers: the shared address of the first one; `count` of them (8 bytes each). `remote`:
+    one barrier of another CTA of the cluster, `addr` a shared::cluster address (mapa)."""
 
     addr: str
     count: int
     array: bool
+    remote: bool = False
 
 
 @dataclass

@@ -419,9 +419,20 @@ def _v_desc_store(op: Operation) -> None:
          f"value must be the descriptor's block {dt.block_shape}x{dt.element}, got {v.type}")
 
 
-def _memdesc(op: Operation, v: Value, what: str) -> T.MemDescType:
+def _memdesc(op: Operation, v: Value, what: str, remote: Optional[bool] = False) -> T.MemDescType:
+    """The buffer type of operand v; `remote`: False (a local buffer, the default), True (a
+    tlx.remote_view of another CTA's buffer) or None (either)."""
     need(op, isinstance(v.type, T.MemDescType), f"{what} must be a shared-memory buffer, got {v.type}")
+    _check_remote(op, v, what, remote)
     return v.type  # type: ignore[return-value]
+
+
+def _check_remote(op: Operation, v: Value, what: str, remote: Optional[bool]) -> None:
+    if remote is None:
+        return
+    is_remote = getattr(v.type, "remote", False)
+    need(op, is_remote == remote, f"{what} must be a {'remote view (tlx.remote_view)' if remote else 'local buffer'}"
+         f" of shared memory, got {v.type}")
 
 
 def _v_local_alloc(op: Operation) -> None:
@@ -551,8 +562,10 @@ def _v_wait_group(op: Operation) -> None:
     need(op, isinstance(op.attrs.get("pendings"), int) and op.attrs["pendings"] >= 0, "pendings is a constant >= 0")
 
 
-def _barrier(op: Operation, v: Value) -> T.BarrierType:
+def _barrier(op: Operation, v: Value, remote: Optional[bool] = False) -> T.BarrierType:
+    """The mbarrier type of operand v; `remote` as for `_memdesc`."""
     need(op, isinstance(v.type, T.BarrierType), f"expected an mbarrier, got {v.type}")
+    _check_remote(op, v, "the mbarrier", remote)
     return v.type  # type: ignore[return-value]
 
 
@@ -564,6 +577,10 @@ def _v_tma_load(op: Operation) -> None:
     b = _barrier(op, op.arg("bar"))
     need(op, not b.array, "barrier must be one mbarrier (index the array)")
     _v_offsets(op, dt.rank)
+    mask = op.arg("mask")
+    need(op, (mask is not None) == bool(op.attrs.get("multicast")),
+         "a multicast load (multicast = true) has a CTA mask operand, and only it")
+    need(op, mask is None or mask.type == T.i32, "the multicast CTA mask is an i32 scalar")
 
 
 def _v_tma_store(op: Operation) -> None:
@@ -616,7 +633,7 @@ def _v_barrier_inval(op: Operation) -> None:
 
 
 def _v_barrier_arrive(op: Operation) -> None:
-    b = _barrier(op, op.arg("bar"))
+    b = _barrier(op, op.arg("bar"), remote=None)  # a remote arrive signals another CTA's barrier
     need(op, not b.array, "barrier must be one mbarrier")
     need(op, isinstance(op.attrs.get("count", 1), int) and op.attrs.get("count", 1) > 0, "count is a positive constant")
     _v_bar_pred(op)
@@ -793,6 +810,40 @@ def _v_func(op: Operation) -> None:
     need(op, t is not None and t.name == "tt.return", "the body ends with tt.return")
 
 
+def _v_remote_view(op: Operation) -> None:
+    src, rank, rt = op.arg("src"), op.arg("rank"), op.result.type
+    need(op, rank.type == T.i32, f"the CTA rank is an i32 scalar, got {rank.type}")
+    if isinstance(src.type, T.BarrierType):
+        b = _barrier(op, src)
+        need(op, not b.array, "remote_view of mbarriers needs one mbarrier (index the array)")
+        need(op, rt == T.BarrierType(1, False, remote=True), f"result must be !mbarrier<remote>, got {rt}")
+        return
+    st = _memdesc(op, src, "source")
+    need(op, rt == st.replace(remote=True), f"result must be the source's type, remote: {st.replace(remote=True)}")
+
+
+def _v_remote_store(op: Operation) -> None:
+    dt = _memdesc(op, op.arg("dst"), "destination", remote=True)
+    need(op, not dt.buffers, "the destination is one buffer (index the array)")
+    v = op.arg("src").type
+    need(op, isinstance(v, T.TensorType) and v.shape == dt.shape and v.element == dt.element,
+         f"value must be tensor<{'x'.join(map(str, dt.shape))}x{dt.element}>, got {v}")
+    if op.name == "tlx.async_remote_store":
+        b = _barrier(op, op.arg("bar"), remote=True)
+        need(op, dt.element.bits in (32, 64) or dt.element.bits * v.shape[-1] % 32 == 0,  # type: ignore[union-attr]
+             "st.async moves 32- or 64-bit words: a narrower element needs a multiple of 4 bytes per row")
+        del b
+
+
+def _v_remote_copy(op: Operation) -> None:
+    dt = _memdesc(op, op.arg("dst"), "destination", remote=True)
+    st = _memdesc(op, op.arg("src"), "source")
+    _barrier(op, op.arg("bar"), remote=True)
+    need(op, not dt.buffers and not st.buffers, "source and destination are single buffers (index the arrays)")
+    need(op, st.nbytes == dt.nbytes, f"source ({st.nbytes} bytes) and destination ({dt.nbytes} bytes) differ in size")
+    need(op, st.nbytes % 16 == 0, f"a bulk copy moves a multiple of 16 bytes, got {st.nbytes}")
+
+
 # ---------------------------------------------------------------------------------------------
 # the catalogue
 # ---------------------------------------------------------------------------------------------
@@ -893,7 +944,8 @@ _def("tlx.async_bulk_load", [("src", "one"), ("dst", "one"), ("bar", "one")], re
 _def("tlx.async_commit_group", [("tokens", "var")], verify=_v_tokens)
 _def("tlx.async_wait_group", [("tokens", "var")], verify=_v_wait_group)
 
-_def("tlx.tma_load", [("desc", "one"), ("dst", "one"), ("bar", "one"), ("offsets", "var"), ("pred", "opt")],
+_def("tlx.tma_load", [("desc", "one"), ("dst", "one"), ("bar", "one"), ("offsets", "var"), ("pred", "opt"),
+                    ("mask", "opt")],
      results=0, effects=[Effect("dst", "write", "async"), Effect("bar", "write", "barrier")], verify=_v_tma_load)
 _def("tlx.tma_store", [("desc", "one"), ("src", "one"), ("offsets", "var")], results=0,
      effects=[Effect("src", "read", "async")], verify=_v_tma_store)
@@ -936,7 +988,23 @@ _def("tlx.thread_id", traits=["pure"], verify=_v_i32_result)
 _def("tlx.dump_layout", [("value", "one")], results=0,
      summary="print the resolved layout of a tensor or buffer at compile time (the layout pass erases it)")
 _def("tlx.clock64")
-_def("tlx.cluster_cta_rank", traits=["pure"], verify=_v_i32_result)
+_def("tlx.cluster_cta_rank", traits=["pure"], verify=_v_i32_result, summary="%cluster_ctarank")
+_def("tlx.cluster_size", traits=["pure"], verify=_v_i32_result, summary="%cluster_nctarank: CTAs in the cluster")
+_def("tlx.cluster_barrier", results=0,
+     summary="barrier.cluster.arrive + wait: every thread of every CTA of the cluster (release / acquire)")
+_def("tlx.fence_mbarrier_init", results=0,
+     summary="fence.mbarrier_init.release.cluster: this CTA's mbarrier inits visible to the cluster")
+_def("tlx.remote_view", [("src", "one"), ("rank", "one")], traits=["pure", "view"], verify=_v_remote_view,
+     summary="the same buffer / mbarrier in CTA `rank` of the cluster (mapa.shared::cluster)")
+_def("tlx.remote_store", [("dst", "one"), ("src", "one")], results=0, effects=[Effect("dst", "write", "generic")],
+     verify=_v_remote_store, summary="st.shared::cluster of a register tensor into another CTA's buffer")
+_def("tlx.async_remote_store", [("dst", "one"), ("src", "one"), ("bar", "one")], results=0,
+     effects=[Effect("dst", "write", "generic"), Effect("bar", "write", "barrier")], verify=_v_remote_store,
+     summary="st.async.shared::cluster: a register tensor into another CTA's buffer, completing on its mbarrier")
+_def("tlx.async_remote_copy", [("dst", "one"), ("src", "one"), ("bar", "one")], results=0,
+     effects=[Effect("src", "read", "async"), Effect("dst", "write", "async"), Effect("bar", "write", "barrier")],
+     verify=_v_remote_copy,
+     summary="cp.async.bulk.shared::cluster.shared::cta: a buffer into another CTA's, completing on its mbarrier")
 
 _def("scf.for", [("lb", "one"), ("ub", "one"), ("step", "one"), ("inits", "var")], results=None, regions=1,
      traits=["loop"], verify=_v_for)

@@ -151,8 +151,10 @@ class Parser:
                     kw["alloc_shape"] = tuple(dims)
                 elif self.accept("mutable"):
                     kw["mutable"] = True
+                elif self.accept("remote"):
+                    kw["remote"] = True
                 else:
-                    raise self.error("expected a layout, buffers=, alloc= or mutable")
+                    raise self.error("expected a layout, buffers=, alloc=, mutable or remote")
             self.expect(">")
             kw.setdefault("mutable", False)
             return T.MemDescType(shape, e, **kw)
@@ -160,6 +162,8 @@ class Parser:
             n = self.integer()
             self.expect(">")
             return T.BarrierType(n, True)
+        if self.accept("!mbarrier<remote>"):
+            return T.BarrierType(1, False, remote=True)
         if self.accept("!mbarrier"):
             return T.BarrierType(1, False)
         if self.accept("!tensordesc<"):

@@ -133,6 +133,8 @@ class MemDescType(Type):
     the leading dimension of `shape` is the buffer index (TLX's `local_alloc(shape, dtype, num)`
     gives `[num, *shape]`); `buffers == 0` means a single buffer or view. `alloc_shape` is the
     shape of the allocation the view belongs to (it equals `shape` on the allocation itself).
+    `remote` marks a view of the same buffer in another CTA of the cluster (`tlx.remote_view`:
+    a shared::cluster address made by mapa), which only the cluster ops may access.
     """
 
     shape: Tuple[int, ...]
@@ -141,6 +143,7 @@ class MemDescType(Type):
     buffers: int = 0
     mutable: bool = True
     alloc_shape: Tuple[int, ...] = field(default=())
+    remote: bool = False
 
     def __post_init__(self) -> None:
         if not self.alloc_shape:
@@ -156,6 +159,8 @@ class MemDescType(Type):
             parts.append(f"alloc={_shape_text(self.alloc_shape)[:-1]}")
         if self.mutable:
             parts.append("mutable")
+        if self.remote:
+            parts.append("remote")
         return f"!smem<{', '.join(parts)}>"
 
     @property
@@ -180,19 +185,23 @@ class MemDescType(Type):
 
     def replace(self, **kw) -> "MemDescType":
         d = dict(shape=self.shape, element=self.element, layout=self.layout, buffers=self.buffers,
-                 mutable=self.mutable, alloc_shape=self.alloc_shape)
+                 mutable=self.mutable, alloc_shape=self.alloc_shape, remote=self.remote)
         d.update(kw)
         return MemDescType(**d)
 
 
 @dataclass(frozen=True)
 class BarrierType(Type):
-    """mbarriers in shared memory: an array of `count` barriers, or one barrier (`array=False`)."""
+    """mbarriers in shared memory: an array of `count` barriers, or one barrier (`array=False`);
+    `remote`: one barrier of another CTA of the cluster (`tlx.remote_view`, `!mbarrier<remote>`)."""
 
     count: int = 1
     array: bool = True
+    remote: bool = False
 
     def __str__(self) -> str:
+        if self.remote:
+            return "!mbarrier<remote>"
         return f"!mbarriers<{self.count}>" if self.array else "!mbarrier"
 
     @property

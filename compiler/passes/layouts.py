@@ -700,6 +700,8 @@ def _assign_shared_layouts(m: Module) -> None:
                 if t.layout is None:
                     op.result.type = t.replace(layout=alloc_layout(t))
                 _check_shared(op.result.type, op.loc)
+            elif n == "tlx.remote_view" and isinstance(op.result.type, T.MemDescType):
+                op.result.type = op.arg("src").type.replace(remote=True)  # the same bytes in another CTA
             elif n.startswith("tlx.memdesc_") and isinstance(op.result.type, T.MemDescType):
                 src = op.arg("src").type
                 if isinstance(src, T.MemDescType):

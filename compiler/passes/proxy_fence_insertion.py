@@ -47,13 +47,14 @@ from typing import Dict, FrozenSet, List, NamedTuple, Optional, Set, Tuple
 from ..analysis.access_index import ORDERING_OPS, AccessIndex, trip_count
 from ..analysis.flights import NO_FLIGHTS, commit, is_empty, land, union as union_flights
 from ..analysis.memory import (ASYNC, EFFECT_NAMES, FENCE, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE, const_int,
-                               is_cluster_op, overlap_detail)
+                               is_cluster_access, overlap_detail, REMOTE_WRITERS)
 from ..fences import Guard, make_fence, op_text
 from ..ir.core import Block, Module, Operation
 from .manager import PassContext
 
 # op classification codes
 K_FENCE, K_GENERIC, K_ASYNC, K_COMMIT, K_WAIT, K_RELEASE, K_ACQUIRE, K_FOR, K_IF, K_WHILE, K_WS, K_OTHER_REGION = range(12)
+K_GENERIC_LOCAL = 12  # (forward walk only) a remote store's access, its cluster fence handled by the caller
 _REGION_KINDS = {"scf.for": K_FOR, "scf.if": K_IF, "scf.while": K_WHILE}
 _LOOKED_AT = EFFECT_NAMES | ORDERING_OPS  # the ops besides region ops and scratch owners the walks see
 
@@ -178,7 +179,9 @@ class _Model:
         self.roots: Dict[Tuple[int, int], object] = {}  # (lo, hi) describing -> root, for records
         self.fences: List[Operation] = []
         self.has_cluster = False
-        self.cluster_bytes: List[Tuple[int, int]] = []  # bytes that async ops reaching other CTAs touch
+        self.cluster_bytes: List[Tuple[int, int]] = []  # bytes that accesses reaching other CTAs touch
+        self.remote_writes: Set[Operation] = set()  # generic stores into another CTA's memory
+        self.remote_bytes: List[Tuple[int, int]] = []  # the bytes they write
         self._classify(module.func.regions[0].block, None)
 
     def _classify(self, blk: Block, part) -> None:
@@ -232,11 +235,16 @@ class _Model:
         gen, asy = [], []
         for write, proxy, byts in accs:
             if proxy == GENERIC:
+                if write and is_cluster_access(op, write):  # a store into another CTA's memory
+                    self.has_cluster = True
+                    self.cluster_bytes.extend((lo, hi) for lo, hi, _, _ in byts)
+                    self.remote_bytes.extend((lo, hi) for lo, hi, _, _ in byts)
+                    self.remote_writes.add(op)
                 for lo, hi, box, root in byts:
                     gen.append((lo, hi, box, write))
                     self.roots[(lo, hi)] = root
             elif proxy == ASYNC:
-                cl = is_cluster_op(op)
+                cl = is_cluster_access(op, write)
                 if cl:
                     self.has_cluster = True
                     self.cluster_bytes.extend((lo, hi) for lo, hi, _, _ in byts)
@@ -349,6 +357,7 @@ def conflict(item: Pending, acc: AsyncAccess, fence_scope: Optional[str] = None)
     `fence_scope` (None: any fence that would be inserted) separates."""
     lo, hi, box, w, flight, ctaf, _op = item
     alo, ahi, abox, aw, cl, _aop = acc
+    cl = cl or (w and _op.name in REMOTE_WRITERS)  # a store into another CTA's memory: cluster scope
     if flight is not None or not (w or aw):
         return False
     if not cl and ctaf:
@@ -380,6 +389,7 @@ class _Forward:
         self.unfenced: List[Tuple] = []  # conflicts seen while not inserting
         self.inserted: List[Operation] = []
         self.planned: Dict[Operation, List[Operation]] = {}  # anchor -> fences to insert before it
+        self.after: Dict[Operation, Operation] = {}  # remote store -> the cluster fence right after it
         self.dirty: Dict[Operation, Set[int]] = {}  # ws op -> partitions to walk again (`walk_partitions`)
         self.empty = EMPTY
         rank = model.order  # (updated in place as fences are inserted)
@@ -419,9 +429,14 @@ class _Forward:
 
     def materialize(self) -> None:
         """Put the planned fences into the IR."""
-        if not self.planned:
+        if not self.planned and not self.after:
             return
         blocks = {}
+        for op, f in self.after.items():
+            blk = blocks[op.parent] = op.parent
+            blk.insert_after(op, f)
+            self.m.order[f] = self.m.order[op] + 0.5
+        self.after = {}
         for anchor, fences in self.planned.items():
             blk = blocks[anchor.parent] = anchor.parent
             for j, f in enumerate(fences):
@@ -449,7 +464,12 @@ class _Forward:
             keep = self.norm(frozenset(it._replace(cta_fenced=True) for it in st[0]
                                        if any(lo < it.hi and it.lo < hi for lo, hi in cb)))
             return (keep, st[1], mark | st[2] if keep else mark)
-        if k == K_GENERIC:
+        if k == K_GENERIC and op in m.remote_writes and self.insert and self._async_touches(op, data[0]):
+            # the reader (another CTA, after a cluster barrier or an mbarrier hand-off) cannot fence
+            # for the writer: the writer fences at cluster scope right after its store
+            st = self.op(op, K_GENERIC_LOCAL, data, st)
+            return self.op(self._fence_after(op, data[0]), K_FENCE, None, st)
+        if k == K_GENERIC or k == K_GENERIC_LOCAL:
             new, keys, fl = data
             # a new access supersedes a pending one of the same kind to the same bytes (it
             # conflicts with everything the old one does, now and after any fence or wait); this
@@ -470,7 +490,7 @@ class _Forward:
             hits = [(it, a) for a in accs for it in st[0] if it.lo < a.hi and a.lo < it.hi and conflict(it, a)]
             if hits:
                 if self.insert:
-                    cluster = any(a.cluster for _, a in hits)
+                    cluster = any(a.cluster or (it.write and it.op in m.remote_writes) for it, a in hits)
                     fence = self._insert_before(op, hits, cluster)
                     return self.op(fence, K_FENCE, None, st)
                 self.unfenced.extend(hits)
@@ -508,6 +528,30 @@ class _Forward:
         if k == K_WS:
             return walk_partitions(self, op, st)
         return st
+
+    def _async_touches(self, op: Operation, items) -> bool:
+        """Whether some async access of the kernel overlaps the bytes of `items` (op's pending writes)."""
+        return any(it.lo < a.hi and a.lo < it.hi and overlap_detail(it.lo, it.hi, it.box, a.lo, a.hi, a.box)
+                   for accs in self.m.asyncs.values() for a in accs for it in items)
+
+    def _fence_after(self, op: Operation, items) -> Operation:
+        """The cluster-scope fence right after remote store `op` (made once, reused by later walks)."""
+        fence = self.after.get(op)
+        if fence is not None:
+            return fence
+        fence, rec = make_fence("proxy_fence_insertion", self.ctx.fences, op.loc, True)
+        self.after[op] = fence
+        self.m.kind[fence] = K_FENCE
+        self.m.fences.append(fence)
+        self.inserted.append(fence)
+        rec.add_writer(op)
+        rec.hazard = "RAW"
+        rec.reason = (f"{op_text(op)} writes another CTA's shared memory, which an async-proxy op (TMA, bulk "
+                      "copy or wgmma) of that CTA accesses after it")
+        rec.placement = ["right after the remote store: the reading CTA cannot fence for the writer "
+                         "(ProxyFenceInsertion, after allocation)"]
+        rec.notes.append("cluster scope: the generic write lands in another CTA's shared memory")
+        return fence
 
     def _insert_before(self, op: Operation, hits, cluster: bool) -> Operation:
         fence, rec = make_fence("proxy_fence_insertion", self.ctx.fences, op.loc, cluster)
@@ -585,7 +629,9 @@ class _Backward:
             self.reach_at[op] = st
             if op.attrs.get("cluster"):
                 return frozenset()
-            return frozenset(a for a in st if a.cluster)
+            # a CTA fence does not separate an access from a store into another CTA's memory
+            rb = self.m.remote_bytes
+            return frozenset(a for a in st if a.cluster or any(lo < a.hi and a.lo < hi for lo, hi in rb))
         if k == K_ASYNC:
             return self.union(st, frozenset(data))
         if k == K_RELEASE or k == K_ACQUIRE:

@@ -105,7 +105,7 @@ def _lower_load(op: Operation) -> None:
     bar = add("tlx.memdesc_index", [bars, c0], [T.BarrierType(1, False)]).result
     nbytes = bt.nbytes
     add("tlx.barrier_expect_bytes", [bar, None], [], {"bytes": nbytes})
-    add("tlx.tma_load", [desc, buf, bar, offs, None], [])
+    add("tlx.tma_load", [desc, buf, bar, offs, None, None], [])
     add("tlx.barrier_wait", [bar, c0, None], [])
     add("tlx.barrier_inval", [bar], [])
     ld = add("tlx.local_load", [buf, None], [op.result.type])

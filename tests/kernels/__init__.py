@@ -23,7 +23,10 @@ SPECS: List["Spec"] = []
 @dataclass
 class Spec(KernelCase):
     """One specialization of a kernel that a GPU test launches: signature, constexprs, warps,
-    the runtime parameters that are multiples of 16 (`divisibility`) and those equal to 1."""
+    the runtime parameters that are multiples of 16 (`divisibility`) and those equal to 1;
+    `cluster`: the thread-block cluster it is launched in (`ctas_per_cga`)."""
+
+    cluster: Tuple[int, int, int] = (1, 1, 1)
 
     def runtime_params(self) -> List[str]:
         return [p.name for p in self.fn.params if not p.is_constexpr]
@@ -34,7 +37,8 @@ class Spec(KernelCase):
         from tlx.compiler.options import CompileOptions
         from tlx.compiler.pipeline import compile_module
 
-        return compile_module(self.trace(), CompileOptions(num_warps=self.num_warps), snapshots=False)
+        return compile_module(self.trace(), CompileOptions(num_warps=self.num_warps, cluster=self.cluster),
+                              snapshots=False)
 
     def check(self, *args: Any) -> None:
         """Raise unless `args` (the runtime arguments, in order) specialize the kernel as this
@@ -57,19 +61,22 @@ class Spec(KernelCase):
         this Spec's constexprs and warps."""
         def launch(*args: Any, **options: Any) -> Any:
             self.check(*args)
+            if self.cluster != (1, 1, 1):
+                options["ctas_per_cga"] = self.cluster
             return self.fn[grid](*args, num_warps=self.num_warps, **options, **self.constexprs)
         return launch
 
 
 def spec(name: str, fn: Any, signature: Mapping[str, str], constexprs: Optional[Mapping[str, Any]] = None,
-         num_warps: int = 4, divisible: Iterable[str] = (), equal_to_one: Sequence[str] = ()) -> Spec:
+         num_warps: int = 4, divisible: Iterable[str] = (), equal_to_one: Sequence[str] = (),
+         cluster: Tuple[int, int, int] = (1, 1, 1)) -> Spec:
     """Register the Spec `name` of `fn`. Pointer parameters are taken as 16-byte aligned (every
     device allocation is); `divisible` names the integer parameters that are multiples of 16 at
     the launch, `equal_to_one` those that are 1."""
     assert all(s.name != name for s in SPECS), f"two Specs named {name!r}"
     div: Dict[str, int] = {n: 16 for n, t in signature.items() if t.startswith("*")}
     div.update({n: 16 for n in divisible})
-    s = Spec(name, fn, dict(signature), dict(constexprs or {}), num_warps, div, tuple(equal_to_one))
+    s = Spec(name, fn, dict(signature), dict(constexprs or {}), num_warps, div, tuple(equal_to_one), tuple(cluster))
     SPECS.append(s)
     return s
 

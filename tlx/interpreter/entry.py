@@ -9,7 +9,7 @@ patterns). `TLX_INTERPRET=1` routes `kernel[grid](...)` here.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from tlx.compiler.errors import TLXCompileError, TLXError
 from tlx.compiler.ir import Module
@@ -26,7 +26,8 @@ from .arguments import kernel_signature
 
 
 def prepare_module(fn: KernelFunction, bound: Dict[str, Any], signature: Optional[Mapping[str, str]] = None,
-                   num_warps: int = 4, fence_passes: bool = True) -> Module:
+                   num_warps: int = 4, fence_passes: bool = True,
+                   cluster: Tuple[int, int, int] = (1, 1, 1)) -> Module:
     """Trace for these arguments (every parameter by name) and run the passes the interpreter
     executes after."""
     sig: Dict[str, str] = {}
@@ -40,8 +41,9 @@ def prepare_module(fn: KernelFunction, bound: Dict[str, Any], signature: Optiona
     types = {k: type_from_signature(v, k) for k, v in sig.items()}
     module = trace(fn, types, consts, num_warps=num_warps)
     names = [p.name for p in PIPELINE]
-    last = names.index("cta_barriers") + 1 if "cta_barriers" in names else len(names)
-    result = compile_module(module, CompileOptions(num_warps=num_warps, fence_passes=fence_passes),
+    last = names.index("cluster_sync") + 1 if "cluster_sync" in names else len(names)
+    result = compile_module(module, CompileOptions(num_warps=num_warps, fence_passes=fence_passes,
+                                                   cluster=tuple(cluster)),  # type: ignore[arg-type]
                             passes=PIPELINE[:last], snapshots=False)
     return result.module
 
@@ -61,12 +63,15 @@ def grid_tuple(grid: Any, meta: Dict[str, Any]) -> Tuple[int, ...]:
 
 
 def interpret(kernel: Any, grid: Any, *args: Any, fence_passes: bool = True, raise_on_hazard: bool = True,
-              signature: Optional[Mapping[str, str]] = None, num_warps: int = 4, **kwargs: Any) -> List[Any]:
+              signature: Optional[Mapping[str, str]] = None, num_warps: int = 4,
+              ctas_per_cga: Optional[Sequence[int]] = None, **kwargs: Any) -> List[Any]:
     """Run `kernel` over `grid` on the CPU; returns the hazards found (report mode:
-    `raise_on_hazard=False`; otherwise the first hazard raises)."""
+    `raise_on_hazard=False`; otherwise the first hazard raises). `ctas_per_cga`: run the grid in
+    thread-block clusters of that shape (every CTA of a cluster runs together)."""
     if not isinstance(kernel, KernelFunction):
         raise TLXCompileError(f"tlx.interpret needs a @tlx.jit kernel, got {type(kernel).__name__}")
     bound, _ = Specializer(kernel).bind(args, kwargs)
-    module = prepare_module(kernel, bound, signature, num_warps, fence_passes)
+    module = prepare_module(kernel, bound, signature, num_warps, fence_passes,
+                            tuple(ctas_per_cga) if ctas_per_cga else (1, 1, 1))  # type: ignore[arg-type]
     runtime_args = [bound[p.name] for p in kernel.params if not p.is_constexpr]
     return run(module, grid_tuple(grid, bound), runtime_args, raise_on_hazard=raise_on_hazard)

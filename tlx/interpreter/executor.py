@@ -170,7 +170,7 @@ _DIVERGENT_OK_PREFIXES = ("arith.", "math.", "scf.")
 _DIVERGENT_OK = {"tt.get_program_id", "tt.get_num_programs", "tt.addptr", "tt.load", "tt.store", "tt.atomic_rmw",
                  "tt.splat", "tt.make_range", "tt.broadcast", "tt.expand_dims", "tt.convert_layout",
                  "tt.atomic_cas", "tt.int_to_ptr", "tt.ptr_to_int", "tt.hint", "tlx.fence", "tlx.fence_async_shared",
-                 "tlx.thread_id", "tlx.clock64", "tlx.cluster_cta_rank", "tlx.vote_ballot_sync", "tlx.warp_redux",
+                 "tlx.thread_id", "tlx.clock64", "tlx.cluster_cta_rank", "tlx.cluster_size", "tlx.vote_ballot_sync", "tlx.warp_redux",
                  "tlx.prefetch"}
 
 
@@ -178,17 +178,72 @@ _NONBLOCKING_OK = {"tlx.async_dot", "tlx.async_dot_wait", "scf.yield", "scf.for"
                    "scf.while", "tlx.warp_specialize", "tlx.ws_yield", "tlx.ws_return"}
 
 
-class Program:
-    """One CTA: its shared memory, barriers, agents and coroutines."""
+class ClusterRun:
+    """The CTAs of one thread-block cluster, run together: their coroutines interleave, the
+    cluster barrier counts every live partition of every CTA, and a remote view reaches another
+    CTA's shared memory and mbarriers (`programs[rank]`)."""
 
-    def __init__(self, interp: "Interpreter", pid: Tuple[int, int, int]):
+    def __init__(self, keys: Iterator[int]):
+        self.keys = keys
+        self.programs: List["Program"] = []
+        self.generation = 0  # of the cluster barrier
+        self.arrived = 0
+        self.clock: Dict[int, int] = {}
+        self.released: Dict[int, Dict[int, int]] = {}
+
+    def run(self) -> None:
+        """Run every CTA of the cluster to its end (a deadlock raises), then exit them all."""
+        progs = self.programs
+        while True:
+            for p in progs:
+                p.run_runnable()
+            if not any(p.blocked for p in progs):
+                break
+            if not any(p.wake_one() for p in progs):
+                next(p for p in progs if p.blocked).deadlock()
+        for p in progs:
+            p.finish()
+
+    def live(self) -> int:
+        return sum(1 for p in self.programs for co in p.coroutines if not co.done)
+
+    def arrive(self, agent: Agent) -> int:
+        """A partition arrives at the cluster barrier; returns the generation to wait for."""
+        agent.tick()
+        join_clocks(self.clock, agent.clock)
+        self.arrived += 1
+        return self.generation
+
+    def try_release(self, gen: int) -> bool:
+        """Whether generation `gen` of the barrier is over (it ends once every live partition of
+        every CTA has arrived)."""
+        if self.generation > gen:
+            return True
+        if self.arrived >= self.live():
+            self.released[gen] = dict(self.clock)
+            self.generation += 1
+            self.arrived = 0
+            self.clock = {}
+            return True
+        return False
+
+
+class Program:
+    """One CTA: its shared memory, barriers, agents and coroutines; `cluster` is the thread-block
+    cluster it runs in (every CTA of a cluster runs together), `rank` its rank there."""
+
+    def __init__(self, interp: "Interpreter", pid: Tuple[int, int, int], cluster: Optional[ClusterRun] = None,
+                 rank: int = 0):
         self.interp = interp
         self.pid = pid
+        self.cluster = cluster if cluster is not None else ClusterRun(itertools.count())
+        self.rank = rank
+        self.cluster.programs.append(self)
         self.allocs: Dict[Operation, SmemAlloc] = {}
         self.roots: Dict[Operation, SmemView] = {}
         self.barriers: Dict[Operation, BarrierArray] = {}
         self.named: Dict[int, NamedBarrier] = {}
-        self.keys = itertools.count()
+        self.keys = self.cluster.keys  # agent and barrier keys are unique in the cluster (clocks cross CTAs)
         self.runnable: deque = deque()
         self.blocked: List[Tuple[Coroutine, Wait]] = []
         self.coroutines: List[Coroutine] = []
@@ -196,6 +251,8 @@ class Program:
         self.clock64 = 0
 
     def new_agent(self, name: str, threads: int, clock: Optional[Dict[int, int]] = None) -> Agent:
+        if len(self.cluster.programs) > 1:  # reports say which CTA of the cluster
+            name = f"{name} of CTA rank {self.rank}"
         return Agent(next(self.keys), name, threads, clock)
 
     def spawn(self, thread: Thread, gen: Iterator) -> Coroutine:
@@ -205,7 +262,8 @@ class Program:
         self.runnable.append(co)
         return co
 
-    def run(self, func: Operation, args: Sequence[Any]) -> None:
+    def start(self, func: Operation, args: Sequence[Any]) -> None:
+        """Spawn the kernel's default partition."""
         it = self.interp
         agent = self.new_agent("default", it.num_warps * 32)
         th = Thread(self, agent)
@@ -213,26 +271,31 @@ class Program:
         for a, v in zip(blk.args, args):
             th.env[a] = v
         self.spawn(th, it.run_block(th, blk))
-        while True:
-            if self.runnable:
-                co = self.runnable.popleft()
-                try:
-                    w = co.gen.send(None)
-                except StopIteration:
-                    co.done = True
-                    continue
-                self.blocked.append((co, w))
+
+    def run_runnable(self) -> None:
+        """Run every runnable coroutine until it blocks or ends."""
+        while self.runnable:
+            co = self.runnable.popleft()
+            try:
+                w = co.gen.send(None)
+            except StopIteration:
+                co.done = True
                 continue
-            if not self.blocked:
-                break
-            for i, (co, w) in enumerate(self.blocked):
-                if w.ready():
-                    del self.blocked[i]
-                    self.runnable.append(co)
-                    break
-            else:
-                self.deadlock()
-        self.finish()
+            self.blocked.append((co, w))
+
+    def wake_one(self) -> bool:
+        """Make the first blocked coroutine whose wait is over runnable; False if there is none."""
+        for i, (co, w) in enumerate(self.blocked):
+            if w.ready():
+                del self.blocked[i]
+                self.runnable.append(co)
+                return True
+        return False
+
+    def run(self, func: Operation, args: Sequence[Any]) -> None:
+        """Run this CTA alone (a cluster of one) to its end."""
+        self.start(func, args)
+        self.cluster.run()
 
     def finish(self) -> None:
         """Kernel exit: in-flight loads land, outstanding bulk stores complete."""
@@ -347,11 +410,25 @@ class Interpreter:
 
     # -- execution -----------------------------------------------------------------------------------
     def run(self) -> None:
+        """Run the grid, one cluster at a time (a CTA alone when the kernel has no cluster)."""
         gx, gy, gz = self.grid
-        for z in range(gz):
-            for y in range(gy):
-                for x in range(gx):
-                    Program(self, (x, y, z)).run(self.func, self.args)
+        cx, cy, cz = (int(c) for c in self.module.attrs.get("cluster", (1, 1, 1)))
+        for axis, (g, c) in enumerate(zip(self.grid, (cx, cy, cz))):
+            if g % c:
+                raise InterpreterError(f"the grid {tuple(self.grid)} is not a whole number of clusters "
+                                       f"{(cx, cy, cz)} along axis {axis}",
+                                       hint="make each grid dimension a multiple of ctas_per_cga's")
+        for z0 in range(0, gz, cz):
+            for y0 in range(0, gy, cy):
+                for x0 in range(0, gx, cx):
+                    cl = ClusterRun(itertools.count())
+                    for dz in range(cz):
+                        for dy in range(cy):
+                            for dx in range(cx):
+                                Program(self, (x0 + dx, y0 + dy, z0 + dz), cl, dx + cx * (dy + cy * dz))
+                    for p in cl.programs:
+                        p.start(self.func, self.args)
+                    cl.run()
 
     def compile_block(self, block: Block):
         key = id(block)
@@ -1142,6 +1219,17 @@ def _tma_load(it, th, op):
     dst: SmemView = th.env[op.arg("dst")]
     bar: MBarrier = th.env[op.arg("bar")]
     tile = d.load_tile(_offsets(th, op))
+    mask = op.arg("mask")
+    if mask is not None:  # multicast: the tile lands in every CTA of the mask, on that CTA's barrier
+        m = _int(th.env[mask]) & 0xFFFF
+        for rank in (k for k in range(16) if m >> k & 1):
+            other = _remote_program(th, op, rank)
+            v = _view_in(dst, other, dst.type)
+            b = _bar_in(it, th, op, bar, other)
+            r = th.record(op, f"multicast TMA load into CTA rank {rank} (async write)")
+            it.checker.async_write(v, r)
+            b.transfers.append(Transfer(r, v.arr.size * v.arr.dtype.itemsize, lambda v=v: v.write(tile), b.phase))
+        return
     r = th.record(op, "TMA load (async write)")
     it.checker.async_write(dst, r)
     bar.transfers.append(Transfer(r, dst.arr.size * dst.arr.dtype.itemsize, lambda: dst.write(tile), bar.phase))
@@ -1392,7 +1480,115 @@ def _clock64(it, th, op):
 
 @handler("tlx.cluster_cta_rank")
 def _cta_rank(it, th, op):
-    _set(th, op, np.int32(0))
+    _set(th, op, np.int32(th.prog.rank))
+
+
+# -- thread-block clusters ----------------------------------------------------------------------------
+
+@handler("tlx.cluster_size")
+def _cluster_size(it, th, op):
+    _set(th, op, np.int32(len(th.prog.cluster.programs)))
+
+
+@handler("tlx.cluster_barrier", gen=True)
+def _cluster_barrier(it, th, op):
+    cl = th.prog.cluster
+    gen = cl.arrive(th.agent)
+    if not cl.try_release(gen):
+        iters = th.iters()
+
+        def describe():
+            return wait_info("cluster", op, th.agent, iters, "every partition of every CTA of the cluster at "
+                             "tlx.cluster_barrier", f"{cl.arrived} of {cl.live()} live partitions have arrived")
+        yield Wait(lambda: cl.try_release(gen), describe)
+    th.agent.join(cl.released[gen])
+    th.agent.tick()
+
+
+@handler("tlx.fence_mbarrier_init")
+def _fence_mbarrier_init(it, th, op):
+    th.agent.tick()  # orders this CTA's inits before the cluster barrier that follows it
+
+
+def _remote_program(th, op, rank: int) -> "Program":
+    progs = th.prog.cluster.programs
+    if not 0 <= rank < len(progs):
+        raise InterpreterError(f"{op.name}: CTA rank {rank} is not in the cluster of {len(progs)} CTA(s)", op.loc,
+                               hint="launch with ctas_per_cga covering the ranks the kernel names")
+    return progs[rank]
+
+
+def _bar_in(it, th, op, bar: MBarrier, other: "Program") -> MBarrier:
+    """The mbarrier of CTA `other` at the place of this CTA's `bar` (a hazard if `other` has not
+    initialized it yet: then this CTA's own stands in)."""
+    arr = next((a for a in th.prog.barriers.values() if bar in a.bars), None)
+    if arr is None:
+        raise InterpreterError(f"{op.name}: an mbarrier that is not one of this CTA's", op.loc)
+    theirs = other.barriers.get(bar.op)
+    if theirs is None:
+        r = th.record(op, "remote access to an mbarrier")
+        it.checker.report(SyncHazard, "cluster-order", f"CTA rank {other.rank} of the cluster has not initialized "
+                          f"{bar.name} when this CTA signals it", f"{bar.name} (allocated at {describe_loc(bar.op.loc)})",
+                          None, r, "call tlx.fence_mbarrier_init_cluster() and tlx.cluster_barrier() after allocating "
+                          "the barriers, before any CTA signals another's")
+        return bar
+    return theirs.bars[arr.bars.index(bar)]
+
+
+def _view_in(view: SmemView, other: "Program", mtype: T.MemDescType) -> SmemView:
+    """The same bytes as `view` in CTA `other`'s copy of the allocation (shared memory is a CTA's
+    from its start, so the allocation is made if that CTA has not reached it yet)."""
+    alloc = other.allocs.get(view.alloc.op)
+    if alloc is None:
+        alloc = SmemAlloc(view.alloc.op, view.alloc.type, view.alloc.name)
+        other.allocs[view.alloc.op] = alloc
+        other.roots[view.alloc.op] = alloc.root_view()
+    off, shape, strides = view.byte_layout()
+    return SmemView(alloc, np.ndarray(shape, view.arr.dtype, alloc.data, off, strides), mtype)
+
+
+@handler("tlx.remote_view")
+def _remote_view(it, th, op):
+    src = th.env[op.arg("src")]
+    other = _remote_program(th, op, _int(th.env[op.arg("rank")]))
+    if isinstance(src, MBarrier):
+        _set(th, op, _bar_in(it, th, op, src, other))
+    else:
+        _set(th, op, _view_in(src, other, op.result.type))
+
+
+@handler("tlx.remote_store")
+def _remote_store(it, th, op):
+    dst = th.env[op.arg("dst")]
+    r = th.record(op, "remote generic write (st.shared::cluster)")
+    it.checker.generic_write(dst, r)
+    dst.write(th.env[op.arg("src")])
+
+
+@handler("tlx.async_remote_store")
+def _async_remote_store(it, th, op):
+    dst: SmemView = th.env[op.arg("dst")]
+    bar: MBarrier = th.env[op.arg("bar")]
+    vals = np.array(th.env[op.arg("src")])
+    r = th.record(op, "remote async store (st.async)")
+    it.checker.generic_write(dst, r)
+    bar.transfers.append(Transfer(r, dst.arr.size * dst.arr.dtype.itemsize, lambda: dst.write(vals), bar.phase))
+
+
+@handler("tlx.async_remote_copy")
+def _async_remote_copy(it, th, op):
+    dst: SmemView = th.env[op.arg("dst")]
+    src: SmemView = th.env[op.arg("src")]
+    bar: MBarrier = th.env[op.arg("bar")]
+    rs = th.record(op, "remote bulk copy (async read of its source)")
+    it.checker.async_read(src, rs)
+    data = src.arr.copy()  # (the source is read at issue; a later write to it is the checker's WAR)
+    r = th.record(op, "remote bulk copy (async write)")
+    it.checker.async_write(dst, r)
+
+    def land():
+        dst.arr[...] = data.reshape(dst.arr.shape) if data.shape != dst.arr.shape else data
+    bar.transfers.append(Transfer(r, dst.arr.nbytes, land, bar.phase))
 
 
 @handler("tlx.thread_id")

@@ -296,7 +296,8 @@ class Checker:
             if not w.ordered_before(r.agent):
                 self.report(SyncHazard, "race", f"a generic read of shared memory written by partition "
                             f"{w.agent.name} with no synchronization ordering the write before it", view, w, r,
-                            "make the reader wait on an mbarrier (or named barrier) that the writer arrives on after writing")
+                            "make the reader wait on an mbarrier (or named barrier) that the writer arrives on after writing "
+                            "(across the CTAs of a cluster: a tlx.cluster_barrier between them)")
         view.shadow_view(f"gr{r.agent.key}")[...] = r.rid
 
     def async_read(self, view, r: Access) -> None:
