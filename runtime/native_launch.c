@@ -7,9 +7,12 @@
  * (so threads never share a buffer) and launches with the GIL released.
  *
  * It decides nothing about specialization: the frontend has already chosen the spec from its
- * key (tlx/specialize.py). An argument it cannot pack as given (a CAI or DLPack array, a value
- * out of range) raises TypeError/OverflowError before anything is launched; the Python
- * launcher then converts the arguments or explains the error. A bad grid raises ValueError.
+ * key (tlx/specialize.py). With a guard (tlx/specialize.py, `guard_of`) it only COMPARES the
+ * call's arguments with what the specializer saw when it chose that spec, and launches nothing
+ * on a difference (the frontend then asks the specializer). An argument it cannot pack as
+ * given (a CAI or DLPack array, a value out of range) raises TypeError/OverflowError before
+ * anything is launched; the Python launcher then converts the arguments or explains the
+ * error. A bad grid raises ValueError.
  *
  * No cuda.h or libcuda is needed to build it: the driver entry arrives as an address
  * (`set_entry`) and the two structs it fills are declared below with cuda.h's layouts.
@@ -55,7 +58,7 @@ typedef struct { uint8_t kind, bits; uint16_t size; uint32_t offset; } spec_para
 #define MAX_PARAMS 512
 
 static launch_fn entry = NULL;
-static PyObject *data_ptr_name = NULL;
+static PyObject *data_ptr_name, *is_cuda_name, *dtype_name;
 
 static PyObject *set_entry(PyObject *self, PyObject *address) {
     void *p = PyLong_AsVoidPtr(address);
@@ -204,12 +207,81 @@ static int read_grid(PyObject *grid, const spec_header *h, unsigned int dims[3])
     return 0;
 }
 
-/* launch(spec, grid, stream, args, skip_if_env) -> CUresult as an int. `skip_if_env`: None,
- * or the name (bytes) of an environment variable that, when set to anything but "" or "0",
- * makes the call launch nothing and return -1 (the frontend's TLX_INTERPRET). */
+/* A value that must be the one the guard saw: exactly its type, and equal to it. */
+static int same_value(PyObject *v, PyObject *type, PyObject *expected) {
+    return (PyObject *)Py_TYPE(v) == type ? PyObject_RichCompareBool(v, expected, Py_EQ) : 0;
+}
+
+/* Whether the call's positional `args` and `kwargs` match `guard` = (kinds: bytes, one per
+ * positional argument; objects: tuple, a (type, value) pair per positional argument;
+ * keywords: tuple of (name, type, value) triples): 1 yes, 0 no, -1 an exception. Kinds:
+ * 'P'/'p' a CUDA tensor of exactly `type` whose dtype is `value` and whose data_ptr() is / is
+ * not a multiple of 16 (kept in ptrs[] for the packing); 'I'/'i' an int (not a subclass:
+ * bool is i1) in int32, a multiple of 16 / not one, and not 1; '1' the int 1; 'f' a float;
+ * 'c' a constexpr (`same_value`). The keywords must be exactly the names listed, each
+ * `same_value`. These are what the specializer's key reads of such arguments (`key_of`). */
+static int guard_holds(PyObject *guard, PyObject *const *args, Py_ssize_t n, PyObject *kwargs,
+                       unsigned long long *ptrs) {
+    PyObject *kinds = PyTuple_GET_ITEM(guard, 0), *objs = PyTuple_GET_ITEM(guard, 1), *kw = PyTuple_GET_ITEM(guard, 2);
+    if (PyBytes_GET_SIZE(kinds) != n || PyDict_GET_SIZE(kwargs) != PyTuple_GET_SIZE(kw) / 3)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = args[i], *type = PyTuple_GET_ITEM(objs, 2 * i), *value = PyTuple_GET_ITEM(objs, 2 * i + 1);
+        char kind = PyBytes_AS_STRING(kinds)[i];
+        if (kind == 'P' || kind == 'p') {
+            if ((PyObject *)Py_TYPE(a) != type)
+                return 0;
+            PyObject *cuda = PyObject_GetAttr(a, is_cuda_name), *dtype = cuda ? PyObject_GetAttr(a, dtype_name) : NULL;
+            int same = cuda == Py_True && dtype == value;
+            Py_XDECREF(cuda);
+            Py_XDECREF(dtype);
+            if (!same)
+                return PyErr_Occurred() ? -1 : 0;
+            PyObject *ptr = PyObject_CallMethodNoArgs(a, data_ptr_name);
+            if (ptr == NULL || !PyLong_Check(ptr)) {
+                Py_XDECREF(ptr);
+                return PyErr_Occurred() ? -1 : 0;
+            }
+            ptrs[i] = PyLong_AsUnsignedLongLong(ptr);
+            Py_DECREF(ptr);
+            if (PyErr_Occurred())
+                return -1;
+            if (((ptrs[i] & 15) == 0) != (kind == 'P'))
+                return 0;
+        } else if (kind == 'I' || kind == 'i' || kind == '1') {
+            int overflow;
+            long long v = PyLong_CheckExact(a) ? PyLong_AsLongLongAndOverflow(a, &overflow) : (overflow = 1);
+            if (overflow || v < INT32_MIN || v > INT32_MAX || kind != (v == 1 ? '1' : v % 16 ? 'i' : 'I'))
+                return 0;
+        } else if (kind == 'f') {
+            if (!PyFloat_CheckExact(a))
+                return 0;
+        } else {
+            int same = kind == 'c' ? same_value(a, type, value) : 0;
+            if (same != 1)
+                return same;
+        }
+    }
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(kw); j += 3) {
+        PyObject *v = PyDict_GetItemWithError(kwargs, PyTuple_GET_ITEM(kw, j));
+        int same = v ? same_value(v, PyTuple_GET_ITEM(kw, j + 1), PyTuple_GET_ITEM(kw, j + 2)) : PyErr_Occurred() ? -1 : 0;
+        if (same != 1)
+            return same;
+    }
+    return 1;
+}
+
+/* launch(spec, grid, stream, args, skip_if_env[, guard, kwargs]) -> CUresult as an int.
+ * `skip_if_env`: None, or the name (bytes) of an environment variable that, when set to
+ * anything but "" or "0", makes the call launch nothing and return -1 (the frontend's
+ * TLX_INTERPRET). With a guard (`guard_holds`), `args` are the call's positional arguments
+ * (the kernel's parameters first, then positional constexprs) and `kwargs` its keywords; a
+ * call that does not match launches nothing and returns -2. */
 static PyObject *launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
-    if (nargs != 5 || !PyBytes_Check(a[0]) || !PyTuple_Check(a[3])) {
-        PyErr_SetString(PyExc_TypeError, "launch(spec: bytes, grid, stream: int, args: tuple, skip_if_env)");
+    if ((nargs != 5 && nargs != 7) || !PyBytes_Check(a[0]) || !PyTuple_Check(a[3]) ||
+        (nargs == 7 && (!PyTuple_Check(a[5]) || PyTuple_GET_SIZE(a[5]) != 3 || !PyDict_Check(a[6])))) {
+        PyErr_SetString(PyExc_TypeError, "launch(spec: bytes, grid, stream: int, args: tuple, skip_if_env"
+                                         "[, guard: (bytes, tuple, tuple), kwargs: dict])");
         return NULL;
     }
     if (a[4] != Py_None) {
@@ -225,8 +297,18 @@ static PyObject *launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
         PyErr_SetString(PyExc_ValueError, "not a launch spec");
         return NULL;
     }
-    if (PyTuple_GET_SIZE(a[3]) != (Py_ssize_t)h->nparams) {
-        PyErr_Format(PyExc_TypeError, "the kernel takes %u arguments, got %zd", h->nparams, PyTuple_GET_SIZE(a[3]));
+    Py_ssize_t given = PyTuple_GET_SIZE(a[3]);
+    unsigned long long ptrs[MAX_PARAMS];
+    const char *kinds = NULL; /* with a guard: ptrs[i] holds the pointer it read of a 'P'/'p' argument */
+    if (nargs == 7) {
+        if (given > MAX_PARAMS || given < (Py_ssize_t)h->nparams)
+            return PyLong_FromLong(-2);
+        int holds = guard_holds(a[5], &PyTuple_GET_ITEM(a[3], 0), given, a[6], ptrs);
+        if (holds != 1)
+            return holds < 0 ? NULL : PyLong_FromLong(-2);
+        kinds = PyBytes_AS_STRING(PyTuple_GET_ITEM(a[5], 0));
+    } else if (given != (Py_ssize_t)h->nparams) {
+        PyErr_Format(PyExc_TypeError, "the kernel takes %u arguments, got %zd", h->nparams, given);
         return NULL;
     }
     void *stream = PyLong_AsVoidPtr(a[2]);
@@ -246,7 +328,9 @@ static PyObject *launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
             return NULL;
         }
         pointers[i] = buffer + p->offset;
-        if (pack(p, PyTuple_GET_ITEM(a[3], i), buffer + p->offset, (int)i) < 0)
+        if (kinds && (kinds[i] | 0x20) == 'p' && p->kind == 'p' && p->size == 8)
+            memcpy(buffer + p->offset, &ptrs[i], 8);
+        else if (pack(p, PyTuple_GET_ITEM(a[3], i), buffer + p->offset, (int)i) < 0)
             return NULL;
     }
     if (entry == NULL) {
@@ -267,7 +351,7 @@ static PyObject *launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
 static PyMethodDef methods[] = {
     {"set_entry", (PyCFunction)set_entry, METH_O, "set_entry(address): the cuLaunchKernelEx to call."},
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
-     "launch(spec, grid, stream, args, skip_if_env) -> CUresult as an int (-1: skipped)."},
+     "launch(spec, grid, stream, args, skip_if_env[, guard, kwargs]) -> CUresult as an int (-1: skipped, -2: no match)."},
     {"noop_entry", (PyCFunction)noop_entry, METH_NOARGS,
      "The address of a C stand-in for cuLaunchKernelEx that does nothing (CPU benchmark, tests)."},
     {NULL, NULL, 0, NULL},
@@ -277,5 +361,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tlx_native_launch",
 
 PyMODINIT_FUNC PyInit__tlx_native_launch(void) {
     data_ptr_name = PyUnicode_InternFromString("data_ptr");
-    return data_ptr_name == NULL ? NULL : PyModule_Create(&module);
+    is_cuda_name = PyUnicode_InternFromString("is_cuda");
+    dtype_name = PyUnicode_InternFromString("dtype");
+    return data_ptr_name && is_cuda_name && dtype_name ? PyModule_Create(&module) : NULL;
 }
