@@ -6,13 +6,11 @@
  * offset), the grid, the stream handle and the arguments, packs the parameters on the stack
  * (so threads never share a buffer) and launches with the GIL released.
  *
- * It decides nothing about specialization: the frontend has already chosen the spec from its
- * key (tlx/specialize.py). With a guard (tlx/specialize.py, `guard_of`) it only COMPARES the
- * call's arguments with what the specializer saw when it chose that spec, and launches nothing
- * on a difference (the frontend then asks the specializer). An argument it cannot pack as
- * given (a CAI or DLPack array, a value out of range) raises TypeError/OverflowError before
- * anything is launched; the Python launcher then converts the arguments or explains the
- * error. A bad grid raises ValueError.
+ * It decides nothing about specialization: the frontend chose the spec by its key
+ * (tlx/specialize.py); with a guard (`guard_of` there) this only compares the call's arguments
+ * with those the key was computed from, and launches nothing on a difference. An argument it
+ * cannot pack as given (a CAI array, a value out of range) raises TypeError/OverflowError, a
+ * bad grid ValueError, before anything is launched; the Python launcher then explains.
  *
  * No cuda.h or libcuda is needed to build it: the driver entry arrives as an address
  * (`set_entry`) and the two structs it fills are declared below with cuda.h's layouts.
@@ -126,11 +124,9 @@ static int pack(const spec_param *p, PyObject *arg, unsigned char *dst, int inde
             if (s < lo || s > hi)
                 return fail(PyExc_OverflowError, index, "integer out of range for its type");
         }
-        if (p->size == 8) memcpy(dst, &u, 8);
-        else if (p->size == 4) { uint32_t w = (uint32_t)u; memcpy(dst, &w, 4); }
-        else if (p->size == 2) { uint16_t w = (uint16_t)u; memcpy(dst, &w, 2); }
-        else if (p->size == 1) { uint8_t w = (uint8_t)u; memcpy(dst, &w, 1); }
-        else return fail(PyExc_ValueError, index, "bad integer size");
+        if (p->size != 1 && p->size != 2 && p->size != 4 && p->size != 8)
+            return fail(PyExc_ValueError, index, "bad integer size");
+        memcpy(dst, &u, p->size); /* the low bytes: CUDA hosts are little-endian */
         return 0;
     }
     case 'f':
@@ -207,62 +203,57 @@ static int read_grid(PyObject *grid, const spec_header *h, unsigned int dims[3])
     return 0;
 }
 
-/* A value that must be the one the guard saw: exactly its type, and equal to it. */
+/* The guard's comparisons (1 the same, 0 not, -1 an exception). A constexpr or option: exactly
+ * the type, and equal; a tensor: exactly the type, is_cuda, the same dtype object, and its
+ * data_ptr() in *ptr (the packing reuses it). */
 static int same_value(PyObject *v, PyObject *type, PyObject *expected) {
     return (PyObject *)Py_TYPE(v) == type ? PyObject_RichCompareBool(v, expected, Py_EQ) : 0;
 }
 
-/* Whether the call's positional `args` and `kwargs` match `guard` = (kinds: bytes, one per
- * positional argument; objects: tuple, a (type, value) pair per positional argument;
- * keywords: tuple of (name, type, value) triples): 1 yes, 0 no, -1 an exception. Kinds:
- * 'P'/'p' a CUDA tensor of exactly `type` whose dtype is `value` and whose data_ptr() is / is
- * not a multiple of 16 (kept in ptrs[] for the packing); 'I'/'i' an int (not a subclass:
- * bool is i1) in int32, a multiple of 16 / not one, and not 1; '1' the int 1; 'f' a float;
- * 'c' a constexpr (`same_value`). The keywords must be exactly the names listed, each
- * `same_value`. These are what the specializer's key reads of such arguments (`key_of`). */
+static int same_tensor(PyObject *a, PyObject *type, PyObject *dtype, unsigned long long *ptr) {
+    if ((PyObject *)Py_TYPE(a) != type)
+        return 0;
+    PyObject *cuda = PyObject_GetAttr(a, is_cuda_name), *d = cuda == Py_True ? PyObject_GetAttr(a, dtype_name) : NULL;
+    PyObject *v = d != NULL && d == dtype ? PyObject_CallMethodNoArgs(a, data_ptr_name) : NULL;
+    int same = v != NULL && PyLong_Check(v);
+    *ptr = same ? PyLong_AsUnsignedLongLong(v) : 0;
+    Py_XDECREF(cuda); Py_XDECREF(d); Py_XDECREF(v);
+    return PyErr_Occurred() ? -1 : same;
+}
+
+/* Whether a call's positional `args` and `kwargs` match `guard` = (kinds: bytes, one per
+ * positional argument; objects: a (type, value) pair per positional argument; keywords:
+ * (name, type, value) triples), as the specializer (tlx/specialize.py, `guard_of`) recorded
+ * them of the call it keyed. Kinds: 'P'/'p' a tensor (`same_tensor`) whose data_ptr() is / is
+ * not a multiple of 16; 'I'/'i'/'1' an int (bool, a subclass, is i1) in int32 that is a
+ * multiple of 16 / is not / is 1; 'f' a float; 'c' a constexpr (`same_value`). The keywords
+ * must be exactly those named, each `same_value`. 1 yes, 0 no, -1 an exception. */
 static int guard_holds(PyObject *guard, PyObject *const *args, Py_ssize_t n, PyObject *kwargs,
                        unsigned long long *ptrs) {
     PyObject *kinds = PyTuple_GET_ITEM(guard, 0), *objs = PyTuple_GET_ITEM(guard, 1), *kw = PyTuple_GET_ITEM(guard, 2);
-    if (PyBytes_GET_SIZE(kinds) != n || PyDict_GET_SIZE(kwargs) != PyTuple_GET_SIZE(kw) / 3)
+    if (PyBytes_GET_SIZE(kinds) != n || PyTuple_GET_SIZE(objs) != 2 * n || PyDict_GET_SIZE(kwargs) != PyTuple_GET_SIZE(kw) / 3)
         return 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *a = args[i], *type = PyTuple_GET_ITEM(objs, 2 * i), *value = PyTuple_GET_ITEM(objs, 2 * i + 1);
         char kind = PyBytes_AS_STRING(kinds)[i];
-        if (kind == 'P' || kind == 'p') {
-            if ((PyObject *)Py_TYPE(a) != type)
-                return 0;
-            PyObject *cuda = PyObject_GetAttr(a, is_cuda_name), *dtype = cuda ? PyObject_GetAttr(a, dtype_name) : NULL;
-            int same = cuda == Py_True && dtype == value;
-            Py_XDECREF(cuda);
-            Py_XDECREF(dtype);
-            if (!same)
-                return PyErr_Occurred() ? -1 : 0;
-            PyObject *ptr = PyObject_CallMethodNoArgs(a, data_ptr_name);
-            if (ptr == NULL || !PyLong_Check(ptr)) {
-                Py_XDECREF(ptr);
-                return PyErr_Occurred() ? -1 : 0;
-            }
-            ptrs[i] = PyLong_AsUnsignedLongLong(ptr);
-            Py_DECREF(ptr);
-            if (PyErr_Occurred())
-                return -1;
-            if (((ptrs[i] & 15) == 0) != (kind == 'P'))
-                return 0;
-        } else if (kind == 'I' || kind == 'i' || kind == '1') {
-            int overflow;
-            long long v = PyLong_CheckExact(a) ? PyLong_AsLongLongAndOverflow(a, &overflow) : (overflow = 1);
-            if (overflow || v < INT32_MIN || v > INT32_MAX || kind != (v == 1 ? '1' : v % 16 ? 'i' : 'I'))
-                return 0;
-        } else if (kind == 'f') {
-            if (!PyFloat_CheckExact(a))
-                return 0;
-        } else {
-            int same = kind == 'c' ? same_value(a, type, value) : 0;
-            if (same != 1)
-                return same;
+        int same, overflow = 0;
+        long long v;
+        switch (kind) {
+        case 'P': case 'p':
+            same = same_tensor(a, type, value, &ptrs[i]);
+            same = same == 1 ? ((ptrs[i] & 15) == 0) == (kind == 'P') : same;
+            break;
+        case 'I': case 'i': case '1':
+            v = PyLong_CheckExact(a) ? PyLong_AsLongLongAndOverflow(a, &overflow) : (overflow = 1);
+            same = !overflow && v >= INT32_MIN && v <= INT32_MAX && kind == (v == 1 ? '1' : v % 16 ? 'i' : 'I');
+            break;
+        case 'f': same = PyFloat_CheckExact(a); break;
+        default: same = kind == 'c' ? same_value(a, type, value) : 0;
         }
+        if (same != 1)
+            return same;
     }
-    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(kw); j += 3) {
+    for (Py_ssize_t j = 0; j + 2 < PyTuple_GET_SIZE(kw); j += 3) {
         PyObject *v = PyDict_GetItemWithError(kwargs, PyTuple_GET_ITEM(kw, j));
         int same = v ? same_value(v, PyTuple_GET_ITEM(kw, j + 1), PyTuple_GET_ITEM(kw, j + 2)) : PyErr_Occurred() ? -1 : 0;
         if (same != 1)
@@ -272,11 +263,10 @@ static int guard_holds(PyObject *guard, PyObject *const *args, Py_ssize_t n, PyO
 }
 
 /* launch(spec, grid, stream, args, skip_if_env[, guard, kwargs]) -> CUresult as an int.
- * `skip_if_env`: None, or the name (bytes) of an environment variable that, when set to
- * anything but "" or "0", makes the call launch nothing and return -1 (the frontend's
- * TLX_INTERPRET). With a guard (`guard_holds`), `args` are the call's positional arguments
- * (the kernel's parameters first, then positional constexprs) and `kwargs` its keywords; a
- * call that does not match launches nothing and returns -2. */
+ * `skip_if_env`: None, or the name (bytes) of an environment variable that, set to anything
+ * but "" or "0", makes it launch nothing and return -1 (the frontend's TLX_INTERPRET). With a
+ * guard, `args` are the call's positional arguments (the kernel's parameters, then positional
+ * constexprs), `kwargs` its keywords; a call the guard does not hold for returns -2. */
 static PyObject *launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
     if ((nargs != 5 && nargs != 7) || !PyBytes_Check(a[0]) || !PyTuple_Check(a[3]) ||
         (nargs == 7 && (!PyTuple_Check(a[5]) || PyTuple_GET_SIZE(a[5]) != 3 || !PyDict_Check(a[6])))) {

@@ -1,13 +1,21 @@
 """The launch path: `kernel[grid](*args, **kwargs)` — look the call up, launch it.
 
 `KernelLaunch` is one kernel's launch state. `kernel[grid]` returns a launch function bound to
-the grid (`bind_grid`); a call computes its *call key* — `tlx.specialize.key_of` of the runtime
-arguments given positionally, with the positional constexprs and the keywords (constexprs and
-launch options, with their types) when there are any — and looks it up in one dict. A hit
-holds what the first call of that key resolved: the native launch and the specialization's
-launch spec (`Launcher.fast`), the default values of the runtime parameters the call left out,
-and the compiled kernel. So a repeated launch costs the key, one dict lookup, the stream, and
-one native call, which packs the arguments and calls cuLaunchKernelEx.
+the grid (`bind_grid`). The specializer (`tlx.specialize`) is the one source of truth for what a
+call compiles to; the launch path asks it as rarely as it can:
+
+* a guard (`recent`): the last few specializations found by key, each with the guard
+  `guard_of` recorded of the call that found it. A call passes its arguments, the grid and the
+  stream to the native launch together with a guard; the C side compares (a tensor's type,
+  dtype object and alignment, an int's class, constexprs and options by type and value) and
+  packs in one pass, and launches, or answers GUARD_MISS having launched nothing. So a
+  repeated launch costs the stream and one native call; computing no key.
+* the call key: `tlx.specialize.key_of` of the runtime arguments given positionally, with the
+  positional constexprs and the keywords (constexprs and launch options, with their types)
+  when there are any, looked up in one dict (`calls`). A hit holds what the first call of that
+  key resolved: the native launch and the specialization's launch spec (`Launcher.fast`), the
+  default values of the runtime parameters the call left out, and the compiled kernel; it
+  becomes the newest guard.
 
 Everything else takes `run`, the general path: bind the call (`Specializer.bind`: defaults,
 options, clear errors), specialize it, compile through the caches (`tlx.compile`), load, launch

@@ -186,6 +186,15 @@ def axpy_native_kernel(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
 
 
 @tlx.jit
+def axpy_guard_kernel(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
+    # axpy_kernel again, as its own kernel: the guard test counts this one's specializations
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, alpha * tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask),
+             mask=mask)
+
+
+@tlx.jit
 def twice_plus_one_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
