@@ -645,3 +645,24 @@ def test_repeated_calls_are_matched_by_their_guard_without_a_key(launches, torch
     assert k.launch_path.misses == misses and len(seen) == 4 + 8 * 4
     if launches.mode == "native launch":
         assert len(keys) == keyed  # no call key computed: every call matched a guard
+
+
+def test_calls_no_guard_describes_are_found_by_key_and_later_guardable_ones_get_a_guard(launches, torch_mode,
+                                                                                       monkeypatch):
+    """A numpy int has the same key as a Python int but no guard: it is found by key every time
+    (and the guard is not tried again for it); a Python int of that key afterwards gets a guard."""
+    k = make_takes_anything()
+    x, y = Tensor(0x10000, (64,)), Tensor(0x20000, (64,))
+    tried = []
+    real_guard_of = tlx.launch.guard_of
+    monkeypatch.setattr("tlx.launch.guard_of", lambda *a: tried.append(a[0]) or real_guard_of(*a))
+    first = k[(1,)](x, y, np.int32(64), 1.0, BLOCK=64)
+    for i in range(3):
+        assert k[(1,)](x, y, np.int32(16 * i), 1.0, BLOCK=64) is first
+        assert launches.calls[-1]["params"][2] == struct.pack("<i", 16 * i)
+    assert k.launch_path.recent == ()
+    if launches.mode == "native launch":
+        assert len(tried) == 1  # the first call's; not again for the same argument types
+        assert k[(1,)](x, y, 32, 1.0, BLOCK=64) is first and len(k.launch_path.recent) == 1
+        assert k[(1,)](x, y, np.int32(48), 1.0, BLOCK=64) is first  # found by key again
+        assert launches.calls[-1]["params"][2] == struct.pack("<i", 48)

@@ -65,6 +65,9 @@ class KernelLaunch:
         # the specializations of the latest calls found by key, newest first, each with the guard
         # (`guard_of`) under which the native launch reuses it: (native, guard, spec, compiled, launcher)
         self.recent: Tuple[Tuple[Any, Guard, bytes, CompiledKernel, Any], ...] = ()
+        # call key -> the argument types of its last call no guard could describe (numpy scalars,
+        # CAI arrays...): later calls of the key with those types do not try `guard_of` again
+        self.unguarded: Dict[Any, Tuple[type, ...]] = {}
 
     def bind_grid(self, grid: Any) -> Callable[..., CompiledKernel]:
         """The launch function of `kernel[grid]`: the hot path (module docstring)."""
@@ -98,7 +101,7 @@ class KernelLaunch:
         """The launch by call key, for calls no guard in `recent` matched: `launch(g, args,
         kwargs, stream)`, `g` the grid if already resolved (else None)."""
         calls, run, n_lead, n_fast = self.calls, self.run, self.specializer.n_lead, self.specializer.n_fast
-        runtime = self.specializer.runtime_set
+        runtime, unguarded = self.specializer.runtime_set, self.unguarded
         env = _INTERPRET_NAME
 
         def launch(g: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any], stream: Any) -> CompiledKernel:
@@ -128,7 +131,9 @@ class KernelLaunch:
                     return self.run_interpreter(grid, args, kwargs)
                 launcher.launch(g, values, s)
                 return compiled
-            self.remember(native, spec, compiled, launcher, args, kwargs, lead, tail)
+            failed = unguarded.get(key)
+            if failed is None or failed != tuple(map(type, args)):
+                self.remember(key, native, spec, compiled, launcher, args, kwargs, lead, tail)
             try:
                 err = native(spec, g, s, values, env)
             except Exception:  # an argument it cannot pack as given, or a bad value or grid:
@@ -138,14 +143,15 @@ class KernelLaunch:
 
         return launch
 
-    def remember(self, native: Any, spec: bytes, compiled: CompiledKernel, launcher: Any, args: Tuple[Any, ...],
+    def remember(self, key: Any, native: Any, spec: bytes, compiled: CompiledKernel, launcher: Any, args: Tuple[Any, ...],
                  kwargs: Dict[str, Any], lead: Tuple[Any, ...], tail: Optional[Tuple[Any, ...]]) -> None:
-        """Put a call found by its key first in `recent`, with its guard (`guard_of`), when the
-        native launch takes its arguments as given and a guard can describe them."""
-        if tail:  # runtime arguments the call left to their defaults: the native launch takes
-            return  # the call's own arguments, so only calls that give every runtime argument
-        guard = guard_of(args, kwargs, lead)
-        if guard is not None:
+        """Put a call found by `key` first in `recent`, with its guard (`guard_of`), when the
+        native launch takes its arguments as given and a guard can describe them; otherwise
+        note the call's argument types in `unguarded`."""
+        guard = None if tail else guard_of(args, kwargs, lead)  # tail: runtime arguments left to
+        if guard is None:  # their defaults, which the native launch would not see in the call
+            self.unguarded[key] = tuple(map(type, args))
+        else:
             self.recent = ((native, guard, spec, compiled, launcher),) + self.recent[:RECENT - 1]
 
     def after_error(self, err: int, grid: Any, g: Any, s: int, args: Sequence[Any], kwargs: Dict[str, Any],
@@ -198,7 +204,7 @@ class KernelLaunch:
             self.calls[call_key] = (native, launch_spec, tail, compiled, launcher)
             if native is not None:
                 specs = tuple(s for s in spec.key[0] if isinstance(s, ArgSpec))
-                self.remember(native, launch_spec, compiled, launcher, tuple(args), kwargs, specs, tail)
+                self.remember(call_key, native, launch_spec, compiled, launcher, tuple(args), kwargs, specs, tail)
         g = grid_tuple(grid, values) if callable(grid) else grid
         launcher.launch(g, runtime_args, stream)
         return compiled

@@ -334,6 +334,7 @@ def test_alignment_and_int_flips_of_real_tensors_launch_their_own_specialization
                 x = torch.from_numpy(xh).cuda()[offset:offset + n]
                 y = torch.from_numpy(yh).cuda()
                 out = torch.full((n,), float("nan"), device="cuda")
+                A.AXPY_GUARD[(offset, n)].check(x, y, out, n, 0.5)
                 k = kernel[(cdiv(n, BLOCK),)](x, y, out, n, 0.5, BLOCK=BLOCK)
                 assert seen.setdefault((offset, n), k) is k
                 torch.cuda.synchronize()
