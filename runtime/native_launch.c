@@ -269,7 +269,9 @@ static int guard_holds(PyObject *guard, PyObject *const *args, Py_ssize_t n, PyO
  * constexprs), `kwargs` its keywords; a call the guard does not hold for returns -2. */
 static PyObject *launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
     if ((nargs != 5 && nargs != 7) || !PyBytes_Check(a[0]) || !PyTuple_Check(a[3]) ||
-        (nargs == 7 && (!PyTuple_Check(a[5]) || PyTuple_GET_SIZE(a[5]) != 3 || !PyDict_Check(a[6])))) {
+        (nargs == 7 && (!PyTuple_Check(a[5]) || PyTuple_GET_SIZE(a[5]) != 3 || !PyDict_Check(a[6]) ||
+                        !PyBytes_Check(PyTuple_GET_ITEM(a[5], 0)) || !PyTuple_Check(PyTuple_GET_ITEM(a[5], 1)) ||
+                        !PyTuple_Check(PyTuple_GET_ITEM(a[5], 2))))) {
         PyErr_SetString(PyExc_TypeError, "launch(spec: bytes, grid, stream: int, args: tuple, skip_if_env"
                                          "[, guard: (bytes, tuple, tuple), kwargs: dict])");
         return NULL;
