@@ -8,9 +8,10 @@ kernel (three tensors + an int), launched in a Python loop, through
   from the specialization's spec and calls the driver) — the floor under tlx's launches;
 * the runtime's ``Launcher.launch(grid, args)`` on hand-written PTX (through the native launch,
   and once more through cuda.bindings, as with ``TLX_NATIVE_LAUNCH=0``);
-* the full frontend path: ``kernel[grid](...)`` of an ``@tlx.jit`` kernel — the call key
-  (``tlx.specialize.key_of``), one dict lookup, torch's current stream and the native launch;
-  the rows after it say where its time goes beyond the driver call;
+* the full frontend path: ``kernel[grid](...)`` of an ``@tlx.jit`` kernel — torch's current
+  stream and one native call that checks the arguments against the guard of the last
+  specialization (``tlx.specialize.guard_of``) and launches; the rows after it say where its
+  time goes beyond the driver call (``key_of``, the call key a guard miss computes, for scale);
 * Triton ``@triton.jit`` on the same machine, when installed.
 
 Targets (issue 30): ``kernel[grid](...)`` with four arguments within 1.25x of the raw anchor,
@@ -218,13 +219,17 @@ def cpu_main(n: int, repeats: int) -> int:
 
     empty_kernel[g]()
     four_arg_kernel[g](a, b, c, 4096)
+    (_, guard0, gspec0, *_), (_, guard4, gspec4, *_) = empty_kernel.launch_path.recent[0], four_arg_kernel.launch_path.recent[0]
+    env = b"TLX_INTERPRET"
     rows: List[Tuple[str, Callable[[], Any], Callable[[], Any]]] = [
         ("native launch alone (anchor)", lambda: n0(spec0, g, 0, args0, None), lambda: n4(spec4, g, 0, args4, None)),
         ("Launcher.launch", lambda: e0.launch(g, args0), lambda: e4.launch(g, args4)),
         ("tlx kernel[grid](...)", lambda: empty_kernel[g](), lambda: four_arg_kernel[g](a, b, c, 4096)),
         ("  of which: kernel[grid]", lambda: empty_kernel[g], lambda: four_arg_kernel[g]),
-        ("  of which: key_of(args)", lambda: key_of(args0), lambda: key_of(args4)),
+        ("  of which: native launch + guard", lambda: n0(gspec0, g, 0, args0, env, guard0, {}),
+         lambda: n4(gspec4, g, 0, args4, env, guard4, {})),
         ("  of which: default_stream()", default_stream, default_stream),
+        ("  not used: key_of(args)", lambda: key_of(args0), lambda: key_of(args4)),
     ]
     times = time_rows([f for _, f0, f4 in rows for f in (f0, f4)], n, repeats)
     results = [(name, times[2 * i], times[2 * i + 1]) for i, (name, _, _) in enumerate(rows)]
@@ -321,10 +326,13 @@ def main(argv: List[str]) -> int:
         rows.append(("tlx kernel[grid](...)", "4 args", time_loop(lambda: four_arg_kernel[g](a, b, c, 4096), sync)))
         # where kernel[grid]'s time goes beyond the driver call (each also costs one Python call
         # of the timing loop, the first row)
+        nat, guard4, gspec4 = four_arg_kernel.launch_path.recent[0][:3]
+        env, no_kw = b"TLX_INTERPRET", {}
         for label, fn in (("  of which: a Python call (loop)", lambda: None),
                           ("  of which: kernel[grid]", lambda: four_arg_kernel[g]),
-                          ("  of which: key_of(args)", lambda: key_of(args4)),
-                          ("  of which: torch's current stream", default_stream)):
+                          ("  of which: native launch + guard", lambda: nat(gspec4, g, 0, args4, env, guard4, no_kw)),
+                          ("  of which: torch's current stream", default_stream),
+                          ("  not used: key_of(args)", lambda: key_of(args4))):
             rows.append((label, "4 args", time_loop(fn, lambda: None)))
     except Exception as exc:  # the frontend may fail here: report it, time the rest
         note = f"tlx kernel[grid](...): n/a ({type(exc).__name__}: {str(exc)[:120]})"
@@ -359,7 +367,7 @@ def main(argv: List[str]) -> int:
     for path, kernel, t in rows:
         if t is None:
             print(f"{path:<34} {kernel:<8} {'n/a':>7}")
-        elif path.startswith("  of which"):
+        elif path.startswith(("  of which", "  not used")):
             print(f"{path:<34} {kernel:<8} {t.best:>7.2f} {t.median:>7.2f}")
         else:
             print(f"{path:<34} {kernel:<8} {t.best:>7.2f} {t.median:>7.2f} {t.best / raw[kernel].best:>7.2f}")

@@ -6,10 +6,11 @@
  * offset), the grid, the stream handle and the arguments, packs the parameters on the stack
  * (so threads never share a buffer) and launches with the GIL released.
  *
- * It decides nothing about specialization: the frontend has already chosen the spec from its
- * key (tlx/specialize.py). An argument it cannot pack as given (a CAI or DLPack array, a value
- * out of range) raises TypeError/OverflowError before anything is launched; the Python
- * launcher then converts the arguments or explains the error. A bad grid raises ValueError.
+ * It decides nothing about specialization: the frontend chose the spec by its key
+ * (tlx/specialize.py); with a guard (`guard_of` there) this only compares the call's arguments
+ * with those the key was computed from, and launches nothing on a difference. An argument it
+ * cannot pack as given (a CAI array, a value out of range) raises TypeError/OverflowError, a
+ * bad grid ValueError, before anything is launched; the Python launcher then explains.
  *
  * No cuda.h or libcuda is needed to build it: the driver entry arrives as an address
  * (`set_entry`) and the two structs it fills are declared below with cuda.h's layouts.
@@ -55,7 +56,7 @@ typedef struct { uint8_t kind, bits; uint16_t size; uint32_t offset; } spec_para
 #define MAX_PARAMS 512
 
 static launch_fn entry = NULL;
-static PyObject *data_ptr_name = NULL;
+static PyObject *data_ptr_name, *is_cuda_name, *dtype_name;
 
 static PyObject *set_entry(PyObject *self, PyObject *address) {
     void *p = PyLong_AsVoidPtr(address);
@@ -123,11 +124,9 @@ static int pack(const spec_param *p, PyObject *arg, unsigned char *dst, int inde
             if (s < lo || s > hi)
                 return fail(PyExc_OverflowError, index, "integer out of range for its type");
         }
-        if (p->size == 8) memcpy(dst, &u, 8);
-        else if (p->size == 4) { uint32_t w = (uint32_t)u; memcpy(dst, &w, 4); }
-        else if (p->size == 2) { uint16_t w = (uint16_t)u; memcpy(dst, &w, 2); }
-        else if (p->size == 1) { uint8_t w = (uint8_t)u; memcpy(dst, &w, 1); }
-        else return fail(PyExc_ValueError, index, "bad integer size");
+        if (p->size != 1 && p->size != 2 && p->size != 4 && p->size != 8)
+            return fail(PyExc_ValueError, index, "bad integer size");
+        memcpy(dst, &u, p->size); /* the low bytes: CUDA hosts are little-endian */
         return 0;
     }
     case 'f':
@@ -204,12 +203,77 @@ static int read_grid(PyObject *grid, const spec_header *h, unsigned int dims[3])
     return 0;
 }
 
-/* launch(spec, grid, stream, args, skip_if_env) -> CUresult as an int. `skip_if_env`: None,
- * or the name (bytes) of an environment variable that, when set to anything but "" or "0",
- * makes the call launch nothing and return -1 (the frontend's TLX_INTERPRET). */
+/* The guard's comparisons (1 the same, 0 not, -1 an exception). A constexpr or option: exactly
+ * the type, and equal; a tensor: exactly the type, is_cuda, the same dtype object, and its
+ * data_ptr() in *ptr (the packing reuses it). */
+static int same_value(PyObject *v, PyObject *type, PyObject *expected) {
+    return (PyObject *)Py_TYPE(v) == type ? PyObject_RichCompareBool(v, expected, Py_EQ) : 0;
+}
+
+static int same_tensor(PyObject *a, PyObject *type, PyObject *dtype, unsigned long long *ptr) {
+    if ((PyObject *)Py_TYPE(a) != type)
+        return 0;
+    PyObject *cuda = PyObject_GetAttr(a, is_cuda_name), *d = cuda == Py_True ? PyObject_GetAttr(a, dtype_name) : NULL;
+    PyObject *v = d != NULL && d == dtype ? PyObject_CallMethodNoArgs(a, data_ptr_name) : NULL;
+    int same = v != NULL && PyLong_Check(v);
+    *ptr = same ? PyLong_AsUnsignedLongLong(v) : 0;
+    Py_XDECREF(cuda); Py_XDECREF(d); Py_XDECREF(v);
+    return PyErr_Occurred() ? -1 : same;
+}
+
+/* Whether a call's positional `args` and `kwargs` match `guard` = (kinds: bytes, one per
+ * positional argument; objects: a (type, value) pair per positional argument; keywords:
+ * (name, type, value) triples), as the specializer (tlx/specialize.py, `guard_of`) recorded
+ * them of the call it keyed. Kinds: 'P'/'p' a tensor (`same_tensor`) whose data_ptr() is / is
+ * not a multiple of 16; 'I'/'i'/'1' an int (bool, a subclass, is i1) in int32 that is a
+ * multiple of 16 / is not / is 1; 'f' a float; 'c' a constexpr (`same_value`). The keywords
+ * must be exactly those named, each `same_value`. 1 yes, 0 no, -1 an exception. */
+static int guard_holds(PyObject *guard, PyObject *const *args, Py_ssize_t n, PyObject *kwargs,
+                       unsigned long long *ptrs) {
+    PyObject *kinds = PyTuple_GET_ITEM(guard, 0), *objs = PyTuple_GET_ITEM(guard, 1), *kw = PyTuple_GET_ITEM(guard, 2);
+    if (PyBytes_GET_SIZE(kinds) != n || PyTuple_GET_SIZE(objs) != 2 * n || PyDict_GET_SIZE(kwargs) != PyTuple_GET_SIZE(kw) / 3)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = args[i], *type = PyTuple_GET_ITEM(objs, 2 * i), *value = PyTuple_GET_ITEM(objs, 2 * i + 1);
+        char kind = PyBytes_AS_STRING(kinds)[i];
+        int same, overflow = 0;
+        long long v;
+        switch (kind) {
+        case 'P': case 'p':
+            same = same_tensor(a, type, value, &ptrs[i]);
+            same = same == 1 ? ((ptrs[i] & 15) == 0) == (kind == 'P') : same;
+            break;
+        case 'I': case 'i': case '1':
+            v = PyLong_CheckExact(a) ? PyLong_AsLongLongAndOverflow(a, &overflow) : (overflow = 1);
+            same = !overflow && v >= INT32_MIN && v <= INT32_MAX && kind == (v == 1 ? '1' : v % 16 ? 'i' : 'I');
+            break;
+        case 'f': same = PyFloat_CheckExact(a); break;
+        default: same = kind == 'c' ? same_value(a, type, value) : 0;
+        }
+        if (same != 1)
+            return same;
+    }
+    for (Py_ssize_t j = 0; j + 2 < PyTuple_GET_SIZE(kw); j += 3) {
+        PyObject *v = PyDict_GetItemWithError(kwargs, PyTuple_GET_ITEM(kw, j));
+        int same = v ? same_value(v, PyTuple_GET_ITEM(kw, j + 1), PyTuple_GET_ITEM(kw, j + 2)) : PyErr_Occurred() ? -1 : 0;
+        if (same != 1)
+            return same;
+    }
+    return 1;
+}
+
+/* launch(spec, grid, stream, args, skip_if_env[, guard, kwargs]) -> CUresult as an int.
+ * `skip_if_env`: None, or the name (bytes) of an environment variable that, set to anything
+ * but "" or "0", makes it launch nothing and return -1 (the frontend's TLX_INTERPRET). With a
+ * guard, `args` are the call's positional arguments (the kernel's parameters, then positional
+ * constexprs), `kwargs` its keywords; a call the guard does not hold for returns -2. */
 static PyObject *launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
-    if (nargs != 5 || !PyBytes_Check(a[0]) || !PyTuple_Check(a[3])) {
-        PyErr_SetString(PyExc_TypeError, "launch(spec: bytes, grid, stream: int, args: tuple, skip_if_env)");
+    if ((nargs != 5 && nargs != 7) || !PyBytes_Check(a[0]) || !PyTuple_Check(a[3]) ||
+        (nargs == 7 && (!PyTuple_Check(a[5]) || PyTuple_GET_SIZE(a[5]) != 3 || !PyDict_Check(a[6]) ||
+                        !PyBytes_Check(PyTuple_GET_ITEM(a[5], 0)) || !PyTuple_Check(PyTuple_GET_ITEM(a[5], 1)) ||
+                        !PyTuple_Check(PyTuple_GET_ITEM(a[5], 2))))) {
+        PyErr_SetString(PyExc_TypeError, "launch(spec: bytes, grid, stream: int, args: tuple, skip_if_env"
+                                         "[, guard: (bytes, tuple, tuple), kwargs: dict])");
         return NULL;
     }
     if (a[4] != Py_None) {
@@ -225,8 +289,18 @@ static PyObject *launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
         PyErr_SetString(PyExc_ValueError, "not a launch spec");
         return NULL;
     }
-    if (PyTuple_GET_SIZE(a[3]) != (Py_ssize_t)h->nparams) {
-        PyErr_Format(PyExc_TypeError, "the kernel takes %u arguments, got %zd", h->nparams, PyTuple_GET_SIZE(a[3]));
+    Py_ssize_t given = PyTuple_GET_SIZE(a[3]);
+    unsigned long long ptrs[MAX_PARAMS];
+    const char *kinds = NULL; /* with a guard: ptrs[i] holds the pointer it read of a 'P'/'p' argument */
+    if (nargs == 7) {
+        if (given > MAX_PARAMS || given < (Py_ssize_t)h->nparams)
+            return PyLong_FromLong(-2);
+        int holds = guard_holds(a[5], &PyTuple_GET_ITEM(a[3], 0), given, a[6], ptrs);
+        if (holds != 1)
+            return holds < 0 ? NULL : PyLong_FromLong(-2);
+        kinds = PyBytes_AS_STRING(PyTuple_GET_ITEM(a[5], 0));
+    } else if (given != (Py_ssize_t)h->nparams) {
+        PyErr_Format(PyExc_TypeError, "the kernel takes %u arguments, got %zd", h->nparams, given);
         return NULL;
     }
     void *stream = PyLong_AsVoidPtr(a[2]);
@@ -246,7 +320,9 @@ static PyObject *launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
             return NULL;
         }
         pointers[i] = buffer + p->offset;
-        if (pack(p, PyTuple_GET_ITEM(a[3], i), buffer + p->offset, (int)i) < 0)
+        if (kinds && (kinds[i] | 0x20) == 'p' && p->kind == 'p' && p->size == 8)
+            memcpy(buffer + p->offset, &ptrs[i], 8);
+        else if (pack(p, PyTuple_GET_ITEM(a[3], i), buffer + p->offset, (int)i) < 0)
             return NULL;
     }
     if (entry == NULL) {
@@ -267,7 +343,7 @@ static PyObject *launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
 static PyMethodDef methods[] = {
     {"set_entry", (PyCFunction)set_entry, METH_O, "set_entry(address): the cuLaunchKernelEx to call."},
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
-     "launch(spec, grid, stream, args, skip_if_env) -> CUresult as an int (-1: skipped)."},
+     "launch(spec, grid, stream, args, skip_if_env[, guard, kwargs]) -> CUresult as an int (-1: skipped, -2: no match)."},
     {"noop_entry", (PyCFunction)noop_entry, METH_NOARGS,
      "The address of a C stand-in for cuLaunchKernelEx that does nothing (CPU benchmark, tests)."},
     {NULL, NULL, 0, NULL},
@@ -277,5 +353,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tlx_native_launch",
 
 PyMODINIT_FUNC PyInit__tlx_native_launch(void) {
     data_ptr_name = PyUnicode_InternFromString("data_ptr");
-    return data_ptr_name == NULL ? NULL : PyModule_Create(&module);
+    is_cuda_name = PyUnicode_InternFromString("is_cuda");
+    dtype_name = PyUnicode_InternFromString("dtype");
+    return data_ptr_name && is_cuda_name && dtype_name ? PyModule_Create(&module) : NULL;
 }

@@ -515,3 +515,154 @@ def test_kernel_object_surface_without_a_gpu(launches):
         pass
 
     assert other.cache_key != scale.cache_key
+
+
+# -- the guard: a repeated call is matched in C against the last specializations' arguments ----
+
+def make_takes_anything():
+    """A kernel whose body compiles for any argument types, so that every kind of argument can
+    be passed in every position."""
+
+    @tlx.jit
+    def takes_anything(a, b, n, alpha, BLOCK: tl.constexpr):
+        pass
+
+    return takes_anything
+
+
+def expected_kernel(kernel, args, kwargs):
+    """The specialization the specializer (the one source of truth) gives this call, looked up
+    among those the kernel compiled: a KeyError when the launch path never compiled it."""
+    path = kernel.launch_path
+    kwargs = {k: v for k, v in kwargs.items() if k != "stream"}
+    spec = path.specializer.specialize(*path.specializer.bind(args, kwargs))
+    return path.compiled[spec.key]
+
+
+def test_guard_gives_every_call_the_specializers_kernel(launches, torch_mode):
+    """Calls that differ from each other in one property each (alignment, dtype, int class,
+    int -> float, tensor vs int, numpy scalars, bool, constexpr value and type, keyword vs
+    positional, options), in a shuffled order, twice: each launches the kernel the specializer
+    picks for it, with its own arguments, however the calls before it left the guards."""
+    k = make_takes_anything()
+    x, y = Tensor(0x10000, (64,)), Tensor(0x20000, (64,))
+    calls = [
+        ((x, y, 1024, 2.0), {"BLOCK": 64}),
+        ((Tensor(0x10004, (64,)), y, 1024, 2.0), {"BLOCK": 64}),  # pointer alignment flips
+        ((x, Tensor(0x20008, (64,)), 1024, 2.0), {"BLOCK": 64}),
+        ((Tensor(0x10000, (64,), "float16"), y, 1024, 2.0), {"BLOCK": 64}),  # dtype
+        ((CAIArray(0x10000, (64,)), y, 1024, 2.0), {"BLOCK": 64}),  # not a torch tensor, same key
+        ((Tensor(0x10000, (64,), cuda=False, pinned=True), y, 1024, 2.0), {"BLOCK": 64}),  # not CUDA
+        ((x, y, 1023, 2.0), {"BLOCK": 64}),  # divisibility of an int
+        ((x, y, 1, 2.0), {"BLOCK": 64}),  # == 1
+        ((x, y, 0, 2.0), {"BLOCK": 64}),
+        ((x, y, -16, 2.0), {"BLOCK": 64}),
+        ((x, y, -3, 2.0), {"BLOCK": 64}),
+        ((x, y, 2 ** 31 - 16, 2.0), {"BLOCK": 64}),  # the ends of i32
+        ((x, y, 2 ** 31, 2.0), {"BLOCK": 64}),  # i64
+        ((x, y, -2 ** 31, 2.0), {"BLOCK": 64}),
+        ((x, y, -2 ** 31 - 1, 2.0), {"BLOCK": 64}),
+        ((x, y, 2 ** 63 + 16, 2.0), {"BLOCK": 64}),  # u64
+        ((x, y, True, 2.0), {"BLOCK": 64}),  # bool is i1, not the int 1
+        ((x, y, np.int32(1024), 2.0), {"BLOCK": 64}),  # numpy int32: the same key as 1024
+        ((x, y, np.int64(1024), 2.0), {"BLOCK": 64}),
+        ((x, y, 1024.0, 2.0), {"BLOCK": 64}),  # int -> float
+        ((x, y, x, 2.0), {"BLOCK": 64}),  # tensor where an int was
+        ((x, y, 1024, 2), {"BLOCK": 64}),  # float -> int
+        ((x, y, 1024, y), {"BLOCK": 64}),  # tensor where a float was
+        ((x, y, 1024, np.float32(2.0)), {"BLOCK": 64}),
+        ((x, y, 1024, 2.0), {"BLOCK": 128}),  # constexpr value
+        ((x, y, 1024, 2.0), {"BLOCK": 64.0}),  # constexpr type (64 == 64.0)
+        ((x, y, 1024, 2.0), {"BLOCK": True}),
+        ((x, y, 1024, 2.0), {"BLOCK": "64"}),
+        ((x, y, 1024, 2.0), {"BLOCK": None}),
+        ((x, y, 1024, 2.0), {"BLOCK": tl.float16}),
+        ((x, y, 1024, 2.0), {"BLOCK": tl.bfloat16}),
+        ((x, y, 1024, 2.0), {"BLOCK": (64, 32)}),  # not guarded: found by key
+        ((x, y, 1024, 2.0, 64), {}),  # positional constexpr
+        ((x, y, 1024, 2.0, 128), {}),
+        ((x, y), {"n": 1024, "alpha": 2.0, "BLOCK": 64}),  # runtime arguments by keyword
+        ((x, y, 1024, 2.0), {"BLOCK": 64, "num_warps": 8}),  # a launch option
+        ((x, y, 1024, 2.0), {"num_warps": 8, "BLOCK": 64}),  # keywords in another order
+        ((x, y, 1024, 2.0), {"BLOCK": 64, "stream": 0x55}),
+    ]
+    order = list(range(len(calls))) * 3
+    np.random.default_rng(7).shuffle(order)
+    for i in order:
+        args, kwargs = calls[i]
+        before = len(launches.calls)
+        got = k[(3,)](*args, **dict(kwargs))
+        assert got is expected_kernel(k, args, kwargs), (i, args, kwargs)
+        assert len(launches.calls) == before + 1
+        call = launches.calls[-1]
+        assert call["block"] == got.abi.threads_per_cta and call["stream"] == kwargs.get("stream", 0)
+        a = args[0]
+        assert call["params"][0] == Q(a.data_ptr() if hasattr(a, "data_ptr") else a.__cuda_array_interface__["data"][0])
+        n = args[2] if len(args) > 2 else kwargs["n"]
+        if type(n) is int and got.abi.params[2].dtype == "i32":
+            assert call["params"][2] == struct.pack("<i", n)
+    if launches.mode == "native launch":  # the guards hold the latest specializations
+        assert 0 < len(k.launch_path.recent) <= 4
+
+
+def test_guard_errors_for_none_and_unpassable_values(launches, torch_mode):
+    k = make_takes_anything()
+    x, y = Tensor(0x10000, (64,)), Tensor(0x20000, (64,))
+    for _ in range(2):
+        k[(1,)](x, y, 64, 1.0, BLOCK=64)
+        with pytest.raises(TLXCompileError, match="argument 'n' is None"):
+            k[(1,)](x, y, None, 1.0, BLOCK=64)
+        with pytest.raises(TLXRuntimeError, match="cannot pass object"):
+            k[(1,)](x, y, 64, object(), BLOCK=64)
+        with pytest.raises(TLXRuntimeError, match="torch tensor on 'cpu'"):
+            k[(1,)](Tensor(0x10000, (64,), cuda=False), y, 64, 1.0, BLOCK=64)
+    assert len(launches.calls) == 2
+
+
+def test_repeated_calls_are_matched_by_their_guard_without_a_key(launches, torch_mode, monkeypatch):
+    """The hot path: once a call's guard is known, a call with the same key (new addresses, new
+    values of the same class) launches without `key_of`; alternating among up to four
+    specializations too. A grid callable and a stream are read at every launch."""
+    k = make_takes_anything()
+    keys = []
+    real_key_of = tlx.launch.key_of
+    monkeypatch.setattr("tlx.launch.key_of", lambda args: keys.append(args) or real_key_of(args))
+    x, y = Tensor(0x10000, (64,)), Tensor(0x20000, (64,))
+    seen = []
+    grid = lambda meta: seen.append(meta["n"]) or (max(1, meta["n"] // 64),)  # noqa: E731
+    variants = [(x, y, 128, 1.0), (x, y, 129, 1.0), (Tensor(0x10004, (64,)), y, 128, 1.0), (x, y, 1, 1.0)]
+    first = [k[grid](*v, BLOCK=64) for v in variants]
+    assert len(set(map(id, first))) == 4
+    keyed, misses = len(keys), k.launch_path.misses
+    for i in range(8):
+        for v, kernel in zip(variants, first):
+            moved = (Tensor(v[0].data_ptr() + 0x1000 * i, (64,)),) + v[1:3] + (0.5 * i,)
+            assert k[grid](*moved, BLOCK=64, stream=0x40 + i) is kernel
+            call = launches.calls[-1]
+            assert call["grid"] == (max(1, v[2] // 64), 1, 1) and seen[-1] == v[2]
+            assert call["stream"] == 0x40 + i and call["params"][0] == Q(v[0].data_ptr() + 0x1000 * i)
+            assert call["params"][3] == struct.pack("<f", 0.5 * i)
+    assert k.launch_path.misses == misses and len(seen) == 4 + 8 * 4
+    if launches.mode == "native launch":
+        assert len(keys) == keyed  # no call key computed: every call matched a guard
+
+
+def test_calls_no_guard_describes_are_found_by_key_and_later_guardable_ones_get_a_guard(launches, torch_mode,
+                                                                                       monkeypatch):
+    """A numpy int has the same key as a Python int but no guard: it is found by key every time
+    (and the guard is not tried again for it); a Python int of that key afterwards gets a guard."""
+    k = make_takes_anything()
+    x, y = Tensor(0x10000, (64,)), Tensor(0x20000, (64,))
+    tried = []
+    real_guard_of = tlx.launch.guard_of
+    monkeypatch.setattr("tlx.launch.guard_of", lambda *a: tried.append(a[0]) or real_guard_of(*a))
+    first = k[(1,)](x, y, np.int32(64), 1.0, BLOCK=64)
+    for i in range(3):
+        assert k[(1,)](x, y, np.int32(16 * i), 1.0, BLOCK=64) is first
+        assert launches.calls[-1]["params"][2] == struct.pack("<i", 16 * i)
+    assert k.launch_path.recent == ()
+    if launches.mode == "native launch":
+        assert len(tried) == 1  # the first call's; not again for the same argument types
+        assert k[(1,)](x, y, 32, 1.0, BLOCK=64) is first and len(k.launch_path.recent) == 1
+        assert k[(1,)](x, y, np.int32(48), 1.0, BLOCK=64) is first  # found by key again
+        assert launches.calls[-1]["params"][2] == struct.pack("<i", 48)

@@ -173,6 +173,49 @@ def test_the_call_itself_refuses_what_it_cannot_pack(module):
     assert len(rec.calls) == 1
 
 
+def test_a_guard_launches_only_the_arguments_it_describes(module):
+    """launch(..., guard, kwargs): the C side compares the call with a guard (tlx/specialize.py
+    `guard_of` makes them; here they are written by hand) and returns -2, launching nothing, on
+    any difference: tensor type, is_cuda, dtype object, alignment; an int's exact type, int32
+    range, == 1 and % 16; a float's exact type; constexprs and keywords by type and value."""
+    launcher, rec = installed(module, ADD)
+    launch, spec = launcher.fast
+    x, y = Tensor(0x7000_0000, (4,)), Tensor(0x7000_0100, (4,))
+    f32 = x.dtype
+    guard = (b"PPIfc", (Tensor, f32, Tensor, f32, int, None, float, None, int, 64), ("BLOCK", int, 64, "W", str, "a"))
+    kw = {"W": "a", "BLOCK": 64}
+    assert launch(spec, (2,), 0, (x, y, 32, 1.5, 64), None, guard, kw) == 0
+    assert rec.calls[-1]["params"] == [struct.pack("<Q", 0x7000_0000), struct.pack("<Q", 0x7000_0100),
+                                       struct.pack("<i", 32), struct.pack("<f", 1.5)]
+    assert launch(spec, (2,), 0, (x, y, 0, 1.5, 64), None, guard, kw) == 0  # (n is a u32 here)
+    assert launch(spec, (2,), 0, (x, y, 2 ** 31 - 16, 1.5, 64), None, guard, kw) == 0
+    misses = [((Tensor(0x7000_0004, (4,)), y, 32, 1.5, 64), kw),  # unaligned
+              ((Tensor(0x7000_0000, (4,), "float16"), y, 32, 1.5, 64), kw),  # another dtype
+              ((Tensor(0x7000_0000, (4,), cuda=False), y, 32, 1.5, 64), kw),  # not on the GPU
+              ((CAIArray(0x7000_0000, (4,)), y, 32, 1.5, 64), kw),  # another type
+              ((0x7000_0000, y, 32, 1.5, 64), kw),  # an int where the tensor was
+              ((x, y, 33, 1.5, 64), kw), ((x, y, 1, 1.5, 64), kw), ((x, y, 2 ** 31, 1.5, 64), kw),
+              ((x, y, True, 1.5, 64), kw), ((x, y, 32.0, 1.5, 64), kw), ((x, y, 32, 1, 64), kw),
+              ((x, y, 32, 1.5, 128), kw), ((x, y, 32, 1.5, 64.0), kw), ((x, y, 32, 1.5), kw),  # constexprs
+              ((x, y, 32, 1.5, 64, 1), kw),
+              ((x, y, 32, 1.5, 64), {"W": "a"}), ((x, y, 32, 1.5, 64), {"W": "b", "BLOCK": 64}),  # keywords
+              ((x, y, 32, 1.5, 64), {"W": "a", "BLOCK": 64, "num_warps": 8}),
+              ((x, y, 32, 1.5, 64), {"W": "a", "BLOCK": True})]
+    for args, kwargs in misses:
+        assert launch(spec, (2,), 0, args, None, guard, kwargs) == -2, (args, kwargs)
+    assert len(rec.calls) == 3
+    one = (b"PPcf1", (Tensor, f32, Tensor, f32, int, 5, float, None, int, None), ())  # 'c' compares 5 by value
+    assert launch(spec, (2,), 0, (x, y, 5, 2.0, 1), None, one, {}) == 0 and len(rec.calls) == 4
+    assert rec.calls[-1]["params"][2:] == [struct.pack("<I", 5), struct.pack("<f", 2.0)]
+    for args in [(x, y, 6, 2.0, 1), (x, y, 5, 2.0, 2), (x, y, 5, 2.0, 17), (x, y, 5, 2.0, True)]:
+        assert launch(spec, (2,), 0, args, None, one, {}) == -2
+    for malformed in [(b"PPIf", (Tensor,) * 8), ("PPIfc", guard[1], guard[2]), [b"PPIfc", guard[1], guard[2]]]:
+        with pytest.raises(TypeError):
+            launch(spec, (2,), 0, (x, y, 32, 1.5, 64), None, malformed, kw)
+    assert launch(spec, (2,), 0, (x, y, 32, 1.5, 64), None, (b"PP", (), ()), {}) == -2  # too short: no match
+    assert len(rec.calls) == 4
+
+
 def test_skip_if_env_launches_nothing_while_the_variable_is_set(module, monkeypatch):
     launcher, rec = installed(module, ADD)
     launch, spec = launcher.fast

@@ -1,13 +1,21 @@
 """The launch path: `kernel[grid](*args, **kwargs)` — look the call up, launch it.
 
 `KernelLaunch` is one kernel's launch state. `kernel[grid]` returns a launch function bound to
-the grid (`bind_grid`); a call computes its *call key* — `tlx.specialize.key_of` of the runtime
-arguments given positionally, with the positional constexprs and the keywords (constexprs and
-launch options, with their types) when there are any — and looks it up in one dict. A hit
-holds what the first call of that key resolved: the native launch and the specialization's
-launch spec (`Launcher.fast`), the default values of the runtime parameters the call left out,
-and the compiled kernel. So a repeated launch costs the key, one dict lookup, the stream, and
-one native call, which packs the arguments and calls cuLaunchKernelEx.
+the grid (`bind_grid`). The specializer (`tlx.specialize`) is the one source of truth for what a
+call compiles to; the launch path asks it as rarely as it can:
+
+* a guard (`recent`): the last few specializations found by key, each with the guard
+  `guard_of` recorded of the call that found it. A call passes its arguments, the grid and the
+  stream to the native launch together with a guard; the C side compares (a tensor's type,
+  dtype object and alignment, an int's class, constexprs and options by type and value) and
+  packs in one pass, and launches, or answers GUARD_MISS having launched nothing. So a
+  repeated launch costs the stream and one native call; computing no key.
+* the call key: `tlx.specialize.key_of` of the runtime arguments given positionally, with the
+  positional constexprs and the keywords (constexprs and launch options, with their types)
+  when there are any, looked up in one dict (`calls`). A hit holds what the first call of that
+  key resolved: the native launch and the specialization's launch spec (`Launcher.fast`), the
+  default values of the runtime parameters the call left out, and the compiled kernel; it
+  becomes the newest guard.
 
 Everything else takes `run`, the general path: bind the call (`Specializer.bind`: defaults,
 options, clear errors), specialize it, compile through the caches (`tlx.compile`), load, launch
@@ -31,9 +39,11 @@ from .compile import CompiledKernel, compile_specialization
 from .function import KernelFunction
 from .interpreter import interpret
 from .interpreter.entry import grid_tuple
-from .specialize import Specializer, key_of
+from .specialize import ArgSpec, Guard, Specializer, guard_of, key_of
 
 INTERPRET_ENV = "TLX_INTERPRET"
+GUARD_MISS = -2  # the native launch's answer when a call does not match the guard it was given
+RECENT = 4  # guards tried per call, newest first
 _INTERPRET_NAME = INTERPRET_ENV.encode()
 
 
@@ -52,55 +62,106 @@ class KernelLaunch:
         self.calls: Dict[Any, Tuple[Any, ...]] = {}
         self.compiled: Dict[Any, CompiledKernel] = {}  # specialization key -> compiled kernel
         self.misses = 0  # calls that took the general path (a first call of its key, or not keyable)
+        # the specializations of the latest calls found by key, newest first, each with the guard
+        # (`guard_of`) under which the native launch reuses it: (native, guard, spec, compiled, launcher)
+        self.recent: Tuple[Tuple[Any, Guard, bytes, CompiledKernel, Any], ...] = ()
+        # call key -> the argument types of its last call no guard could describe (numpy scalars,
+        # CAI arrays...): later calls of the key with those types do not try `guard_of` again
+        self.unguarded: Dict[Any, Tuple[type, ...]] = {}
 
     def bind_grid(self, grid: Any) -> Callable[..., CompiledKernel]:
         """The launch function of `kernel[grid]`: the hot path (module docstring)."""
-        calls, run, n_lead, n_fast = self.calls, self.run, self.specializer.n_lead, self.specializer.n_fast
-        runtime = self.specializer.runtime_set
         fixed_grid = type(grid) is tuple or type(grid) is int
+        keyed = self.keyed_launch(grid, fixed_grid)
         env = _INTERPRET_NAME
         pop_stream = self.pop_stream
 
         def launch(*args: Any, **kwargs: Any) -> CompiledKernel:
-            stream = key = None
+            stream = pop_stream(kwargs) if kwargs else None
+            recent = self.recent
+            if not recent:
+                return keyed(None, args, kwargs, stream)
+            g = grid if fixed_grid else self.grid_of(grid, args, kwargs)
+            s = default_stream() if stream is None else stream_handle(stream)
+            for native, guard, spec, compiled, launcher in recent:
+                try:
+                    err = native(spec, g, s, args, env, guard, kwargs)
+                except Exception:  # a value or grid it cannot take: the key path says what is wrong
+                    break
+                if not err:
+                    return compiled
+                if err != GUARD_MISS:
+                    values = args[:len(launcher.user_params)]
+                    return self.after_error(err, grid, g, s, args, kwargs, values, launcher, compiled)
+            return keyed(g, args, kwargs, stream)
+
+        return launch
+
+    def keyed_launch(self, grid: Any, fixed_grid: bool) -> Callable[..., CompiledKernel]:
+        """The launch by call key, for calls no guard in `recent` matched: `launch(g, args,
+        kwargs, stream)`, `g` the grid if already resolved (else None)."""
+        calls, run, n_lead, n_fast = self.calls, self.run, self.specializer.n_lead, self.specializer.n_fast
+        runtime, unguarded = self.specializer.runtime_set, self.unguarded
+        env = _INTERPRET_NAME
+
+        def launch(g: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any], stream: Any) -> CompiledKernel:
+            grid_now = grid if g is None else g
+            key = None
             try:
                 if kwargs or len(args) > n_lead:
-                    if kwargs:
-                        stream = pop_stream(kwargs)
-                        if not runtime.isdisjoint(kwargs):
-                            return run(grid, args, kwargs, stream)
-                    if len(args) > n_fast:
-                        return run(grid, args, kwargs, stream)
+                    if not runtime.isdisjoint(kwargs) or len(args) > n_fast:
+                        return run(grid_now, args, kwargs, stream)
                     rest = args[n_lead:]  # constexprs given positionally
-                    key: Any = (key_of(args[:n_lead]), rest, tuple(map(type, rest)), tuple(kwargs.items()),
+                    lead = key_of(args[:n_lead])
+                    key: Any = (lead, rest, tuple(map(type, rest)), tuple(kwargs.items()),
                                 tuple(map(type, kwargs.values())))
                 else:
-                    key = key_of(args)
+                    key = lead = key_of(args)
                 native, spec, tail, compiled, launcher = calls[key]
             except KeyError:  # the first call with this key
-                return run(grid, args, kwargs, stream, key)
+                return run(grid_now, args, kwargs, stream, key)
             except (TLXError, TypeError):  # an argument that cannot be passed (the general path says
-                return run(grid, args, kwargs, stream)  # which), an unhashable constexpr (no call key)
+                return run(grid_now, args, kwargs, stream)  # which), an unhashable constexpr (no call key)
             values = args if tail is None else args[:n_lead] + tail
-            g = grid if fixed_grid else self.grid_of(grid, args, kwargs)
+            if g is None:
+                g = grid if fixed_grid else self.grid_of(grid, args, kwargs)
             s = default_stream() if stream is None else stream_handle(stream)
             if native is None:
                 if interpret_requested():
                     return self.run_interpreter(grid, args, kwargs)
                 launcher.launch(g, values, s)
                 return compiled
+            failed = unguarded.get(key)
+            if failed is None or failed != tuple(map(type, args)):
+                self.remember(key, native, spec, compiled, launcher, args, kwargs, lead, tail)
             try:
                 err = native(spec, g, s, values, env)
             except Exception:  # an argument it cannot pack as given, or a bad value or grid:
                 launcher.launch(g, values, s)  # the launcher reads every argument, or says what is wrong
                 return compiled
-            if err:
-                if err < 0:  # TLX_INTERPRET is set: nothing was launched
-                    return self.run_interpreter(grid, args, kwargs)
-                launcher.relaunch_after(err, g, values, s)
-            return compiled
+            return compiled if not err else self.after_error(err, grid, g, s, args, kwargs, values, launcher, compiled)
 
         return launch
+
+    def remember(self, key: Any, native: Any, spec: bytes, compiled: CompiledKernel, launcher: Any, args: Tuple[Any, ...],
+                 kwargs: Dict[str, Any], lead: Tuple[Any, ...], tail: Optional[Tuple[Any, ...]]) -> None:
+        """Put a call found by `key` first in `recent`, with its guard (`guard_of`), when the
+        native launch takes its arguments as given and a guard can describe them; otherwise
+        note the call's argument types in `unguarded`."""
+        guard = None if tail else guard_of(args, kwargs, lead)  # tail: runtime arguments left to
+        if guard is None:  # their defaults, which the native launch would not see in the call
+            self.unguarded[key] = tuple(map(type, args))
+        else:
+            self.recent = ((native, guard, spec, compiled, launcher),) + self.recent[:RECENT - 1]
+
+    def after_error(self, err: int, grid: Any, g: Any, s: int, args: Sequence[Any], kwargs: Dict[str, Any],
+                    values: Sequence[Any], launcher: Any, compiled: CompiledKernel) -> Any:
+        """The native launch returned `err`: under TLX_INTERPRET (-1) run the interpreter on the
+        call, else recover from the driver error and launch `values` again, or raise it."""
+        if err < 0:  # TLX_INTERPRET is set: nothing was launched
+            return self.run_interpreter(grid, args, kwargs)
+        launcher.relaunch_after(err, g, values, s)
+        return compiled
 
     def pop_stream(self, kwargs: Dict[str, Any]) -> Any:
         """Take the `stream=` launch option out of a call's keywords (None when not given, or
@@ -141,6 +202,9 @@ class KernelLaunch:
                 tail = None  # the call gives exactly the runtime arguments
             native, launch_spec = launcher.fast or (None, None)
             self.calls[call_key] = (native, launch_spec, tail, compiled, launcher)
+            if native is not None:
+                specs = tuple(s for s in spec.key[0] if isinstance(s, ArgSpec))
+                self.remember(call_key, native, launch_spec, compiled, launcher, tuple(args), kwargs, specs, tail)
         g = grid_tuple(grid, values) if callable(grid) else grid
         launcher.launch(g, runtime_args, stream)
         return compiled

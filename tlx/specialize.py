@@ -6,9 +6,11 @@ Everything that decides what a launch compiles to lives here, and only here:
   ``i64``, ``u64``, ``fp32``, ``i1``, ``tensordesc<fp16[64, 64]>``), its divisibility (16 when a
   device array's address or an integer's value is a multiple of 16, else 1) and whether it is
   an integer equal to 1 (which the compiler folds, as Triton does);
-* `key_of(args)` — the same for a tuple of runtime arguments, the launch's hot path: CUDA torch
-  tensors, ints and floats read inline, everything else through `arg_spec`. ArgSpecs are
-  interned, so a key hashes and compares by identity;
+* `key_of(args)` — the same for a tuple of runtime arguments: CUDA torch tensors, ints and
+  floats read inline, everything else through `arg_spec`. ArgSpecs are interned, so a key
+  hashes and compares by identity;
+* `guard_of(...)` — what of a call's arguments the native launch compares to tell, without a
+  key, that a later call has the same one (the facts `key_of` reads, from its specs);
 * `Specializer(fn)` — per kernel: `bind` maps a call's arguments to its parameters (defaults
   filled, launch options taken out, a clear error for a bad call) and `specialize` turns the
   bound call into a `Specialization`: the signature, constexprs, divisibility, equal-to-one
@@ -208,6 +210,48 @@ def key_of(args: Sequence[Any]) -> Tuple[ArgSpec, ...]:
             continue
         add(arg_spec(a))
     return tuple(key)
+
+
+# Constexpr values a guard compares by exact type and ==: equal values of one of these types
+# are one key (`hashable` keeps them, or names a dtype). Others (lists, tl.constexpr, ...) are
+# looked up by key.
+GUARDED_CONSTEXPRS = (int, float, bool, str, type(None), core.dtype)
+Guard = Tuple[bytes, Tuple[Any, ...], Tuple[Any, ...]]
+
+
+def guard_of(args: Sequence[Any], kwargs: Dict[str, Any], specs: Sequence[ArgSpec]) -> Optional[Guard]:
+    """The guard of a call (runtime/native_launch.c, `guard_holds`): what the native launch
+    compares, at C speed, to tell that a later call has this call's key without computing it.
+    `args`: the call's positional arguments, the first ``len(specs)`` of them runtime
+    arguments whose `ArgSpec`s are `specs`, the rest constexprs; `kwargs`: its constexprs and
+    launch options. Per argument it records the facts `key_of` derives the spec from: a CUDA
+    torch tensor's exact type, dtype object and alignment; an exact int's i32 class (== 1,
+    multiple of 16 or not); an exact float; a constexpr's exact type and value. None when an
+    argument is of another kind (the call key is then the only way to find the call)."""
+    kinds: List[str] = []
+    objects: List[Any] = []
+    for i, a in enumerate(args):
+        tp, value = type(a), a
+        if i >= len(specs):
+            if tp not in GUARDED_CONSTEXPRS:
+                return None
+            kind = "c"
+        elif tp is int and specs[i].type == "i32":
+            kind, value = ("1" if specs[i].equal_to_one else "I" if specs[i].divisibility == 16 else "i"), None
+        elif tp is float:
+            kind, value = "f", None
+        elif specs[i].type[0] == "*" and kind_of(a) == "torch" and a.is_cuda:
+            kind, value = ("P" if specs[i].divisibility == 16 else "p"), a.dtype
+        else:
+            return None
+        kinds.append(kind)
+        objects += (tp, value)
+    keywords: List[Any] = []
+    for name, v in kwargs.items():
+        if type(v) not in GUARDED_CONSTEXPRS:
+            return None
+        keywords += (name, type(v), v)
+    return "".join(kinds).encode(), tuple(objects), tuple(keywords)
 
 
 def hashable(v: Any) -> Any:

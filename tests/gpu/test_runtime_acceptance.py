@@ -313,3 +313,33 @@ def test_each_dtype_launches_its_own_specialization():
             check_bound(out.cpu().numpy(), xh.astype(np.float64) * 2 + 1, 0, f"{dt} round {rnd}, seed {seed}")
     assert native_launch.entry() is not None, native_launch.status()
     assert kernel.launch_path.misses == len(kinds)  # rounds 2 and 3: all on the fast path
+
+
+@native_on
+def test_alignment_and_int_flips_of_real_tensors_launch_their_own_specialization():
+    """Real torch tensors through the guard (native_launch.c compares a tensor's is_cuda, dtype
+    object and data_ptr() alignment and an int's class): calls alternating between an aligned
+    and an unaligned view (4 bytes in) and between n a multiple of 16 or not launch four
+    specializations; from the second round on every call matches a guard. Every output checked
+    against numpy."""
+    import torch
+
+    seed = _seed()
+    kernel, BLOCK = A.axpy_guard_kernel, 256
+    seen = {}
+    for rnd in range(3):
+        for offset in (0, 1):
+            for n in (4096, 4095):
+                xh, yh = np.random.randn(n + 1).astype(np.float32), np.random.randn(n).astype(np.float32)
+                x = torch.from_numpy(xh).cuda()[offset:offset + n]
+                y = torch.from_numpy(yh).cuda()
+                out = torch.full((n,), float("nan"), device="cuda")
+                A.AXPY_GUARD[(offset, n)].check(x, y, out, n, 0.5)
+                k = kernel[(cdiv(n, BLOCK),)](x, y, out, n, 0.5, BLOCK=BLOCK)
+                assert seen.setdefault((offset, n), k) is k
+                torch.cuda.synchronize()
+                want = 0.5 * xh[offset:offset + n].astype(np.float64) + yh
+                check_bound(out.cpu().numpy(), want, 2.0 ** -23 * (np.abs(want) + np.abs(yh)) * 2,
+                            f"round {rnd}, offset {offset}, n {n}, seed {seed}")
+    assert len(set(map(id, seen.values()))) == 4
+    assert kernel.launch_path.misses == 4 and len(kernel.launch_path.recent) == 4

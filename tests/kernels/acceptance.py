@@ -186,6 +186,15 @@ def axpy_native_kernel(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
 
 
 @tlx.jit
+def axpy_guard_kernel(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
+    # axpy_kernel again, as its own kernel: the guard test counts this one's specializations
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, alpha * tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask),
+             mask=mask)
+
+
+@tlx.jit
 def twice_plus_one_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
@@ -267,6 +276,14 @@ AXPY_NATIVE_N = 5_000
 AXPY_NATIVE = spec("axpy through the native dispatcher", axpy_native_kernel,
                    {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "alpha": "fp32"},
                    {"BLOCK": 256}, divisible=_divisible("n", (AXPY_NATIVE_N,)))
+AXPY_GUARD: Dict[Tuple[int, int], Spec] = {}  # (x's offset in elements, n): x 4 bytes off alignment when 1
+for _offset in (0, 1):
+    for _n in (4096, 4095):
+        AXPY_GUARD[(_offset, _n)] = _s = spec(f"axpy guard, x offset {_offset}, n {_n}", axpy_guard_kernel,
+                                              {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32",
+                                               "alpha": "fp32"}, {"BLOCK": 256}, divisible=_divisible("n", (_n,)))
+        if _offset:
+            del _s.divisibility["x_ptr"]
 TWICE_N = 3_000
 TWICE_PLUS_ONE = {t: spec(f"x * 2 + 1 of {t}", twice_plus_one_kernel, {"x_ptr": f"*{t}", "out_ptr": "*fp32", "n": "i32"},
                           {"BLOCK": 256}, divisible=_divisible("n", (TWICE_N,)))
