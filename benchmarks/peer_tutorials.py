@@ -46,11 +46,11 @@ FA = {  # row name -> (tutorial file stem, host function)
     "fa_ws_pipelined_pingpong": ("hopper_fa_ws_pipelined_pingpong", "attention"),
     "fa_ws_pipelined_pingpong_persistent": ("hopper_fa_ws_pipelined_pingpong_persistent", "attention"),
 }
-GEMM = {
+GEMM = {  # gemm_ws last: it autotunes 96 configs per shape, the longest child
     "gemm_pipelined": ("hopper_gemm_pipelined", "matmul"),
-    "gemm_ws": ("hopper_gemm_ws", "matmul"),
     "persistent_gemm_ws_cooperative": ("hopper-persistent-gemm-ws-cooperative", "matmul_tlx_ws_persistent"),
     "persistent_gemm_ws_pingpong": ("hopper-persistent-gemm-ws-pingpong", "matmul_tlx_ws_persistent"),
+    "gemm_ws": ("hopper_gemm_ws", "matmul"),
 }
 ANCHORS = {"sdpa_cudnn": "FA anchor", "cublas": "GEMM anchor"}
 FA_B, FA_H, FA_D, FA_SCALE = 4, 32, 128, 1.3

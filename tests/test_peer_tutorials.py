@@ -12,8 +12,9 @@ the autotuned launch becomes `JITFunction.warmup` of each config after its `pre_
 Quick run: every config of every list, except hopper_gemm_ws's 472 (main, skinny TMA and skinny
 kernels), of which the configs that together take every value of every parameter; all of them
 under `-m slow`. A config refused with a "not supported by tlx yet" error (a named gap of the
-README's API table, e.g. clusters) is reported as an expected failure, listing each; any other
-failure fails the test.
+README's API table, e.g. clusters) is reported as an expected failure, listing each; one whose
+buffers need more shared memory than sm_90a has is a right refusal (Triton's autotuner drops it too);
+any other failure fails the test.
 
 And each of the four FA tutorials runs its `attention(q, k, v, sm_scale)` under TLX_INTERPRET=1 on
 torch CPU tensors at a small shape (tests/peer_tutorial_interpret.py), its output (allocated by the
@@ -45,6 +46,10 @@ pytestmark = [
 ]
 
 KNOWN_GAP = "is not supported by tlx yet"
+# A config whose buffers do not fit one CTA's shared memory is refused with this error, as Triton's
+# autotuner drops a config that raises OutOfResources (hopper_gemm_ws lists 42 such: BM=BN=256 with
+# 2-4 stages and more; its explicit buffers are all live at once, so no compiler could fit them).
+OVER_SHARED_MEMORY = "more than the 232448 bytes (227 KB) one CTA can use on sm_90a"
 KERNELS = {  # every autotuned kernel each file launches from its host functions
     "hopper_gemm_pipelined": {"matmul_kernel_pipelined_hopper"},
     "hopper_gemm_ws": {"matmul_kernel_tlx_ws", "_skinny_tma_kernel", "_skinny_matmul_kernel"},
@@ -65,7 +70,6 @@ def tutorials(tmp_path_factory):
 def compile_tutorial(tutorials: Path, stem: str, configs: str, cache: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TLX_")}
     env["TLX_CACHE_DIR"] = str(cache)  # a fresh cache: every kernel really compiles, ptxas included
-    env["PATH"] = "/usr/local/cuda/bin" + os.pathsep + env.get("PATH", "")
     r = subprocess.run([sys.executable, str(HERE / "peer_tutorial_compile.py"), str(tutorials), stem,
                         "--configs", configs], capture_output=True, text=True, env=env, timeout=1800)
     line = next((ln for ln in r.stdout.splitlines() if ln.startswith("PEER-COMPILE ")), None)
@@ -80,7 +84,8 @@ def check(result: dict, stem: str) -> None:
     for name, k in result["kernels"].items():
         assert k["tried"] >= 1 and k["compiled"] + len(k["failed"]) == k["tried"], (name, k)
         for f in k["failed"]:
-            (gaps if KNOWN_GAP in f else other).append(f"{name} [{f}]")
+            if OVER_SHARED_MEMORY not in f:
+                (gaps if KNOWN_GAP in f else other).append(f"{name} [{f}]")
     assert not other, f"{len(other)} configs of {stem} did not compile:\n" + "\n".join(other)
     assert all(k["compiled"] >= 1 for k in result["kernels"].values()), "a kernel with no config that compiles"
     if gaps:
