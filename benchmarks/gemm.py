@@ -10,6 +10,10 @@ spills. Run from the repository root on the GPU machine::
 
     python3 -m pip install -q --no-deps --no-build-isolation -e . && python3 benchmarks/gemm.py [--quick]
 
+``--sweep`` instead times the SWEEP candidate configs (one child per group, each with its own
+cuBLAS) on all 8 points and prints, per candidate, its ratios and whether it meets issue 34's
+target; it writes benchmarks/results/gemm-sweep-<time>.json and stays under SWEEP_LIMIT_S.
+
 Method: each kernel is compiled once per dtype (the first launch), run 3 times to warm up, then
 timed over RUNS launches (median; >= 20), each bracketed by its own pair of CUDA events. The
 timed launches are queued behind a ~20 ms device sleep so the host is never what the events
@@ -62,6 +66,7 @@ SWEEP = {
         "persistent-s4e4": ("persistent", dict(NUM_STAGES=4, EPI_SPLIT=4)),  # CUTLASS's 4-stage ring
         "persistent-s4e4-G16": ("persistent", dict(NUM_STAGES=4, EPI_SPLIT=4, GROUP_SIZE_M=16)),
         "persistent-s4e4-G4": ("persistent", dict(NUM_STAGES=4, EPI_SPLIT=4, GROUP_SIZE_M=4)),
+        "persistent-k32s8e4": ("persistent", dict(BK=32, NUM_STAGES=8, EPI_SPLIT=4)),  # same bytes, 2x the stages
     },
     "sweep-other": {
         "pipelined": ("pipelined", {}),
@@ -455,7 +460,7 @@ def sweep_table(records: List[Dict[str, Any]]) -> str:
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description="tlx Hopper GEMM benchmark")
     ap.add_argument("--quick", action="store_true", help="smoke run: 4096^3 bf16 only, 5 timed runs")
-    ap.add_argument("--runs", type=int, default=None, help="timed runs per kernel (default 30; --quick 5)")
+    ap.add_argument("--runs", type=int, default=None, help="timed runs per kernel (default 30; --sweep 50; --quick 5)")
     ap.add_argument("--sweep", action="store_true",
                     help="time the SWEEP candidate configs on every shape and dtype against cuBLAS (< 4 min)")
     ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated subset of " + ",".join(FAMILIES))
@@ -472,7 +477,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             return 3
     shapes = QUICK_SHAPES if args.quick else SHAPES
     dtypes = ["bf16"] if args.quick else DTYPES
-    runs = args.runs or (5 if args.quick else 30)
+    runs = args.runs or (5 if args.quick else 50 if args.sweep else 30)
     t0 = time.time()
     if args.sweep:
         records = run_children(list(SWEEP), shapes, dtypes, runs, args.quick, limit_s=SWEEP_LIMIT_S)
