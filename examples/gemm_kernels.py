@@ -13,11 +13,12 @@ Kernels (C = A @ B, A: M x K, B: K x N, row-major, bf16/fp16 in and out, fp32 ac
   NUM_MMA_GROUPS consumer warpgroups splitting the tile along M, full/empty mbarrier rings.
 * `matmul_persistent_kernel` — the warp-specialized kernel made persistent (cooperative): one
   CTA per SM walks the tiles in the grouped order; each consumer's TMA store of one tile
-  overlaps its main loop of the next.
+  overlaps its main loop of the next. EPI_SPLIT > 1 stores C in column chunks through two small
+  buffers (`store_in_chunks`), leaving shared memory for a fourth stage.
 
 Proxy fences: every shared-memory access inside the K loops is async-proxy (TMA writes, wgmma
 reads), ordered by mbarriers and wgmma waits, so no fence belongs there. The only generic write
-is the epilogue's register -> shared store of C, fenced once before its TMA store.
+is the epilogue's register -> shared store of C, fenced once before each TMA store of it.
 """
 import tlx
 import tlx.language as tl
