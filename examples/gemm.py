@@ -241,7 +241,9 @@ def shared_bytes(*buffers: Tuple[Tuple[int, ...], int, int]) -> int:
 class GemmConfig:
     """Tile sizes, ring depth, consumer warpgroups and warps of one GEMM example kernel.
     `num_warps` is the default partition's (the whole CTA for the pipelined kernel, the producer
-    task for the warp-specialized ones); GROUP_SIZE_M is the tile-order grouping."""
+    task for the warp-specialized ones); GROUP_SIZE_M is the tile-order grouping. EPI_SPLIT
+    (persistent kernel only: 1, 2 or 4) stores each consumer's C rows in that many column
+    chunks through two chunk buffers instead of one whole-tile buffer."""
 
     BM: int = 128
     BN: int = 256
@@ -250,16 +252,25 @@ class GemmConfig:
     NUM_STAGES: int = 3
     NUM_MMA_GROUPS: int = 2
     num_warps: int = 4
+    EPI_SPLIT: int = 1
 
     def smem_bytes(self, elem: int = 2, kind: str = "ws") -> int:
         """Shared memory the kernel allocates: the A/B ring, the C staging tile(s) (one per
         consumer of whole tiles for the ping-pong kernel), the mbarriers."""
         ring = shared_bytes(((self.BM, self.BK), elem, self.NUM_STAGES), ((self.BK, self.BN), elem, self.NUM_STAGES))
         c_tiles = 2 if kind == "pingpong" else 1
+        if self.EPI_SPLIT > 1:  # two chunk buffers per consumer
+            return ring + shared_bytes(((self.BM, self.BN // self.EPI_SPLIT), elem, 2)) + 16 * self.NUM_STAGES
         return ring + shared_bytes(((self.BM, self.BN), elem, c_tiles)) + 16 * self.NUM_STAGES
 
     def check(self, kind: str) -> None:
         """Reject configs the kernels cannot run (a clear error before any tracing)."""
+        if self.EPI_SPLIT != 1 and kind != "persistent":
+            raise GemmArgumentError(f"EPI_SPLIT={self.EPI_SPLIT} is an option of the persistent kernel only, "
+                                    f"not of {kind}", hint="leave EPI_SPLIT at 1")
+        if self.EPI_SPLIT not in (1, 2, 4) or self.BN % (64 * self.EPI_SPLIT):
+            raise GemmArgumentError(f"EPI_SPLIT must be 1, 2 or 4 and leave chunks of whole 64-column TMA boxes; "
+                                    f"got EPI_SPLIT={self.EPI_SPLIT} with BN={self.BN}")
         if self.smem_bytes(kind=kind) > SM90_SMEM_BYTES:
             raise GemmArgumentError(f"{kind} config {self} needs {self.smem_bytes(kind=kind)} B of shared memory; "
                                f"an sm_90 CTA has {SM90_SMEM_BYTES}", hint="use fewer stages or smaller tiles")
@@ -306,7 +317,8 @@ def plan_pipelined(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any
 
 def _ws_descriptors(a: Any, b: Any, c: Any, cfg: GemmConfig) -> List[Any]:
     split = cfg.BM // cfg.NUM_MMA_GROUPS  # each consumer loads and stores its own rows
-    return [descriptor(a, (split, cfg.BK)), descriptor(b, (cfg.BK, cfg.BN)), descriptor(c, (split, cfg.BN))]
+    return [descriptor(a, (split, cfg.BK)), descriptor(b, (cfg.BK, cfg.BN)),
+            descriptor(c, (split, cfg.BN // cfg.EPI_SPLIT))]
 
 
 def plan_ws(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any = None) -> GemmLaunch:
@@ -333,7 +345,7 @@ def plan_persistent(a: Any, b: Any, config: Optional[GemmConfig] = None, out: An
     n_sms = int(sms) if sms is not None else num_sms(a)
     programs = min(n_sms, tiles)
     consts = dict(BM=cfg.BM, BN=cfg.BN, BK=cfg.BK, GROUP_SIZE_M=cfg.GROUP_SIZE_M, NUM_STAGES=cfg.NUM_STAGES,
-                  NUM_MMA_GROUPS=cfg.NUM_MMA_GROUPS, NUM_SMS=programs)
+                  NUM_MMA_GROUPS=cfg.NUM_MMA_GROUPS, NUM_SMS=programs, EPI_SPLIT=cfg.EPI_SPLIT)
     return make_launch(matmul_persistent_kernel, (programs,), _ws_descriptors(a, b, c, cfg), M, N, K, consts,
                        cfg.num_warps, c, dt)
 

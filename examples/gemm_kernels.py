@@ -13,14 +13,15 @@ Kernels (C = A @ B, A: M x K, B: K x N, row-major, bf16/fp16 in and out, fp32 ac
   NUM_MMA_GROUPS consumer warpgroups splitting the tile along M, full/empty mbarrier rings.
 * `matmul_persistent_kernel` — the warp-specialized kernel made persistent (cooperative): one
   CTA per SM walks the tiles in the grouped order; each consumer's TMA store of one tile
-  overlaps its main loop of the next.
+  overlaps its main loop of the next. EPI_SPLIT > 1 stores C in column chunks through two small
+  buffers (`store_in_chunks`), leaving shared memory for a fourth stage.
 * `matmul_persistent_cluster_kernel` — the persistent kernel on 2-CTA clusters along M: each B
   tile is loaded once per cluster and multicast to both CTAs, stages are released on both CTAs'
   empty barriers (remote arrives).
 
 Proxy fences: every shared-memory access inside the K loops is async-proxy (TMA writes, wgmma
 reads), ordered by mbarriers and wgmma waits, so no fence belongs there. The only generic write
-is the epilogue's register -> shared store of C, fenced once before its TMA store.
+is the epilogue's register -> shared store of C, fenced once before each TMA store of it.
 """
 import tlx
 import tlx.language as tl
@@ -37,6 +38,41 @@ def grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_SIZE_M: tl.constexpr):
     rows = min(num_pid_m - first_m, GROUP_SIZE_M)  # the last group may be shorter
     in_group = tile_id % tiles_per_group
     return first_m + in_group % rows, in_group // rows
+
+
+@tlx.jit
+def store_chunk(c_desc, c_smem, buf, chunk, off_m, off_n):
+    """TMA-store the register tile `chunk` at (off_m, off_n) through c_smem[buf], one of two
+    buffers used in turn: the store issued from it two chunks ago must have read it first."""
+    tlx.async_descriptor_store_wait(1)
+    tlx.local_store(c_smem[buf], chunk.to(tlx.dtype_of(c_desc)))
+    tlx.fence("async_shared")  # generic stores above, a TMA (async proxy) read below
+    tlx.async_descriptor_store(c_desc, c_smem[buf], [off_m, off_n])
+
+
+@tlx.jit
+def halves(x, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """The left and right column halves of the ROWS x COLS register tile `x` (no data moves:
+    the split is on a register bit of the wgmma accumulator layout)."""
+    return tl.split(tl.permute(tl.reshape(x, (ROWS, 2, COLS // 2)), (0, 2, 1)))
+
+
+@tlx.jit
+def store_in_chunks(c_desc, c_smem, first_buf: tl.constexpr, acc, off_m, off_n,
+                    ROWS: tl.constexpr, BN: tl.constexpr, EPI_SPLIT: tl.constexpr):
+    """The sub-tiled epilogue: `acc` (rows x BN) stored as EPI_SPLIT (2 or 4) column chunks,
+    alternating between c_smem[first_buf] and c_smem[first_buf + 1]."""
+    left, right = halves(acc, ROWS, BN)
+    if EPI_SPLIT == 2:
+        store_chunk(c_desc, c_smem, first_buf, left, off_m, off_n)
+        store_chunk(c_desc, c_smem, first_buf + 1, right, off_m, off_n + BN // 2)
+    else:
+        q0, q1 = halves(left, ROWS, BN // 2)
+        q2, q3 = halves(right, ROWS, BN // 2)
+        store_chunk(c_desc, c_smem, first_buf, q0, off_m, off_n)
+        store_chunk(c_desc, c_smem, first_buf + 1, q1, off_m, off_n + BN // 4)
+        store_chunk(c_desc, c_smem, first_buf, q2, off_m, off_n + BN // 2)
+        store_chunk(c_desc, c_smem, first_buf + 1, q3, off_m, off_n + 3 * (BN // 4))
 
 
 @tlx.jit
@@ -145,16 +181,26 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, M, N, K,
 @tlx.jit
 def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
                              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
-                             NUM_STAGES: tl.constexpr, NUM_MMA_GROUPS: tl.constexpr, NUM_SMS: tl.constexpr):
+                             NUM_STAGES: tl.constexpr, NUM_MMA_GROUPS: tl.constexpr, NUM_SMS: tl.constexpr,
+                             EPI_SPLIT: tl.constexpr = 1):
     """The warp-specialized GEMM made persistent and cooperative: NUM_SMS CTAs (one per SM);
     CTA p computes tiles p, p + NUM_SMS, ... in the grouped order, its consumers splitting each
     tile along M. The mbarrier ring runs on across tiles (a running k-tile count gives slot and
     phase), so the producer loads the next tile while the consumers finish this one, and each
-    consumer's TMA store of a tile is waited for only before it writes its C buffer again."""
+    consumer's TMA store of a tile is waited for only before it writes its C buffer again.
+
+    EPI_SPLIT (1, 2 or 4) sub-tiles the epilogue: each consumer stores its BM_SPLIT x BN rows in
+    EPI_SPLIT column chunks through two BM_SPLIT x (BN / EPI_SPLIT) buffers in turn (c_desc's
+    block is one chunk), so a chunk's conversion overlaps the TMA store of the one before, and
+    at EPI_SPLIT = 4 the C staging takes a quarter of the shared memory a whole tile does —
+    room for a fourth 128x256x64 stage (CUTLASS's 4-stage ring with a sub-tiled epilogue)."""
     BM_SPLIT: tl.constexpr = BM // NUM_MMA_GROUPS
     a_smem = tlx.local_alloc((BM_SPLIT, BK), tlx.dtype_of(a_desc), NUM_STAGES * NUM_MMA_GROUPS)
     b_smem = tlx.local_alloc((BK, BN), tlx.dtype_of(b_desc), NUM_STAGES)
-    c_smem = tlx.local_alloc((BM_SPLIT, BN), tlx.dtype_of(c_desc), NUM_MMA_GROUPS)
+    if EPI_SPLIT == 1:
+        c_smem = tlx.local_alloc((BM_SPLIT, BN), tlx.dtype_of(c_desc), NUM_MMA_GROUPS)
+    else:
+        c_smem = tlx.local_alloc((BM_SPLIT, BN // EPI_SPLIT), tlx.dtype_of(c_desc), 2 * NUM_MMA_GROUPS)
     full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
     empty = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=NUM_MMA_GROUPS)
     STAGE_BYTES: tl.constexpr = (BM * BK + BK * BN) * tlx.size_of(tlx.dtype_of(a_desc))
@@ -202,10 +248,13 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
                 count += k_tiles
                 tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES])
 
-                tlx.async_descriptor_store_wait(0)  # the previous tile's store has read c_smem[cid]
-                tlx.local_store(c_smem[cid], acc.to(tlx.dtype_of(c_desc)))
-                tlx.fence("async_shared")  # generic stores above, a TMA (async proxy) read below
-                tlx.async_descriptor_store(c_desc, c_smem[cid], [off_m, off_n])
+                if EPI_SPLIT == 1:
+                    tlx.async_descriptor_store_wait(0)  # the previous tile's store has read c_smem[cid]
+                    tlx.local_store(c_smem[cid], acc.to(tlx.dtype_of(c_desc)))
+                    tlx.fence("async_shared")  # generic stores above, a TMA (async proxy) read below
+                    tlx.async_descriptor_store(c_desc, c_smem[cid], [off_m, off_n])
+                else:
+                    store_in_chunks(c_desc, c_smem, 2 * cid, acc, off_m, off_n, BM_SPLIT, BN, EPI_SPLIT)
             tlx.async_descriptor_store_wait(0)  # the CTA's shared memory must outlive the last store
 
 

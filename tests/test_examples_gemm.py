@@ -111,6 +111,22 @@ def test_pingpong_consumers_alternate_over_many_laps_of_the_ring():
     check_product(values(plan.out, "bf16"), av @ bv)
 
 
+@pytest.mark.parametrize("M,N,K,dtype,overrides", [
+    (384, 520, 200, "bf16", {"BN": 128, "NUM_STAGES": 2, "EPI_SPLIT": 2}),
+    (260, 600, 136, "fp16", {"NUM_STAGES": 4, "EPI_SPLIT": 4}),
+], ids=["epi2", "epi4"])
+def test_persistent_sub_tiled_epilogue(M, N, K, dtype, overrides):
+    """EPI_SPLIT: each consumer stores its rows in column chunks through two buffers in turn,
+    across several tiles per CTA (the buffers' store waits run on from tile to tile) and ragged
+    edges (chunks past N are clipped by TMA); c_desc moves one chunk."""
+    a, b, av, bv = operands(M, N, K, dtype)
+    cfg = config_for("persistent", overrides)
+    plan = gemm.plan_persistent(a, b, cfg, out=poisoned_out(M, N, dtype), sms=2)
+    assert list(plan.args[2].block_shape) == [cfg.BM // 2, cfg.BN // cfg.EPI_SPLIT]
+    assert plan.interpret() == []
+    check_product(values(plan.out, dtype), av @ bv)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_matmul_wrapper_on_numpy_runs_the_interpreter(kind):
     a, b, av, bv = operands(136, 264, 96, "bf16")
@@ -121,7 +137,7 @@ def test_matmul_wrapper_on_numpy_runs_the_interpreter(kind):
     check_product(bf16_values(c), av @ bv)
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", KINDS + ["persistent-epi4"])
 def test_epilogue_without_its_fence_is_a_reported_race(kind):
     """Delete the user's fence from the traced kernel: the interpreter must report the generic
     store of C racing the TMA store that reads it (so `hazards == []` above means something)."""
@@ -129,7 +145,10 @@ def test_epilogue_without_its_fence_is_a_reported_race(kind):
     from tlx.specialize import Specializer
 
     a, b, _, _ = operands(128, 256, 64, "fp16")
-    plan = gemm.ALL_PLANS[kind](a, b, out=poisoned_out(128, 256, "fp16"))
+    if kind == "persistent-epi4":
+        plan = gemm.plan_persistent(a, b, config_for("persistent", {"EPI_SPLIT": 4}), out=poisoned_out(128, 256, "fp16"))
+    else:
+        plan = gemm.ALL_PLANS[kind](a, b, out=poisoned_out(128, 256, "fp16"))
     bound, _ = Specializer(plan.kernel).bind(plan.args, plan.constexprs)
     module = prepare_module(plan.kernel, bound, None, plan.num_warps, fence_passes=False)
     fences = [op for op in module.ops() if op.name == "tlx.fence_async_shared"]
@@ -177,6 +196,10 @@ def test_wrappers_reject_bad_operands_clearly():
         gemm.plan_pipelined(np.zeros((64, 64), np.float16).T, a)
     with pytest.raises(tlx.TLXError, match="shared memory"):
         gemm.plan_ws(a, a, GemmConfig(NUM_STAGES=5))
+    with pytest.raises(tlx.TLXError, match="EPI_SPLIT must be 1, 2 or 4"):
+        gemm.plan_persistent(a, a, GemmConfig(EPI_SPLIT=3))
+    with pytest.raises(tlx.TLXError, match="option of the persistent kernel only"):
+        gemm.plan_ws(a, a, GemmConfig(EPI_SPLIT=2))
     with pytest.raises(tlx.TLXError, match="out must be"):
         gemm.plan_persistent(a, a, out=np.zeros((64, 32), np.float16))
 
