@@ -49,10 +49,8 @@ SUPPORTED, PARTLY_S, NOT_YET, NOT_HOPPER = "supported", "partly", "not yet", "no
 # Names tlx serves only in part where its code does not say so with a "not supported ... yet" error
 # (arguments accepted and ignored, a narrower set of inputs). Keys are the real names as listed.
 PARTLY: Dict[str, str] = {
-    "tlx.local_alloc": "`reuse=` (storage aliasing) is a compile error",
     "tlx.local_load": "`relaxed=` and the rematerialization hints are accepted and ignored",
-    "tlx.async_descriptor_load": "`multicast_targets` is a compile error; `cache_modifier` is checked, not emitted",
-    "tlx.barrier_arrive": "`remote_cta_rank=` (clusters) is a compile error",
+    "tlx.async_descriptor_load": "`cache_modifier` is checked, not emitted",
     "tlx.async_task": "`warp_group_start_id` and `exclusive` are accepted and ignored",
     "tlx.async_dot": "`pred` and `mBarriers` are ignored on Hopper, as in TLX; `use_acc` must be a compile-time bool",
     "tlx.make_tensor_descriptor": "needs `desc_ptr=None`",
