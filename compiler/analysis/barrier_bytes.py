@@ -18,6 +18,8 @@ segment makes the sum unprovable:
 * an op that may complete on the barrier but is not provably it or provably another (a load on
   ``bars[j]`` next to an expect on ``bars[i]``; same index value, or constant indices, decide);
 * a predicated expect or load on it (it may not happen), a multicast load;
+* a copy or store into another CTA of the cluster on it (`async_remote_shmem_copy` /
+  `_store`): the other CTAs' copies land on this CTA's barrier at that offset;
 * a nested region (an ``if``, a loop, partitions) that touches the same barrier array;
 * a segment that reaches the edge of a block whose surroundings may add bytes: a branch's edge,
   a loop body that waits on the barrier elsewhere in the body (the phase wraps around the
@@ -39,6 +41,9 @@ from ..ir import types as T
 from ..ir.core import Block, BlockArgument, Module, Operation, Value
 
 EXPECT, WAIT = "tlx.barrier_expect_bytes", "tlx.barrier_wait"
+# copies and stores into another CTA of the cluster: they complete on that CTA's barrier at the same
+# offset, so this CTA's barrier there also receives bytes that no op of this CTA issues
+CROSS_CTA = ("tlx.async_remote_store", "tlx.async_remote_copy")
 LOADS = ("tlx.tma_load", "tlx.async_bulk_load")
 _TRAFFIC = (EXPECT,) + LOADS  # the ops that change a barrier's transaction count
 
@@ -158,6 +163,9 @@ class BarrierBytes:
         # every op that changes a barrier's transaction count
         self.traffic: List[Operation] = []
         self.module.walk(lambda op: self.traffic.append(op) if op.name in _TRAFFIC else None)
+        self.cross_cta: List[BarrierId] = []
+        self.module.walk(lambda op: self.cross_cta.append(self.num.barrier(op.arg("bar")))
+                         if op.name in CROSS_CTA else None)
         self.module.walk(self._visit_op_regions)
 
     def _visit_op_regions(self, op: Operation) -> None:
@@ -191,6 +199,8 @@ class BarrierBytes:
             self._check(block, owner, ops, bid)
 
     def _check(self, block: Block, owner: Optional[Operation], ops: List[Operation], bid: BarrierId) -> None:
+        if any(_relation(x, bid) != "other" for x in self.cross_cta):
+            return  # other CTAs deliver bytes to it: not provable from this CTA's code
         # (a predicated wait may not happen: it does not split the phases; merging two phases
         # keeps a mismatch provable, since one of them then mismatches too)
         waits = [i for i, o in enumerate(ops)
