@@ -194,10 +194,19 @@ def test_errors_name_what_to_change():
         tlx.compile(_clc, signature={"out_ptr": "*i32"})
     with pytest.raises(TLXValueError, match="rank 16"):
         tlx.compile(_bad_multicast, signature={"d": "tensordesc<fp16[64, 64]>", "out_ptr": "*i32"})
-    with pytest.raises(TLXCompileError, match="(?s)num_ctas=2.*ctas_per_cga"):
-        tlx.compile(C.rank_size_kernel, signature={"out_ptr": "*i32"}, num_ctas=2)
+    with pytest.raises(TLXCompileError, match="num_ctas=0 must be a positive int"):
+        tlx.compile(C.rank_size_kernel, signature={"out_ptr": "*i32"}, num_ctas=0)
     with pytest.raises(TLXCompileError, match="at most 8"):
         tlx.compile(C.rank_size_kernel, signature={"out_ptr": "*i32"}, ctas_per_cga=(4, 4, 1))
+
+
+def test_num_ctas_runs_each_program_in_one_cta_as_given():
+    """Triton's num_ctas > 1 splits one program over a cluster's CTAs, with the same results: tlx
+    runs the program in one CTA, so the kernel is the num_ctas=1 kernel (no cluster directives)."""
+    one = tlx.compile(C.rank_size_kernel, signature={"out_ptr": "*i32"}, num_warps=1)
+    two = tlx.compile(C.rank_size_kernel, signature={"out_ptr": "*i32"}, num_warps=1, num_ctas=2)
+    assert two.asm["ptx"] == one.asm["ptx"] and ".reqnctapercluster" not in two.asm["ptx"]
+    assert two.metadata.num_ctas == 2 and two.metadata.ctas_per_cga == (1, 1, 1)
 
 
 def test_metadata_and_abi_carry_the_cluster():
