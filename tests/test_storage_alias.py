@@ -214,7 +214,7 @@ def test_interpreter_reads_one_alias_through_another(idx):
     rng = np.random.default_rng(7 + idx)
     x, y = _rand(rng, (64, 64), np.float16), _rand(rng, (64, 64), np.float16)
     out = np.full((2, 64, 64), np.nan, np.float16)
-    tlx.interpret(K.alias_shared_kernel, (1,), x, y, out, idx, B=64)
+    tlx.interpret(K.alias_shared_kernel, (1,), x, y, out, np.array([idx], np.int32), B=64)
     want = np.stack([x, y] if idx == 0 else [y, x]).astype(np.float64)
     np.testing.assert_array_equal(out.astype(np.float64), want)
 

@@ -37,7 +37,7 @@ def test_a_buffer_read_through_another_member_of_its_spec(torch, idx):
     x = torch.randn(64, 64, device="cuda", dtype=torch.float16)
     y = torch.randn(64, 64, device="cuda", dtype=torch.float16)
     out = torch.full((2, 64, 64), float("nan"), device="cuda", dtype=torch.float16)
-    K.SHARED[(1,)](x, y, out, idx)
+    K.SHARED[(1,)](x, y, out, torch.tensor([idx], device="cuda", dtype=torch.int32))
     torch.cuda.synchronize()
     want = np.stack([host(x), host(y)] if idx == 0 else [host(y), host(x)])
     np.testing.assert_array_equal(host(out), want)

@@ -12,10 +12,10 @@ from . import spec
 
 
 @tlx.jit
-def alias_shared_kernel(x_ptr, y_ptr, out_ptr, idx, B: tl.constexpr):
+def alias_shared_kernel(x_ptr, y_ptr, out_ptr, idx_ptr, B: tl.constexpr):
     """a and b (fp16) share each buffer group with c (fp32, twice as large, so the groups are
-    16 KB apart). x goes into a[0], y into a[1]; out[0] = b[idx], out[1] = b[1 - idx] (a
-    runtime index): b sees what a holds."""
+    16 KB apart). x goes into a[0], y into a[1]; out[0] = b[idx], out[1] = b[1 - idx] (idx read
+    from memory: a runtime index): b sees what a holds."""
     spec = tlx.storage_alias_spec(storage=tlx.storage_kind.smem)
     a = tlx.local_alloc((B, B), tl.float16, 2, tlx.storage_kind.smem, reuse=spec)
     b = tlx.local_alloc((B, B), tl.float16, 2, tlx.storage_kind.smem, reuse=spec)
@@ -24,6 +24,7 @@ def alias_shared_kernel(x_ptr, y_ptr, out_ptr, idx, B: tl.constexpr):
     offs = tl.arange(0, B)[:, None] * B + tl.arange(0, B)[None, :]
     tlx.local_store(a[0], tl.load(x_ptr + offs))
     tlx.local_store(a[1], tl.load(y_ptr + offs))
+    idx = tl.load(idx_ptr)
     tl.store(out_ptr + offs, tlx.local_load(b[idx]))
     tl.store(out_ptr + B * B + offs, tlx.local_load(b[1 - idx]))
 
@@ -70,7 +71,7 @@ def alias_tma_store_kernel(x_ptr, out_desc, B: tl.constexpr):
 
 
 SHARED = spec("storage alias shared 64x64 fp16", alias_shared_kernel,
-              {"x_ptr": "*fp16", "y_ptr": "*fp16", "out_ptr": "*fp16", "idx": "i32"}, {"B": 64})
+              {"x_ptr": "*fp16", "y_ptr": "*fp16", "out_ptr": "*fp16", "idx_ptr": "*i32"}, {"B": 64})
 DISTINCT = spec("storage alias distinct group_size 64x64", alias_distinct_groups_kernel,
                 {"x_ptr": "*fp16", "z_ptr": "*fp32", "out_p_ptr": "*fp16", "out_z_ptr": "*fp32"}, {"BM": 64, "BN": 64})
 TMA_STORE = spec("storage alias tma store 64x64 fp16", alias_tma_store_kernel,
