@@ -39,7 +39,8 @@ class Expect:
     * ``ok``: compiles, assembles, runs with no hazard, outputs match numpy;
     * ``compile_error``: a `TLXCompileError` at ``line`` of the kernel file whose message holds ``text``;
     * ``hazard``: compiles, assembles, and the interpreter reports a hazard whose kind is in ``kinds``
-      (and, when ``lines`` is given, whose (first, second) lines are those; None: any line);
+      (and, when ``lines`` is given, whose (first, second) lines are those; None: any line; a
+      tuple: any of its lines);
     * ``hazard`` with "deadlock" among ``kinds``: a `DeadlockError` is one of the accepted outcomes;
     * ``interp_error``: compiles, assembles, and the interpreter raises `InterpreterError` at
       ``line`` with ``text`` in its message.
@@ -49,7 +50,7 @@ class Expect:
     line: Optional[int] = None
     text: str = ""
     kinds: Tuple[str, ...] = ()
-    lines: Optional[Tuple[Optional[int], int]] = None
+    lines: Optional[Tuple[Any, Any]] = None  # each: a line, None (any) or a tuple of lines (any of them)
     why: str = ""  # the mutation, in words (printed with a failure)
 
 
@@ -207,7 +208,7 @@ class Gen:
     def expect_error(self, line: int, text: str, why: str) -> None:
         self.expect = Expect("compile_error", line=line, text=text, why=why)
 
-    def expect_hazard(self, kinds: Sequence[str], why: str, lines: Optional[Tuple[Optional[int], int]] = None) -> None:
+    def expect_hazard(self, kinds: Sequence[str], why: str, lines: Optional[Tuple[Any, Any]] = None) -> None:
         self.expect = Expect("hazard", kinds=tuple(kinds), lines=lines, why=why)
 
     def expect_deadlock(self, why: str) -> None:

@@ -238,7 +238,7 @@ def tma(g: Gen) -> None:
                     st = g.line(f"tlx.local_store({out_tile}, {val.code})")
                 if not one_sided:
                     with g.block("else"):
-                        g.line(f"tlx.local_store({out_tile}, -{val.code})")
+                        st = (st, g.line(f"tlx.local_store({out_tile}, -{val.code})"))  # either store may come next
                 user_fence(g, 0.2)
                 ts = g.line(f"tlx.async_descriptor_store(y_desc, {out_tile}, [pid * BR, it * BC])")
                 rr, cc = np.indices(val.v.shape)

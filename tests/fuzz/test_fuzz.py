@@ -62,6 +62,28 @@ def test_the_runner_reports_a_wrong_output(tmp_path):
     assert run_case(good, str(tmp_path)).status == "ok"
 
 
+def test_a_result_past_the_output_types_range_is_expected_as_inf(tmp_path):
+    # campaign seed 1047327: an fp16 sum of 205006 is stored as inf, as it must be; the oracle
+    # compared it with the float64 value. A finite wrong value there is still wrong.
+    x = np.full(64, 4096.0, np.float32)
+    big = x.astype(np.float64) * 32.0  # 131072: past fp16's 65504
+    for k, want in (("32.0", "ok"), ("0.5", "wrong_result")):
+        body = f"    offs = tl.arange(0, 64)\n    tl.store(y_ptr + offs, (tl.load(x_ptr + offs) * {k}).to(tl.float16))\n"
+        case = _case(tmp_path, body, [("x_ptr", "*fp32", x), ("y_ptr", "*fp16", np.full(64, np.nan, np.float16))],
+                     checks=[Check("y_ptr", big)])
+        out = run_case(case, str(tmp_path))
+        assert out.status == want, (k, out.detail)
+
+
+def test_an_expected_line_may_be_any_of_two():
+    # campaign seed 1042146: a store-wait hazard's second access is whichever of an if/else's two
+    # stores the next iteration runs
+    from .runner import _lines_match
+
+    assert _lines_match((25, 24), (25, (22, 24))) and _lines_match((25, 22), (25, (22, 24)))
+    assert not _lines_match((25, 23), (25, (22, 24))) and not _lines_match((26, 24), (25, (22, 24)))
+
+
 def test_the_runner_reports_a_poison_left_or_overwritten(tmp_path):
     x = np.arange(64, dtype=np.float32)
     ref = x.astype(np.float64) * 2.0
