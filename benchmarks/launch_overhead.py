@@ -8,8 +8,8 @@ kernel (three tensors + an int), launched in a Python loop, through
   from the specialization's spec and calls the driver) — the floor under tlx's launches;
 * the runtime's ``Launcher.launch(grid, args)`` on hand-written PTX (through the native launch,
   and once more through cuda.bindings, as with ``TLX_NATIVE_LAUNCH=0``);
-* the full frontend path: ``kernel[grid](...)`` of an ``@tlx.jit`` kernel — torch's current
-  stream and one native call that checks the arguments against the guard of the last
+* the full frontend path: ``kernel[grid](...)`` of an ``@tlx.jit`` kernel — one native call
+  that reads torch's current stream, checks the arguments against the guard of the last
   specialization (``tlx.specialize.guard_of``) and launches; the rows after it say where its
   time goes beyond the driver call (``key_of``, the call key a guard miss computes, for scale);
 * Triton ``@triton.jit`` on the same machine, when installed.
@@ -226,8 +226,8 @@ def cpu_main(n: int, repeats: int) -> int:
         ("Launcher.launch", lambda: e0.launch(g, args0), lambda: e4.launch(g, args4)),
         ("tlx kernel[grid](...)", lambda: empty_kernel[g](), lambda: four_arg_kernel[g](a, b, c, 4096)),
         ("  of which: kernel[grid]", lambda: empty_kernel[g], lambda: four_arg_kernel[g]),
-        ("  of which: native launch + guard", lambda: n0(gspec0, g, 0, args0, env, guard0, {}),
-         lambda: n4(gspec4, g, 0, args4, env, guard4, {})),
+        ("  of which: native + guard + stream", lambda: n0(gspec0, g, None, args0, env, guard0, {}),
+         lambda: n4(gspec4, g, None, args4, env, guard4, {})),
         ("  of which: default_stream()", default_stream, default_stream),
         ("  not used: key_of(args)", lambda: key_of(args0), lambda: key_of(args4)),
     ]
@@ -330,7 +330,7 @@ def main(argv: List[str]) -> int:
         env, no_kw = b"TLX_INTERPRET", {}
         for label, fn in (("  of which: a Python call (loop)", lambda: None),
                           ("  of which: kernel[grid]", lambda: four_arg_kernel[g]),
-                          ("  of which: native launch + guard", lambda: nat(gspec4, g, 0, args4, env, guard4, no_kw)),
+                          ("  of which: native + guard + stream", lambda: nat(gspec4, g, None, args4, env, guard4, no_kw)),
                           ("  of which: torch's current stream", default_stream),
                           ("  not used: key_of(args)", lambda: key_of(args4))):
             rows.append((label, "4 args", time_loop(fn, lambda: None)))

@@ -57,6 +57,7 @@ typedef struct { uint8_t kind, bits; uint16_t size; uint32_t offset; } spec_para
 
 static launch_fn entry = NULL;
 static PyObject *data_ptr_name, *is_cuda_name, *dtype_name;
+static PyObject *stream_namespace, *stream_name, *stream_fallback; /* `set_default_stream` */
 
 static PyObject *set_entry(PyObject *self, PyObject *address) {
     void *p = PyLong_AsVoidPtr(address);
@@ -66,10 +67,44 @@ static PyObject *set_entry(PyObject *self, PyObject *address) {
     Py_RETURN_NONE;
 }
 
-static int noop_launch(const launch_config *c, void *f, void **params, void **extra) {
-    (void)c, (void)f, (void)params, (void)extra;
-    return 0;
+/* set_default_stream(namespace, name, fallback): a launch given stream None launches on
+ * getter(arg) (getter() when arg is None) while namespace[name] is a pair (getter, arg), else
+ * on fallback() (runtime/streams.py: the pair once torch is bound, `default_stream`). */
+static PyObject *set_default_stream(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyDict_Check(a[0]) || !PyUnicode_Check(a[1]) || !PyCallable_Check(a[2]))
+        return PyErr_SetString(PyExc_TypeError, "set_default_stream(namespace: dict, name: str, fallback)"), NULL;
+    Py_XSETREF(stream_namespace, Py_NewRef(a[0]));
+    Py_XSETREF(stream_name, Py_NewRef(a[1]));
+    Py_XSETREF(stream_fallback, Py_NewRef(a[2]));
+    Py_RETURN_NONE;
 }
+
+/* The stream handle of `stream`: an int, or None for the default stream (`set_default_stream`;
+ * 0, the legacy default stream, when it was never called). */
+static void *stream_of(PyObject *stream) {
+    PyObject *handle = stream;
+    if (stream == Py_None) {
+        if (stream_namespace == NULL)
+            return NULL;
+        /* a reference: the getter may rebind the name (streams.py binds torch on first use) */
+        PyObject *pair = Py_XNewRef(PyDict_GetItemWithError(stream_namespace, stream_name));
+        int paired = pair != NULL && PyTuple_Check(pair) && PyTuple_GET_SIZE(pair) == 2;
+        PyObject *getter = paired ? PyTuple_GET_ITEM(pair, 0) : stream_fallback;
+        PyObject *arg = paired ? PyTuple_GET_ITEM(pair, 1) : Py_None;
+        handle = PyErr_Occurred() ? NULL : arg == Py_None ? PyObject_CallNoArgs(getter) : PyObject_CallOneArg(getter, arg);
+        Py_XDECREF(pair);
+        if (handle == NULL)
+            return NULL;
+    }
+    void *p = PyLong_Check(handle) ? PyLong_AsVoidPtr(handle) : NULL;
+    if (!PyLong_Check(handle))
+        PyErr_SetString(PyExc_TypeError, "a stream handle is an int");
+    if (handle != stream)
+        Py_DECREF(handle);
+    return p;
+}
+
+static int noop_launch(const launch_config *c, void *f, void **params, void **extra) { return 0; }
 
 static PyObject *noop_entry(PyObject *self, PyObject *unused) {
     return PyLong_FromVoidPtr((void *)noop_launch);
@@ -86,36 +121,22 @@ static int fail(PyObject *type, int index, const char *what) {
 static int pack(const spec_param *p, PyObject *arg, unsigned char *dst, int index) {
     switch (p->kind) {
     case 'p': {
-        PyObject *v = PyLong_Check(arg) ? (Py_INCREF(arg), arg) : PyObject_CallMethodNoArgs(arg, data_ptr_name);
-        if (v == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
-            PyErr_Clear();
-            return fail(PyExc_TypeError, index, "a pointer is an int or an object with data_ptr()");
-        }
-        if (v == NULL)
-            return -1;
-        unsigned long long ptr = PyLong_Check(v) ? PyLong_AsUnsignedLongLong(v) : (unsigned long long)-1;
-        if (!PyLong_Check(v) && !PyErr_Occurred())
+        PyObject *v = PyLong_Check(arg) ? Py_NewRef(arg) : PyObject_CallMethodNoArgs(arg, data_ptr_name);
+        if (v == NULL && PyErr_ExceptionMatches(PyExc_AttributeError))
+            return PyErr_Clear(), fail(PyExc_TypeError, index, "a pointer is an int or an object with data_ptr()");
+        unsigned long long ptr = v != NULL && PyLong_Check(v) ? PyLong_AsUnsignedLongLong(v) : 0;
+        if (v != NULL && !PyLong_Check(v))
             PyErr_SetString(PyExc_TypeError, "data_ptr() did not return an int");
-        Py_DECREF(v);
-        if (PyErr_Occurred())
-            return -1;
-        memcpy(dst, &ptr, 8);
-        return 0;
+        Py_XDECREF(v);
+        return PyErr_Occurred() ? -1 : (memcpy(dst, &ptr, 8), 0);
     }
     case 'i':
     case 'u': {
-        PyObject *v = PyNumber_Index(arg);
-        if (v == NULL)
-            return -1;
-        long long s = 0;
-        unsigned long long u = 0;
-        if (p->kind == 'u' && p->bits == 64) {
-            u = PyLong_AsUnsignedLongLong(v);
-        } else {
-            s = PyLong_AsLongLong(v);
-            u = (unsigned long long)s;
-        }
-        Py_DECREF(v);
+        PyObject *v = PyNumber_Index(arg); /* u64: the whole unsigned range, else as signed */
+        unsigned long long u = v == NULL ? 0 : p->kind == 'u' && p->bits == 64 ? PyLong_AsUnsignedLongLong(v)
+                                                                                : (unsigned long long)PyLong_AsLongLong(v);
+        long long s = (long long)u;
+        Py_XDECREF(v);
         if (PyErr_Occurred())
             return -1;
         if (p->bits < 64) {
@@ -164,41 +185,26 @@ static int pack(const spec_param *p, PyObject *arg, unsigned char *dst, int inde
 }
 
 /* The grid in CTAs: an int or a tuple of 1 to 3 ints, times the cluster shape when the grid
- * counts clusters, each within the driver's limit and a multiple of the cluster shape. */
+ * counts clusters (checked before multiplying: a product that would wrap is out of range), each
+ * within the driver's limit and a multiple of the cluster shape. */
 static int read_grid(PyObject *grid, const spec_header *h, unsigned int dims[3]) {
     static const unsigned long long limit[3] = {2147483647ULL, 65535ULL, 65535ULL};
-    PyObject *items[3] = {grid, NULL, NULL};
-    Py_ssize_t n = 1;
-    if (PyTuple_Check(grid)) {
-        n = PyTuple_GET_SIZE(grid);
-        if (n < 1 || n > 3) {
-            PyErr_SetString(PyExc_ValueError, "grid: 1 to 3 dimensions");
-            return -1;
+    int tuple = PyTuple_Check(grid);
+    Py_ssize_t n = tuple ? PyTuple_GET_SIZE(grid) : 1;
+    if (n < 1 || n > 3)
+        return PyErr_SetString(PyExc_ValueError, "grid: 1 to 3 dimensions"), -1;
+    for (Py_ssize_t i = 0; i < 3; i++) {
+        PyObject *item = i >= n ? NULL : tuple ? PyTuple_GET_ITEM(grid, i) : grid;
+        if (item != NULL && !PyLong_Check(item))
+            return PyErr_SetString(PyExc_ValueError, "grid: not an int"), -1;
+        unsigned long long d = item ? PyLong_AsUnsignedLongLong(item) : 1, c = h->cluster[i];
+        if (PyErr_Occurred())
+            PyErr_Clear();
+        else if (c != 0 && (h->grid_in_clusters ? d <= limit[i] / c : d <= limit[i] && d % c == 0)) {
+            dims[i] = (unsigned int)(h->grid_in_clusters ? d * c : d);
+            continue;
         }
-        for (Py_ssize_t i = 0; i < n; i++)
-            items[i] = PyTuple_GET_ITEM(grid, i);
-    }
-    for (int i = 0; i < 3; i++) {
-        unsigned long long d = 1;
-        if (i < n) {
-            if (!PyLong_Check(items[i])) {
-                PyErr_SetString(PyExc_ValueError, "grid: not an int");
-                return -1;
-            }
-            d = PyLong_AsUnsignedLongLong(items[i]);
-            if (PyErr_Occurred()) {
-                PyErr_Clear();
-                PyErr_SetString(PyExc_ValueError, "grid: out of range");
-                return -1;
-            }
-        }
-        if (h->grid_in_clusters)
-            d *= h->cluster[i];
-        if (d > limit[i] || d % h->cluster[i]) {
-            PyErr_SetString(PyExc_ValueError, "grid: out of range or not a multiple of the cluster");
-            return -1;
-        }
-        dims[i] = (unsigned int)d;
+        return PyErr_SetString(PyExc_ValueError, "grid: out of range or not a multiple of the cluster"), -1;
     }
     return 0;
 }
@@ -263,6 +269,7 @@ static int guard_holds(PyObject *guard, PyObject *const *args, Py_ssize_t n, PyO
 }
 
 /* launch(spec, grid, stream, args, skip_if_env[, guard, kwargs]) -> CUresult as an int.
+ * `stream`: a handle (int), or None for the default stream (`stream_of`).
  * `skip_if_env`: None, or the name (bytes) of an environment variable that, set to anything
  * but "" or "0", makes it launch nothing and return -1 (the frontend's TLX_INTERPRET). With a
  * guard, `args` are the call's positional arguments (the kernel's parameters, then positional
@@ -271,11 +278,9 @@ static PyObject *launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
     if ((nargs != 5 && nargs != 7) || !PyBytes_Check(a[0]) || !PyTuple_Check(a[3]) ||
         (nargs == 7 && (!PyTuple_Check(a[5]) || PyTuple_GET_SIZE(a[5]) != 3 || !PyDict_Check(a[6]) ||
                         !PyBytes_Check(PyTuple_GET_ITEM(a[5], 0)) || !PyTuple_Check(PyTuple_GET_ITEM(a[5], 1)) ||
-                        !PyTuple_Check(PyTuple_GET_ITEM(a[5], 2))))) {
-        PyErr_SetString(PyExc_TypeError, "launch(spec: bytes, grid, stream: int, args: tuple, skip_if_env"
-                                         "[, guard: (bytes, tuple, tuple), kwargs: dict])");
-        return NULL;
-    }
+                        !PyTuple_Check(PyTuple_GET_ITEM(a[5], 2)))))
+        return PyErr_SetString(PyExc_TypeError, "launch(spec: bytes, grid, stream: int or None, args: tuple, "
+                                                "skip_if_env[, guard: (bytes, tuple, tuple), kwargs: dict])"), NULL;
     if (a[4] != Py_None) {
         const char *v = PyBytes_Check(a[4]) ? getenv(PyBytes_AS_STRING(a[4])) : NULL;
         if (v != NULL && v[0] != '\0' && strcmp(v, "0") != 0)
@@ -285,10 +290,8 @@ static PyObject *launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
     const spec_param *params = (const spec_param *)(h + 1);
     if ((size_t)PyBytes_GET_SIZE(a[0]) < sizeof(spec_header) ||
         (size_t)PyBytes_GET_SIZE(a[0]) != sizeof(spec_header) + h->nparams * sizeof(spec_param) ||
-        h->nparams > MAX_PARAMS || h->size > MAX_PARAM_BYTES) {
-        PyErr_SetString(PyExc_ValueError, "not a launch spec");
-        return NULL;
-    }
+        h->nparams > MAX_PARAMS || h->size > MAX_PARAM_BYTES)
+        return PyErr_SetString(PyExc_ValueError, "not a launch spec"), NULL;
     Py_ssize_t given = PyTuple_GET_SIZE(a[3]);
     unsigned long long ptrs[MAX_PARAMS];
     const char *kinds = NULL; /* with a guard: ptrs[i] holds the pointer it read of a 'P'/'p' argument */
@@ -303,7 +306,7 @@ static PyObject *launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
         PyErr_Format(PyExc_TypeError, "the kernel takes %u arguments, got %zd", h->nparams, given);
         return NULL;
     }
-    void *stream = PyLong_AsVoidPtr(a[2]);
+    void *stream = stream_of(a[2]);
     if (stream == NULL && PyErr_Occurred())
         return NULL;
     unsigned int dims[3];
@@ -315,20 +318,16 @@ static PyObject *launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
     void *pointers[MAX_PARAMS];
     for (uint32_t i = 0; i < h->nparams; i++) {
         const spec_param *p = &params[i];
-        if (p->offset + p->size > h->size) {
-            PyErr_SetString(PyExc_ValueError, "launch spec: a parameter outside the buffer");
-            return NULL;
-        }
+        if (p->offset + p->size > h->size)
+            return PyErr_SetString(PyExc_ValueError, "launch spec: a parameter outside the buffer"), NULL;
         pointers[i] = buffer + p->offset;
         if (kinds && (kinds[i] | 0x20) == 'p' && p->kind == 'p' && p->size == 8)
             memcpy(buffer + p->offset, &ptrs[i], 8);
         else if (pack(p, PyTuple_GET_ITEM(a[3], i), buffer + p->offset, (int)i) < 0)
             return NULL;
     }
-    if (entry == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "tlx native launch: no driver entry point (set_entry)");
-        return NULL;
-    }
+    if (entry == NULL)
+        return PyErr_SetString(PyExc_RuntimeError, "tlx native launch: no driver entry point (set_entry)"), NULL;
     launch_attribute cluster = {CLUSTER_DIMENSION, 0, {{h->cluster[0], h->cluster[1], h->cluster[2]}}};
     int clustered = h->cluster[0] * h->cluster[1] * h->cluster[2] != 1;
     launch_config config = {dims[0], dims[1], dims[2], h->block, 1, 1, h->shared, stream,
@@ -344,6 +343,8 @@ static PyMethodDef methods[] = {
     {"set_entry", (PyCFunction)set_entry, METH_O, "set_entry(address): the cuLaunchKernelEx to call."},
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
      "launch(spec, grid, stream, args, skip_if_env[, guard, kwargs]) -> CUresult as an int (-1: skipped, -2: no match)."},
+    {"set_default_stream", (PyCFunction)(void (*)(void))set_default_stream, METH_FASTCALL,
+     "set_default_stream(namespace, name, fallback): where a launch given stream None finds its stream."},
     {"noop_entry", (PyCFunction)noop_entry, METH_NOARGS,
      "The address of a C stand-in for cuLaunchKernelEx that does nothing (CPU benchmark, tests)."},
     {NULL, NULL, 0, NULL},

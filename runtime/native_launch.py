@@ -38,6 +38,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, List, Optional
 
+from . import streams
 from .cache import FileLock, default_cache_dir, write_atomic
 
 SOURCE = Path(__file__).with_name("native_launch.c")
@@ -149,6 +150,7 @@ def load_module(directory: Optional[Path] = None) -> ModuleType:
         assert spec is not None
         module = importlib.util.module_from_spec(spec)
         loader.exec_module(module)
+        module.set_default_stream(vars(streams), "_TORCH_STREAM", streams.default_stream)
         _module = module
     return _module
 

@@ -24,9 +24,11 @@ from typing import Any, Callable, Dict, Optional, Tuple
 from .errors import TLXRuntimeError
 
 _RESOLVERS: Dict[type, Callable[[Any], int]] = {}
-# torch's (current device, current raw stream of a device) functions, and whether the stream
-# function answers for the current device itself when given -1 (one C call instead of two)
-_TORCH_STREAM: Optional[Tuple[Callable[[], int], Callable[[int], int], bool]] = None
+# once torch is bound: the default stream is getter(arg), or getter() when arg is None — torch's
+# current-raw-stream function and -1 when it answers -1 for the current device (one C call), else
+# a function asking torch for the current device first. The native launch reads this variable
+# itself for a launch without ``stream=`` (runtime/native_launch.c, `stream_of`).
+_TORCH_STREAM: Optional[Tuple[Callable[..., int], Optional[int]]] = None
 
 
 def default_stream() -> int:
@@ -39,11 +41,11 @@ def default_stream() -> int:
         fns = _bind_torch_stream()
         if fns is None:
             return 0
-    get_device, get_stream, one_call = fns
-    return get_stream(-1) if one_call else get_stream(get_device())
+    getter, arg = fns
+    return getter() if arg is None else getter(arg)
 
 
-def _bind_torch_stream() -> Optional[Tuple[Callable[[], int], Callable[[int], int], bool]]:
+def _bind_torch_stream() -> Optional[Tuple[Callable[..., int], Optional[int]]]:
     global _TORCH_STREAM
     C = getattr(sys.modules["torch"], "_C", None)
     get_device = getattr(C, "_cuda_getDevice", None)
@@ -54,7 +56,7 @@ def _bind_torch_stream() -> Optional[Tuple[Callable[[], int], Callable[[int], in
         one_call = get_stream(-1) == get_stream(get_device())
     except Exception:  # noqa: BLE001 - a torch that refuses -1 (or no device yet): two calls
         one_call = False
-    _TORCH_STREAM = (get_device, get_stream, one_call)
+    _TORCH_STREAM = (get_stream, -1) if one_call else (lambda: get_stream(get_device()), None)
     return _TORCH_STREAM
 
 

@@ -9,6 +9,7 @@ import itertools
 import struct
 import sys
 import threading
+import traceback
 import types
 
 import numpy as np
@@ -319,6 +320,30 @@ def test_bad_calls_after_a_launch_are_clear_errors(launches, torch_mode):
     n = len(launches.calls)
     scale[(1,)](x, out, 64, 1.0, BLOCK=64)  # the kernel still launches
     assert len(launches.calls) == n + 1
+
+
+def test_a_bad_argument_is_one_error_not_a_chain(launches, torch_mode):
+    """The fast paths hand a call they cannot take to the general path (or the launcher) after
+    their `except` blocks: its error is reported once, not chained under a KeyError, a TypeError
+    or the fast path's own error ("During handling of the above exception...")."""
+    x, out = Tensor(0x10000, (1024,)), Tensor(0x20000, (1024,))
+    bad_calls = [((np.zeros(4, np.float32), out, 64, 1.0), TLXRuntimeError),  # key_of refuses it
+                 ((object(), out, 64, 1.0), TLXRuntimeError),
+                 ((x, out, 2 ** 70, 1.0), TLXRuntimeError),
+                 ((Tensor(0x10000, (4,), cuda=False), out, 64, 1.0), TLXRuntimeError),
+                 ((x, out, 64, 1e300), TLXRuntimeError),  # keyed, then refused by the native packer
+                 ((x, out, None, 1.0), TLXCompileError)]
+    for first in (True, False):  # the kernel's first call (no key yet), and after a launch
+        for args, error in bad_calls:
+            scale = make_scale()
+            if not first:
+                scale[(1,)](x, out, 64, 1.0, BLOCK=64)
+                scale[(1,)](x, out, 64, 2.0, BLOCK=64)  # a float key cached: 1e300 takes the keyed path
+            with pytest.raises(error) as info:
+                scale[(1,)](*args, BLOCK=64)
+            text = "".join(traceback.format_exception(info.value))
+            assert "During handling of the above exception" not in text, text
+            assert "direct cause" not in text, text
 
 
 def test_pinned_tensors_and_host_copies(launches, torch_mode, monkeypatch):

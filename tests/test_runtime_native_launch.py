@@ -112,6 +112,13 @@ def test_the_cluster_attribute_is_cuda_bindings_own_layout(module):
     launcher, rec = installed(module, grid_in_clusters)
     launcher.launch((4,), [])
     assert rec.calls[-1]["grid"] == (8, 1, 1)
+    launch, spec = launcher.fast
+    # a grid of clusters whose CTA count would wrap 64 bits (2**63 * 2 == 0: an "empty" grid)
+    # or pass 2**31 - 1 is refused, not launched as the wrapped count or silently dropped
+    for grid in [(2 ** 63,), (2 ** 63, 1, 1), (2 ** 64 - 1,), (2 ** 30,)]:
+        with pytest.raises(ValueError, match="grid: out of range"):
+            launch(spec, grid, 0, (), None)
+    assert launch(spec, (2 ** 30 - 1,), 0, (), None) == 0 and rec.calls[-1]["grid"] == (2 ** 31 - 2, 1, 1)
 
 
 SCALARS = KernelABI(entry="s", params=(P("p", "pointer", "fp16", 8), P("b", "scalar", "i1", 4),
@@ -226,6 +233,37 @@ def test_skip_if_env_launches_nothing_while_the_variable_is_set(module, monkeypa
     monkeypatch.delenv("TLX_TEST_SKIP")
     assert launch(spec, (1,), 0, (x, x, 4, 1.0), b"TLX_TEST_SKIP") == 0
     assert len(rec.calls) == 3
+
+
+def test_stream_none_is_the_default_stream_the_namespace_names(module):
+    """launch(spec, grid, None, ...): the stream is getter(arg) while namespace[name] is a pair
+    (getter, arg) — read at every launch, so rebinding the name takes effect at once — getter()
+    when arg is None, else fallback(); the answer must be an int."""
+    from tlx.runtime import streams
+    launcher, rec = installed(module, ADD)
+    launch, spec = launcher.fast
+    x = Tensor(0x7000_0000, (4,))
+    ns, asked = {}, []
+    try:
+        module.set_default_stream(ns, "current", lambda: 0x11)
+        assert launch(spec, (1,), None, (x, x, 4, 1.0), None) == 0 and rec.calls[-1]["stream"] == 0x11
+        ns["current"] = (lambda device: asked.append(device) or 0x22, -1)
+        assert launch(spec, (1,), None, (x, x, 4, 1.0), None) == 0 and rec.calls[-1]["stream"] == 0x22
+        assert asked == [-1]
+        ns["current"] = (lambda: 0x33, None)
+        assert launch(spec, (1,), None, (x, x, 4, 1.0), None) == 0 and rec.calls[-1]["stream"] == 0x33
+        assert launch(spec, (1,), 0x44, (x, x, 4, 1.0), None) == 0 and rec.calls[-1]["stream"] == 0x44
+        ns["current"] = (lambda: "stream", None)
+        with pytest.raises(TypeError, match="stream handle is an int"):
+            launch(spec, (1,), None, (x, x, 4, 1.0), None)
+        ns["current"] = (lambda: 1 / 0, None)
+        with pytest.raises(ZeroDivisionError):
+            launch(spec, (1,), None, (x, x, 4, 1.0), None)
+        with pytest.raises(TypeError):
+            module.set_default_stream(ns, "current", "not callable")
+    finally:
+        module.set_default_stream(vars(streams), "_TORCH_STREAM", streams.default_stream)
+    assert len(rec.calls) == 4
 
 
 def test_a_driver_error_names_kernel_error_and_launch(module):

@@ -9,7 +9,8 @@ call compiles to; the launch path asks it as rarely as it can:
   stream to the native launch together with a guard; the C side compares (a tensor's type,
   dtype object and alignment, an int's class, constexprs and options by type and value) and
   packs in one pass, and launches, or answers GUARD_MISS having launched nothing. So a
-  repeated launch costs the stream and one native call; computing no key.
+  repeated launch costs one native call (which asks torch for the default stream itself when no
+  ``stream=`` is given), computing no key.
 * the call key: `tlx.specialize.key_of` of the runtime arguments given positionally, with the
   positional constexprs and the keywords (constexprs and launch options, with their types)
   when there are any, looked up in one dict (`calls`). A hit holds what the first call of that
@@ -73,16 +74,17 @@ class KernelLaunch:
         """The launch function of `kernel[grid]`: the hot path (module docstring)."""
         fixed_grid = type(grid) is tuple or type(grid) is int
         keyed = self.keyed_launch(grid, fixed_grid)
-        env = _INTERPRET_NAME
-        pop_stream = self.pop_stream
+        env, pop_stream, grid_of = _INTERPRET_NAME, self.pop_stream, self.grid_of
 
         def launch(*args: Any, **kwargs: Any) -> CompiledKernel:
-            stream = pop_stream(kwargs) if kwargs else None
+            stream = s = None  # s None: the native launch reads the default stream itself
+            if kwargs:
+                stream = pop_stream(kwargs)
+                s = None if stream is None else stream_handle(stream)
             recent = self.recent
             if not recent:
                 return keyed(None, args, kwargs, stream)
-            g = grid if fixed_grid else self.grid_of(grid, args, kwargs)
-            s = default_stream() if stream is None else stream_handle(stream)
+            g = grid if fixed_grid else grid_of(grid, args, kwargs)
             for native, guard, spec, compiled, launcher in recent:
                 try:
                     err = native(spec, g, s, args, env, guard, kwargs)
@@ -106,26 +108,29 @@ class KernelLaunch:
 
         def launch(g: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any], stream: Any) -> CompiledKernel:
             grid_now = grid if g is None else g
-            key = None
+            key: Any = None
+            found = None  # `run` is called outside the `except` blocks: its errors come unchained
             try:
                 if kwargs or len(args) > n_lead:
                     if not runtime.isdisjoint(kwargs) or len(args) > n_fast:
                         return run(grid_now, args, kwargs, stream)
                     rest = args[n_lead:]  # constexprs given positionally
                     lead = key_of(args[:n_lead])
-                    key: Any = (lead, rest, tuple(map(type, rest)), tuple(kwargs.items()),
-                                tuple(map(type, kwargs.values())))
+                    key = (lead, rest, tuple(map(type, rest)), tuple(kwargs.items()), tuple(map(type, kwargs.values())))
                 else:
                     key = lead = key_of(args)
-                native, spec, tail, compiled, launcher = calls[key]
+                found = calls[key]
             except KeyError:  # the first call with this key
-                return run(grid_now, args, kwargs, stream, key)
+                pass
             except (TLXError, TypeError):  # an argument that cannot be passed (the general path says
-                return run(grid_now, args, kwargs, stream)  # which), an unhashable constexpr (no call key)
+                key = None  # which), an unhashable constexpr: no call key
+            if found is None:
+                return run(grid_now, args, kwargs, stream, key)
+            native, spec, tail, compiled, launcher = found
             values = args if tail is None else args[:n_lead] + tail
             if g is None:
                 g = grid if fixed_grid else self.grid_of(grid, args, kwargs)
-            s = default_stream() if stream is None else stream_handle(stream)
+            s = None if stream is None else stream_handle(stream)  # None: the default stream
             if native is None:
                 if interpret_requested():
                     return self.run_interpreter(grid, args, kwargs)
@@ -136,8 +141,10 @@ class KernelLaunch:
                 self.remember(key, native, spec, compiled, launcher, args, kwargs, lead, tail)
             try:
                 err = native(spec, g, s, values, env)
-            except Exception:  # an argument it cannot pack as given, or a bad value or grid:
-                launcher.launch(g, values, s)  # the launcher reads every argument, or says what is wrong
+            except Exception:  # an argument it cannot pack as given, or a bad value or grid: the
+                err = None  # launcher reads every argument, or says what is wrong (below, unchained)
+            if err is None:
+                launcher.launch(g, values, s)
                 return compiled
             return compiled if not err else self.after_error(err, grid, g, s, args, kwargs, values, launcher, compiled)
 
@@ -154,13 +161,14 @@ class KernelLaunch:
         else:
             self.recent = ((native, guard, spec, compiled, launcher),) + self.recent[:RECENT - 1]
 
-    def after_error(self, err: int, grid: Any, g: Any, s: int, args: Sequence[Any], kwargs: Dict[str, Any],
+    def after_error(self, err: int, grid: Any, g: Any, s: Optional[int], args: Sequence[Any], kwargs: Dict[str, Any],
                     values: Sequence[Any], launcher: Any, compiled: CompiledKernel) -> Any:
         """The native launch returned `err`: under TLX_INTERPRET (-1) run the interpreter on the
-        call, else recover from the driver error and launch `values` again, or raise it."""
+        call, else recover from the driver error and launch `values` again, or raise it. `s`: the
+        stream's handle, None for the default stream."""
         if err < 0:  # TLX_INTERPRET is set: nothing was launched
             return self.run_interpreter(grid, args, kwargs)
-        launcher.relaunch_after(err, g, values, s)
+        launcher.relaunch_after(err, g, values, default_stream() if s is None else s)
         return compiled
 
     def pop_stream(self, kwargs: Dict[str, Any]) -> Any:
