@@ -307,3 +307,31 @@ def test_update_tensor_descriptor_is_amd_only_and_says_what_to_do_on_hopper():
 
     with pytest.raises(TLXCompileError, match="(?s)AMD TDM .*make_tensor_descriptor\\(desc_ptr=slot"):
         tlx.compile(k, signature={"x_ptr": "*fp32", "n": "i32"})
+
+
+@tlx.jit
+def branch_slot_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    """Program 0 reads its tile through x's slot, the others through y's (a slot chosen by an `if`):
+    y[tile] = src[tile] + 1."""
+    slots = tlx.allocate_tensor_descriptor(num=2)
+    tlx.make_tensor_descriptor(slots[0], x_ptr, [n], [1], [BLOCK])
+    tlx.make_tensor_descriptor(slots[1], y_ptr, [n], [1], [BLOCK])
+    s = slots[0]
+    if tl.program_id(0) > 0:
+        s = slots[1]
+    src = tlx.reinterpret_tensor_descriptor(s, [BLOCK], tl.float32)
+    yd = tlx.reinterpret_tensor_descriptor(slots[1], [BLOCK], tl.float32)
+    off = tl.program_id(0) * BLOCK
+    yd.store([off], src.load([off]) + 1)
+
+
+def test_a_slot_chosen_by_a_branch_compiles_and_interprets():
+    ck = tlx.compile(branch_slot_kernel, signature={"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"},
+                     constexprs={"BLOCK": 64})
+    assert isinstance(ck.asm.get("cubin"), bytes)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(128).astype(np.float32)
+    y = np.concatenate([np.full(64, np.nan, np.float32), rng.standard_normal(64).astype(np.float32)])
+    ref = np.concatenate([x[:64].astype(np.float64) + 1, y[64:].astype(np.float64) + 1])
+    tlx.interpret(branch_slot_kernel, (2,), x, y, 128, BLOCK=64)
+    np.testing.assert_allclose(y.astype(np.float64), ref, rtol=1e-6, atol=1e-6)

@@ -586,6 +586,8 @@ class KernelLowering:
             return Scalar(self.e.named(reg_kind(t), hint), t)
         if isinstance(t, T.TokenType):
             return Token()
+        if isinstance(t, T.DescSlotsType):  # a slot address
+            return Scalar(self.e.named("b64", hint), T.i64)
         raise TLXCompileError(f"internal: no home registers for {t}")
 
     # -- driver -----------------------------------------------------------------------------------

@@ -350,13 +350,14 @@ def _captured(v: Value) -> Value:
     return v
 
 
-def slot_key(slot: Value) -> Tuple[int, Optional[int]]:
-    """Which slot a `!descslot` value is: (id of its slot array, its constant index or None when the
-    index is only known at run time)."""
+def slot_key(slot: Value) -> Tuple[Optional[int], Optional[int]]:
+    """Which slot a `!descslot` value is: (id of its slot array, or None when not known (a slot
+    carried through a loop or chosen by an `if`); its constant index, or None when the index is
+    only known at run time)."""
     slot = _captured(slot)
     d = slot.defining_op
     if d is None or d.name != "tlx.desc_slot":
-        return id(slot), None  # a loop-carried slot: only itself
+        return None, None  # may be any slot
     c = d.arg("index").defining_op
     k = c.attrs.get("value") if c is not None and c.name == "arith.constant" else None
     return id(_captured(d.arg("slots"))), k if isinstance(k, int) else None
@@ -384,10 +385,10 @@ def _same_descriptor(lw: KernelLowering, v: Value) -> List[Value]:
         if s is None or o.result is v:
             continue
         arr2, k2 = slot_key(s)
-        if arr2 != arr or (k is not None and k2 is not None and k != k2):
+        if (arr is not None and arr2 is not None and arr2 != arr) or (k is not None and k2 is not None and k != k2):
             continue
         out.append(o.result)
-        if k is not None and k == k2 and o.result.type != v.type and "tt.make_tensor_descriptor" in (
+        if arr is not None and arr == arr2 and k is not None and k == k2 and o.result.type != v.type and "tt.make_tensor_descriptor" in (
                 o.name, v.defining_op.name):  # type: ignore[union-attr]
             rd = o if o.name == "tlx.reinterpret_tensor_descriptor" else v.defining_op
             mk = v.defining_op if rd is o else o
