@@ -53,7 +53,6 @@ PARTLY: Dict[str, str] = {
     "tlx.async_descriptor_load": "`cache_modifier` is checked, not emitted",
     "tlx.async_task": "`warp_group_start_id` and `exclusive` are accepted and ignored",
     "tlx.async_dot": "`pred` and `mBarriers` are ignored on Hopper, as in TLX; `use_acc` must be a compile-time bool",
-    "tlx.make_tensor_descriptor": "needs `desc_ptr=None`",
     "tl.inline_asm_elementwise": "the CPU interpreter refuses it and the fence passes cannot see inside it",
 }
 

@@ -18,11 +18,12 @@ from .display import show
 from .interpreter import interpret
 from .jit import JITFunction, jit
 from .language.core import (async_token, buffered_tensor, constexpr, dtype, mbarrier, tensor,
-                            tensor_descriptor)
+                            tensor_descriptor, tensor_descriptor_ptr)
 from .layouts import (amd_mfma_layout, layout, layout_encoding, nv_mma_shared_layout_encoding,
                       padded_shared_layout_encoding, shared_layout_encoding, shared_linear_layout_encoding,
                       swizzled_layout, swizzled_shared_layout_encoding)
-from .mem_ops import (async_descriptor_load, async_descriptor_prefetch_tensor, async_descriptor_store,
+from .mem_ops import (allocate_tensor_descriptor, reinterpret_tensor_descriptor, update_tensor_descriptor,
+                      async_descriptor_load, async_descriptor_prefetch_tensor, async_descriptor_store,
                       async_descriptor_store_wait, async_load, async_load_commit_group, async_load_wait_group,
                       async_remote_shmem_copy, async_remote_shmem_store, async_store, fence, fence_async_shared, local_alloc, local_gather, local_load,
                       local_reinterpret, local_reshape, local_scatter, local_slice, local_store, local_trans,
@@ -66,5 +67,6 @@ __all__ = [
     "amd_mfma_layout", "layout_encoding", "shared_layout_encoding", "swizzled_shared_layout_encoding", "swizzled_layout",
     "nv_mma_shared_layout_encoding", "padded_shared_layout_encoding", "shared_linear_layout_encoding",
     "storage_alias_spec", "storage_alias_spec_type", "storage_alias_spec_type_class", "reuse_group",
-    "reuse_group_type",
+    "reuse_group_type", "allocate_tensor_descriptor", "reinterpret_tensor_descriptor", "update_tensor_descriptor",
+    "tensor_descriptor_ptr",
 ]

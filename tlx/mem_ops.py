@@ -13,7 +13,8 @@ from tlx.compiler.ir import types as T
 from tlx.compiler.ir.alias import placement_attrs
 
 from .language import core, semantic
-from .language.core import async_token, buffered_tensor, builtin, mbarrier, tensor, tensor_descriptor, unwrap
+from .language.core import (async_token, buffered_tensor, builtin, mbarrier, tensor, tensor_descriptor,
+                            tensor_descriptor_ptr, unwrap)
 from .layouts import layout as layout_cls
 from .layouts import resolve_shared_layout
 from .storage_alias import storage_alias_spec_type_class, storage_kind
@@ -621,8 +622,37 @@ def prefetch(pointer: Any, level: Any = "L2", mask: Any = None, tensormap: Any =
 @builtin
 def make_tensor_descriptor(desc_ptr: Any, base: Any, shape: Any, strides: Any, block_shape: Any,
                            padding_option: Any = "zero") -> tensor_descriptor:
-    """A TMA descriptor built on the device (TLX's form; `desc_ptr` must be None: tlx allocates it)."""
+    """A TMA descriptor built on the device (TLX's form). `desc_ptr=None`: tlx keeps it in the
+    program's scratch; a slot of `tlx.allocate_tensor_descriptor` (or the array: its slot 0): it is
+    written there, for `tlx.reinterpret_tensor_descriptor` to read back. Either way the returned
+    descriptor is usable at once (the write is published to the tensormap proxy)."""
+    slot = None
     if unwrap(desc_ptr) is not None:
-        raise TLXCompileError("tlx.make_tensor_descriptor(desc_ptr=...) with an explicit pointer is not supported yet",
-                              hint="pass desc_ptr=None")
-    return semantic.make_tensor_descriptor(base, shape, strides, block_shape, padding_option)
+        slot = semantic.as_desc_slot(desc_ptr, "make_tensor_descriptor")
+    return semantic.make_tensor_descriptor(base, shape, strides, block_shape, padding_option, slot)
+
+
+@builtin
+def allocate_tensor_descriptor(num: Any) -> tensor_descriptor_ptr:
+    """`num` TMA descriptor slots (128 bytes, 128-byte aligned each) in the program's global
+    scratch (`tlx.set_allocator` provides it); `ptrs[i]` is slot i."""
+    return semantic.allocate_tensor_descriptor(num)
+
+
+@builtin
+def reinterpret_tensor_descriptor(desc_ptr: Any, block_shape: Any, dtype: Any) -> tensor_descriptor:
+    """The descriptor a slot holds (written by `make_tensor_descriptor(desc_ptr=slot)`), as a
+    descriptor of `block_shape` tiles of `dtype` for TMA loads and stores. Its TMA ops first acquire
+    the slot for the tensormap proxy."""
+    return semantic.reinterpret_tensor_descriptor(desc_ptr, block_shape, dtype)
+
+
+@builtin
+def update_tensor_descriptor(desc: Any, add_offsets: Any = None, set_bounds: Any = None, pred: Any = None,
+                             clamp_bounds: Any = False) -> tensor_descriptor:
+    """TLX's in-place update of an AMD TDM descriptor (gfx1250): no Hopper TMA counterpart, so it
+    is rejected with the Hopper way to get the same effect."""
+    raise TLXCompileError("tlx.update_tensor_descriptor edits AMD TDM descriptors (gfx1250 targets); "
+                          "tlx compiles for sm_90a, whose TMA descriptors it cannot update",
+                          hint="offset the TMA coordinates instead, or write a new descriptor into the slot with "
+                               "tlx.make_tensor_descriptor(desc_ptr=slot, ...)")

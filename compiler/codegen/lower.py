@@ -69,7 +69,8 @@ def _smem_vec_estimate(t, m: LM.LinearMap, eb: int) -> int:
 
 _HOPPER_ONLY = frozenset({"tlx.async_dot", "tlx.async_dot_wait", "tlx.tma_load", "tlx.tma_store", "tlx.tma_store_wait",
                           "tlx.tma_prefetch", "tlx.async_bulk_load", "tlx.async_store", "tlx.barrier_expect_bytes",
-                          "tlx.fence_async_shared", "tt.make_tensor_descriptor", "tt.dot", "tlx.cluster_cta_rank",
+                          "tlx.fence_async_shared", "tt.make_tensor_descriptor", "tlx.reinterpret_tensor_descriptor",
+                          "tt.dot", "tlx.cluster_cta_rank",
                           "tlx.cluster_size", "tlx.cluster_barrier", "tlx.fence_mbarrier_init", "tlx.remote_view",
                           "tlx.remote_store", "tlx.async_remote_store", "tlx.async_remote_copy"})
 
@@ -114,7 +115,11 @@ class KernelLowering:
         self._positions()
         self.need: Dict[int, Optional[frozenset]] = {}
         self._needed_registers()
-        n_desc = sum(1 for o in self.func.iter_nested() if o.name == "tt.make_tensor_descriptor")
+        # each program's global scratch: a tensormap per descriptor made without a slot, and the
+        # slots of every tlx.allocate_tensor_descriptor (all multiples of the 128-byte alignment)
+        n_desc = sum(1 for o in self.func.iter_nested()
+                     if o.name == "tt.make_tensor_descriptor" and o.arg("slot") is None)
+        n_desc += sum(o.attrs["num"] for o in self.func.iter_nested() if o.name == "tlx.allocate_tensor_descriptor")
         self.gscratch_stride = TENSOR_MAP_BYTES * n_desc
 
     # -- liveness ---------------------------------------------------------------------------------
@@ -581,6 +586,8 @@ class KernelLowering:
             return Scalar(self.e.named(reg_kind(t), hint), t)
         if isinstance(t, T.TokenType):
             return Token()
+        if isinstance(t, T.DescSlotsType):  # a slot address
+            return Scalar(self.e.named("b64", hint), T.i64)
         raise TLXCompileError(f"internal: no home registers for {t}")
 
     # -- driver -----------------------------------------------------------------------------------

@@ -27,11 +27,11 @@ from ..abi import ABI_DTYPE, TENSOR_MAP_BYTES, TMA_DATA_TYPE, TMA_SWIZZLE
 from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
-from ..ir.core import Operation, Value
+from ..ir.core import BlockArgument, Operation, Value
 from ..analysis import layout_math as LM
 from ..passes.layouts import alloc_layout
 from .lower_memory import pack_words
-from .values import Barriers, Desc, SmemView, Tensor
+from .values import Barriers, Desc, Scalar, SmemView, Tensor
 
 if TYPE_CHECKING:
     from .lower import KernelLowering
@@ -304,8 +304,18 @@ def _bulk_store(lw: KernelLowering, op: Operation) -> None:
 # ---------------------------------------------------------------------------------------------
 
 def _desc_users_encoding(lw: KernelLowering, v: Value) -> Tuple[int, Tuple[int, ...]]:
-    """The (swizzle, box) a device-made descriptor needs: that of the buffers its TMA ops move."""
+    """The (swizzle, box) a device-made descriptor needs: that of the buffers its TMA ops move. A
+    descriptor that goes through a slot is one descriptor with every make and reinterpret of that
+    slot: they all take the encoding of all their users."""
     found = None
+    for root in _same_descriptor(lw, v):
+        found = _users_encoding(root, found)
+    return found or default_tma_encoding(v.type)
+
+
+def _users_encoding(v: Value, found: Optional[Tuple[int, Tuple[int, ...]]]) -> Optional[Tuple[int, Tuple[int, ...]]]:
+    """`found` merged with the (swizzle, box) of the TMA ops that use descriptor `v` (through
+    warp-specialize captures and loop-carried values); two different ones are an error."""
     stack = [v]
     seen = set()
     while stack:
@@ -326,7 +336,66 @@ def _desc_users_encoding(lw: KernelLowering, v: Value) -> Tuple[int, Tuple[int, 
                 stack.extend(r.block.args[idx] for r in user.regions[1:])
             elif user.name == "scf.for" and idx >= 3:  # a carried value: the body's argument, the result
                 stack += [user.regions[0].block.args[idx - 2], user.results[idx - 3]]
-    return found or default_tma_encoding(v.type)
+    return found
+
+
+def _captured(v: Value) -> Value:
+    """The value outside every warp-specialize partition that `v` is a capture of (or `v`)."""
+    while isinstance(v, BlockArgument):
+        region = v.owner.parent
+        ws = region.parent if region is not None else None
+        if ws is None or ws.name != "tlx.warp_specialize" or ws.regions[0] is region:
+            break
+        v = ws.operands[v.index]
+    return v
+
+
+def slot_key(slot: Value) -> Tuple[Optional[int], Optional[int]]:
+    """Which slot a `!descslot` value is: (id of its slot array, or None when not known (a slot
+    carried through a loop or chosen by an `if`); its constant index, or None when the index is
+    only known at run time)."""
+    slot = _captured(slot)
+    d = slot.defining_op
+    if d is None or d.name != "tlx.desc_slot":
+        return None, None  # may be any slot
+    c = d.arg("index").defining_op
+    k = c.attrs.get("value") if c is not None and c.name == "arith.constant" else None
+    return id(_captured(d.arg("slots"))), k if isinstance(k, int) else None
+
+
+def _slot_of(op: Optional[Operation]) -> Optional[Value]:
+    if op is not None and op.name == "tt.make_tensor_descriptor":
+        return op.arg("slot")
+    if op is not None and op.name == "tlx.reinterpret_tensor_descriptor":
+        return op.arg("slot")
+    return None
+
+
+def _same_descriptor(lw: KernelLowering, v: Value) -> List[Value]:
+    """`v` and the results of every other make / reinterpret of a slot `v`'s slot may be (same
+    array, same or run-time index). Where the slot is surely the same (constant indices), a
+    reinterpret must read it with the block shape and dtype it was made with."""
+    slot = _slot_of(v.defining_op)
+    if slot is None:
+        return [v]
+    arr, k = slot_key(slot)
+    out = [v]
+    for o in lw.func.iter_nested():
+        s = _slot_of(o)
+        if s is None or o.result is v:
+            continue
+        arr2, k2 = slot_key(s)
+        if (arr is not None and arr2 is not None and arr2 != arr) or (k is not None and k2 is not None and k != k2):
+            continue
+        out.append(o.result)
+        if arr is not None and arr == arr2 and k is not None and k == k2 and o.result.type != v.type and "tt.make_tensor_descriptor" in (
+                o.name, v.defining_op.name):  # type: ignore[union-attr]
+            rd = o if o.name == "tlx.reinterpret_tensor_descriptor" else v.defining_op
+            mk = v.defining_op if rd is o else o
+            raise TLXCompileError(f"reinterpret_tensor_descriptor reads slot {k} as {rd.result.type}, but "  # type: ignore
+                                  f"make_tensor_descriptor writes it as {mk.result.type}", rd.loc,  # type: ignore
+                                  hint="pass the block_shape and dtype the descriptor was made with")
+    return out
 
 
 def default_tma_encoding(t: T.TensorDescType) -> Tuple[int, Tuple[int, ...]]:
@@ -335,15 +404,12 @@ def default_tma_encoding(t: T.TensorDescType) -> Tuple[int, Tuple[int, ...]]:
     return sw, tma_box(t.block_shape, t.element.bytes, sw)
 
 
-def _make_desc(lw: KernelLowering, op: Operation) -> None:
+def _program_scratch(lw: KernelLowering, nbytes: int, hint: str) -> str:
+    """A register holding the global address of `nbytes` of the program's own scratch (reserved
+    here; every reservation is a multiple of 128 bytes, so each stays 128-byte aligned)."""
     em = lw.e
-    t: T.TensorDescType = op.result.type  # type: ignore[assignment]
-    sw, box = _desc_users_encoding(lw, op.result)
-    s1 = em.new("b32", "add.s32", lw.scratch(op), "127")
-    s = em.new("b32", "and.b32", s1, "-128")  # tensormaps in shared memory are 128-byte aligned
-    # the program's slot in global scratch
-    slot = lw.global_scratch_per_program
-    lw.global_scratch_per_program += TENSOR_MAP_BYTES
+    offset = lw.global_scratch_per_program
+    lw.global_scratch_per_program += nbytes
     lw.needs_global_scratch = True
 
     def global_slot() -> Tuple[str, str]:  # the global scratch pointer, the linear program id
@@ -353,12 +419,29 @@ def _make_desc(lw: KernelLowering, op: Operation) -> None:
         zy = em.new("b32", "mad.lo.s32", z, ny, y)
         return p, em.new("b32", "mad.lo.s32", zy, nx, x)
 
-    gs = lw.once(("gscratch",), global_slot)
-    gptr, pidlin = gs
-    addr = em.named("b64", lw.hint(op.result, "desc"))
+    gptr, pidlin = lw.once(("gscratch",), global_slot)
+    addr = em.named("b64", hint)
     em("add.s64", addr, gptr, em.new("b64", "mul.wide.u32", pidlin, str(lw.gscratch_stride)))
-    if slot:
-        em("add.s64", addr, addr, str(slot))
+    if offset:
+        em("add.s64", addr, addr, str(offset))
+    return addr
+
+
+def _make_desc(lw: KernelLowering, op: Operation) -> None:
+    """Build the descriptor in shared memory with warp 0 and copy it to its global home (the
+    program's scratch, or the kernel's slot), releasing it to the tensormap proxy; the builders
+    then acquire it, so the TMA ops that follow see it."""
+    em = lw.e
+    t: T.TensorDescType = op.result.type  # type: ignore[assignment]
+    sw, box = _desc_users_encoding(lw, op.result)
+    s1 = em.new("b32", "add.s32", lw.scratch(op), "127")
+    s = em.new("b32", "and.b32", s1, "-128")  # tensormaps in shared memory are 128-byte aligned
+    slot = op.arg("slot")
+    if slot is None:
+        addr = _program_scratch(lw, TENSOR_MAP_BYTES, lw.hint(op.result, "desc"))
+    else:
+        addr = em.named("b64", lw.hint(op.result, "desc"))
+        em("mov.b64", addr, lw.scalar(slot))
     # build in shared memory with warp 0, then copy out with a release of the tensormap proxy
     w0 = em.new("pred", "setp.eq.u32", lw.part.warp, "0")
     zero_addr = em.new("b32", "mad.lo.s32", lw.part.lane, "4", s)
@@ -392,6 +475,38 @@ def _make_desc(lw: KernelLowering, op: Operation) -> None:
     em("fence.proxy.tensormap::generic.acquire.gpu", f"[{addr}]", str(TENSOR_MAP_BYTES))
     em.label(done)
     lw.part_barrier()
+    lw.set(op.result, Desc(addr, t, None, sw, box))
+
+
+def _alloc_desc_slots(lw: KernelLowering, op: Operation) -> None:
+    """`num` 128-byte slots of the program's global scratch: the register holds the first one."""
+    addr = _program_scratch(lw, TENSOR_MAP_BYTES * op.attrs["num"], lw.hint(op.result, "desc_slots"))
+    lw.set(op.result, Scalar(addr, T.i64))
+
+
+def _desc_slot(lw: KernelLowering, op: Operation) -> None:
+    """Slot `index` of an array: 128 bytes a slot."""
+    em = lw.e
+    base = lw.scalar(op.arg("slots"))
+    c = op.arg("index").defining_op
+    k = c.attrs.get("value") if c is not None and c.name == "arith.constant" else None
+    if isinstance(k, int):
+        addr = em.new("b64", "add.s64", base, str(k * TENSOR_MAP_BYTES))
+    else:
+        addr = em.new("b64", "mad.wide.s32", lw.scalar(op.arg("index")), str(TENSOR_MAP_BYTES), base)
+    lw.set(op.result, Scalar(addr, T.i64))
+
+
+def _reinterpret_desc(lw: KernelLowering, op: Operation) -> None:
+    """The slot's address as a descriptor. The slot was written through the generic proxy (the
+    tensormap copy's release); the partition's threads acquire it for the tensormap proxy before
+    any of them issues a TMA op with it."""
+    em = lw.e
+    t: T.TensorDescType = op.result.type  # type: ignore[assignment]
+    sw, box = _desc_users_encoding(lw, op.result)
+    addr = em.named("b64", lw.hint(op.result, "desc"))
+    em("mov.b64", addr, lw.scalar(op.arg("slot")))
+    em("fence.proxy.tensormap::generic.acquire.gpu", f"[{addr}]", str(TENSOR_MAP_BYTES))
     lw.set(op.result, Desc(addr, t, None, sw, box))
 
 
@@ -591,7 +706,9 @@ LOWERINGS = {
     "tlx.alloc_barriers": _alloc_barriers, "tlx.barrier_expect_bytes": _arrive, "tlx.barrier_arrive": _arrive,
     "tlx.barrier_inval": _inval, "tlx.barrier_wait": _wait, "tlx.tma_load": _tma_load, "tlx.tma_store": _tma_store,
     "tlx.tma_store_wait": _tma_store_wait, "tlx.tma_prefetch": _tma_prefetch, "tlx.async_bulk_load": _bulk_load,
-    "tlx.async_store": _bulk_store, "tt.make_tensor_descriptor": _make_desc, "tlx.async_dot": _async_dot,
+    "tlx.async_store": _bulk_store, "tt.make_tensor_descriptor": _make_desc,
+    "tlx.allocate_tensor_descriptor": _alloc_desc_slots, "tlx.desc_slot": _desc_slot,
+    "tlx.reinterpret_tensor_descriptor": _reinterpret_desc, "tlx.async_dot": _async_dot,
     "tlx.async_dot_wait": _async_dot_wait, "tt.descriptor_load": _must_be_lowered,
     "tt.descriptor_store": _must_be_lowered,
 }

@@ -388,6 +388,33 @@ def _v_make_desc(op: Operation) -> None:
     need(op, isinstance(rt, T.TensorDescType), "result must be a tensor descriptor")
     need(op, isinstance(base.type, T.PointerType) and base.type.pointee == rt.element, "base must point to the descriptor's dtype")
     need(op, len(shape) == len(strides) == rt.rank, "one shape and one stride per dimension")
+    slot = op.arg("slot")
+    need(op, slot is None or slot.type == T.DescSlotsType(1, False),
+         f"the descriptor is written into one slot (!descslot), got {slot.type if slot is not None else None}")
+
+
+def _v_alloc_desc(op: Operation) -> None:
+    n = op.attrs.get("num")
+    rt = op.result.type
+    need(op, isinstance(n, int) and n >= 1, f"num is a positive integer, got {n!r}")
+    need(op, rt == T.DescSlotsType(n, True), f"the result is !descslots<{n}>, got {rt}")
+
+
+def _v_desc_slot(op: Operation) -> None:
+    st, idx = op.arg("slots").type, op.arg("index")
+    need(op, isinstance(st, T.DescSlotsType) and st.array, f"indexes a slot array (!descslots<N>), got {st}")
+    need(op, idx.type == T.i32, f"the index is an i32 scalar, got {idx.type}")
+    need(op, op.result.type == T.DescSlotsType(1, False), "the result is one slot (!descslot)")
+    d = idx.defining_op
+    if d is not None and d.name == "arith.constant" and isinstance(d.attrs.get("value"), int):
+        need(op, 0 <= d.attrs["value"] < st.count,  # type: ignore[union-attr]
+             f"slot index {d.attrs['value']} is out of range for {st}")
+
+
+def _v_reinterpret_desc(op: Operation) -> None:
+    need(op, op.arg("slot").type == T.DescSlotsType(1, False), f"reads one slot (!descslot), got {op.arg('slot').type}")
+    rt = op.result.type
+    need(op, isinstance(rt, T.TensorDescType) and 1 <= rt.rank <= 5, "the result is a tensor descriptor of rank 1..5")
 
 
 def _desc(op: Operation) -> T.TensorDescType:
@@ -907,7 +934,14 @@ _def("tt.dot", [("a", "one"), ("b", "one"), ("acc", "one")], traits=["pure"], ve
      summary="D = A @ B + acc on register operands; LowerDot stages the wgmma ones (tlx.async_dot), the rest "
              "are mma.sync or FMA on registers: no shared-memory access, no async proxy (no effects)")
 
-_def("tt.make_tensor_descriptor", [("base", "one"), ("shape", "var"), ("strides", "var")], verify=_v_make_desc)
+_def("tt.make_tensor_descriptor", [("base", "one"), ("shape", "var"), ("strides", "var"), ("slot", "opt")],
+     verify=_v_make_desc, summary="build a TMA descriptor on the device (in per-program scratch, or into `slot`)")
+_def("tlx.allocate_tensor_descriptor", verify=_v_alloc_desc,
+     summary="`num` 128-byte descriptor slots in the program's global scratch")
+_def("tlx.desc_slot", [("slots", "one"), ("index", "one")], traits=["pure"], verify=_v_desc_slot,
+     summary="slot `index` of a descriptor slot array")
+_def("tlx.reinterpret_tensor_descriptor", [("slot", "one")], verify=_v_reinterpret_desc,
+     summary="the descriptor a slot holds, as a tensor descriptor of the result's block shape and dtype")
 _def("tt.descriptor_load", [("desc", "one"), ("offsets", "var")], verify=_v_desc_load,
      summary="register-level TMA load (lowered by TMALowering)")
 _def("tt.descriptor_store", [("desc", "one"), ("value", "one"), ("offsets", "var")], results=0, verify=_v_desc_store,

@@ -170,6 +170,12 @@ class Parser:
             shape, e = self.shape_and_element()
             self.expect(">")
             return T.TensorDescType(shape, e)
+        if self.accept("!descslots<"):
+            n = self.integer()
+            self.expect(">")
+            return T.DescSlotsType(n, True)
+        if self.accept("!descslot"):
+            return T.DescSlotsType(1, False)
         if self.accept("!token"):
             return T.token
         name = self.ident()

@@ -12,6 +12,7 @@ Text forms::
     !smem<3x64x64xf16, #nvmma<...>, buffers=3, mutable>
     !mbarriers<4>   !mbarrier                   an mbarrier array / one mbarrier
     !tensordesc<64x64xf16>                      a TMA tensor descriptor (block shape, dtype)
+    !descslots<2>, !descslot                    device descriptor slots (an array of 2, one slot)
     !token                                      an async token
 """
 
@@ -222,6 +223,19 @@ class TensorDescType(Type):
     @property
     def rank(self) -> int:
         return len(self.block_shape)
+
+
+@dataclass(frozen=True)
+class DescSlotsType(Type):
+    """Global memory for TMA descriptors written on the device (`tlx.allocate_tensor_descriptor`):
+    an array of `count` 128-byte, 128-byte-aligned slots, or one slot of such an array
+    (`array=False`, `slots[i]`)."""
+
+    count: int = 1
+    array: bool = True
+
+    def __str__(self) -> str:
+        return f"!descslots<{self.count}>" if self.array else "!descslot"
 
 
 @dataclass(frozen=True)

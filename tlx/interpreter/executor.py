@@ -954,6 +954,40 @@ def _make_desc(it, th, op):
     d = Descriptor(reg, (base - reg.base) // isz, shape, strides, dt.block_shape, dt.element,
                    op.attrs.get("padding", "zero"))
     d.check_extent(op.loc, "device descriptor")
+    slot = op.arg("slot")
+    if slot is not None:
+        slots, k = th.env[slot]
+        slots[k] = d
+    _set(th, op, d)
+
+
+@handler("tlx.allocate_tensor_descriptor")
+def _alloc_desc_slots(it, th, op):
+    # the program's slots: each holds the descriptor last written into it (None: never written)
+    _set(th, op, [None] * op.attrs["num"])
+
+
+@handler("tlx.desc_slot")
+def _desc_slot(it, th, op):
+    slots, k = th.env[op.arg("slots")], _int(th.env[op.arg("index")])
+    if not 0 <= k < len(slots):
+        raise InterpreterError(f"descriptor slot index {k} is out of range 0..{len(slots) - 1} "
+                               f"(allocate_tensor_descriptor(num={len(slots)}))", op.loc)
+    _set(th, op, (slots, k))
+
+
+@handler("tlx.reinterpret_tensor_descriptor")
+def _reinterpret_desc(it, th, op):
+    slots, k = th.env[op.arg("slot")]
+    d, want = slots[k], op.result.type
+    if d is None:
+        raise InterpreterError(f"reinterpret_tensor_descriptor reads descriptor slot {k}, which holds no descriptor "
+                               f"yet", op.loc,
+                               hint="write it first with tlx.make_tensor_descriptor(desc_ptr=slot, ...)")
+    if (tuple(d.block_shape), d.element) != (tuple(want.block_shape), want.element):
+        raise InterpreterError(f"reinterpret_tensor_descriptor reads descriptor slot {k} as {want}, but it holds a "
+                               f"descriptor of {list(d.block_shape)} x {d.element} tiles", op.loc,
+                               hint="pass the block_shape and dtype the descriptor was made with")
     _set(th, op, d)
 
 

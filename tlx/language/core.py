@@ -515,6 +515,34 @@ class tensor_descriptor(Handle):
         return f"tensor_descriptor({self.dtype}, {self.block_shape})"
 
 
+class tensor_descriptor_ptr(Handle):
+    """Global memory for TMA descriptors written on the device (`tlx.allocate_tensor_descriptor`):
+    an array of `num` 128-byte slots, or one slot of it (`ptrs[i]`). `tlx.make_tensor_descriptor`
+    writes a descriptor into a slot; `tlx.reinterpret_tensor_descriptor` reads it back."""
+
+    descriptor_size = 128  # bytes per slot: one CUtensorMap
+
+    def __init__(self, handle: "Value", written: Optional[dict] = None, index: Optional[int] = None):
+        self.handle = handle
+        # what the trace has written so far into each constant slot index of the array: (block, dtype);
+        # shared by the array and the slots indexed from it, for the consistency check of
+        # reinterpret_tensor_descriptor
+        self.written = written if written is not None else {}
+        self.index = index
+
+    @property
+    def num(self) -> int:
+        """How many slots this value spans (1 for one slot)."""
+        return self.handle.type.count  # type: ignore[union-attr]
+
+    def __getitem__(self, idx: Any) -> "tensor_descriptor_ptr":
+        """`ptrs[i]`: slot `i` of the array."""
+        return current().semantic.desc_slot(self, idx)
+
+    def __repr__(self) -> str:
+        return f"tensor_descriptor_ptr({self.handle.type})"
+
+
 class async_token(Handle):
     """An async token (cp.async groups)."""
 
@@ -540,4 +568,8 @@ def wrap_value(v: "Value", template: Any = None) -> Handle:
         return tensor_descriptor(v, dtype_from_ir(t.element), t.block_shape)
     if isinstance(t, T.TokenType):
         return async_token(v)
+    if isinstance(t, T.DescSlotsType):
+        if isinstance(template, tensor_descriptor_ptr):
+            return tensor_descriptor_ptr(v, template.written, template.index)
+        return tensor_descriptor_ptr(v)
     raise TLXCompileError(f"cannot wrap a value of type {t}")

@@ -1038,7 +1038,10 @@ def _py_name(d: dtype) -> str:
     return {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}.get(d.name, d.name)
 
 
-def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any, padding_option: Any = "zero") -> core.tensor_descriptor:
+def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any, padding_option: Any = "zero",
+                           slot: Optional[core.tensor_descriptor_ptr] = None) -> core.tensor_descriptor:
+    """A TMA descriptor built on the device: in the program's own scratch, or written into `slot`
+    (one slot of `tlx.allocate_tensor_descriptor`) for `reinterpret_tensor_descriptor` to read."""
     base = to_tensor(base)
     if not base.dtype.is_ptr() or base.shape:
         raise err(f"make_tensor_descriptor needs a scalar pointer base, got {base.type}")
@@ -1063,7 +1066,68 @@ def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any
     sh = [cast(to_tensor(unwrap(s)), int32).handle for s in shape]
     st = [cast(to_tensor(unwrap(s)), int64).handle for s in strides]
     dt = T.TensorDescType(tuple(block), elt.ir)
-    op = emit("tt.make_tensor_descriptor", [base.handle, sh, st], [dt], {"padding": pad})
+    op = emit("tt.make_tensor_descriptor", [base.handle, sh, st, slot.handle if slot is not None else None], [dt],
+              {"padding": pad})
+    if slot is not None and slot.index is not None:
+        slot.written[slot.index] = (tuple(block), elt)
+    return core.tensor_descriptor(op.result, elt, block)
+
+
+def allocate_tensor_descriptor(num: Any) -> core.tensor_descriptor_ptr:
+    """`num` descriptor slots (128 bytes each, 128-byte aligned) in the program's global scratch."""
+    n = unwrap(num)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise TLXValueError(f"allocate_tensor_descriptor needs a positive constexpr num, got {n!r}")
+    op = emit("tlx.allocate_tensor_descriptor", [], [T.DescSlotsType(n, True)], {"num": n})
+    return core.tensor_descriptor_ptr(op.result)
+
+
+def desc_slot(ptrs: Any, idx: Any) -> core.tensor_descriptor_ptr:
+    """Slot `idx` of a descriptor slot array (`ptrs[idx]`); `idx` may be a runtime integer."""
+    ptrs = unwrap(ptrs)
+    if not isinstance(ptrs, core.tensor_descriptor_ptr) or not ptrs.handle.type.array:  # type: ignore[union-attr]
+        raise TLXCompileError("only a descriptor slot array (from tlx.allocate_tensor_descriptor) can be indexed; "
+                              "this is already one slot")
+    k = unwrap(idx)
+    const = isinstance(k, int) and not isinstance(k, bool)
+    if const and not 0 <= k < ptrs.num:
+        raise TLXCompileError(f"descriptor slot index {k} is out of range 0..{ptrs.num - 1} "
+                              f"(allocate_tensor_descriptor(num={ptrs.num}))")
+    op = emit("tlx.desc_slot", [ptrs.handle, index_i32(idx, "the slot index")], [T.DescSlotsType(1, False)])
+    return core.tensor_descriptor_ptr(op.result, ptrs.written, k if const else None)
+
+
+def as_desc_slot(ptr: Any, what: str) -> core.tensor_descriptor_ptr:
+    """One slot from what a kernel passes as `desc_ptr`: a slot, or an array (its slot 0)."""
+    ptr = unwrap(ptr)
+    if not isinstance(ptr, core.tensor_descriptor_ptr):
+        raise TLXCompileError(f"{what}: desc_ptr must be a descriptor slot from tlx.allocate_tensor_descriptor, "
+                              f"got {type(ptr).__name__}",
+                              hint="desc_ptrs = tlx.allocate_tensor_descriptor(num=N), then pass desc_ptrs[i]")
+    return desc_slot(ptr, 0) if ptr.handle.type.array else ptr  # type: ignore[union-attr]
+
+
+def reinterpret_tensor_descriptor(ptr: Any, block_shape: Any, dt: Any) -> core.tensor_descriptor:
+    """The descriptor slot `ptr` holds, used as a descriptor of `block_shape` tiles of `dt`. The
+    block shape and dtype must be those the slot was written with: where the trace saw the write
+    (a constant slot index), a mismatch is reported here."""
+    slot = as_desc_slot(ptr, "reinterpret_tensor_descriptor")
+    elt = unwrap(dt)
+    if not isinstance(elt, dtype) or elt.is_ptr():
+        raise TLXValueError(f"reinterpret_tensor_descriptor needs an element dtype, got {elt!r}")
+    block = [unwrap(b) for b in unwrap(block_shape)]
+    if not 1 <= len(block) <= 5 or not all(isinstance(b, int) and b > 0 for b in block):
+        raise TLXValueError(f"reinterpret_tensor_descriptor needs a block shape of 1..5 positive constant sizes, "
+                            f"got {block}")
+    if block[-1] * elt.primitive_bitwidth // 8 < 16:
+        raise err(f"the inner block dimension must span at least 16 bytes, got {block[-1]} x {elt}")
+    check_shape(block)
+    seen = slot.written.get(slot.index) if slot.index is not None else None
+    if seen is not None and seen != (tuple(block), elt):
+        raise err(f"reinterpret_tensor_descriptor reads slot {slot.index} as {block} x {elt}, but "
+                  f"make_tensor_descriptor wrote it for {list(seen[0])} x {seen[1]} tiles",
+                  hint="pass the block_shape and dtype the descriptor was made with")
+    op = emit("tlx.reinterpret_tensor_descriptor", [slot.handle], [T.TensorDescType(tuple(block), elt.ir)])
     return core.tensor_descriptor(op.result, elt, block)
 
 
