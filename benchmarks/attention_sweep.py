@@ -7,26 +7,22 @@ Run from the repository root on the GPU machine::
     python3 -m pip install -q --no-deps --no-build-isolation -e . && python3 benchmarks/attention_sweep.py
 
 Variants (VARIANTS): the default config, each option alone and the combinations, the
-persistent kernel, NUM_STAGES 3, BLOCK_N 64; and an `ftz` pair that lowers f32 exp2 to
-``ex2.approx.ftz.f32`` instead of the compiler's ``ex2.approx.f32`` (ptxas gives each non-ftz
-one 3 more instruction slots — a subnormal range check and two scalings around MUFU.EX2 —: the
-default d128 forward's cubin has 7688 slots, 6496 with ftz, 396 ex2 in all). The ftz variants are an experiment on
-the compiler, not a kernel option: their child process patches the lowering table
-(`compiler.codegen.lower_arith`) and compiles into its own cache folder, so no other kernel
-sees the patch; if they win, the compiler's lowering is what to change.
+persistent kernel, NUM_STAGES 3, BLOCK_N 64. (The compiler's f32 exp2 is ``ex2.approx.ftz.f32``
+since this sweep measured it against ``ex2.approx.f32``: 92.1 % against 84.7 % of cuDNN on
+average; docs/performance.md has the outcome of every option.)
 
 Method: benchmarks/attention.py's (same timing, same FLOP count, same grid: 16k tokens, 16 heads
 of 128), imported from it, not copied. Phase 1 compiles every (variant, dtype, causal)
 specialization in parallel worker processes (one launch at a small shape of the same
 specialization fills the disk cache: ptxas takes seconds a kernel, so serially this would not
-fit) and checks each against torch's fp32 math attention there. Phase 2 times: one child
-process per compiler setting (plain, ftz), each measuring cuDNN again at every point, so every
-ratio is against the same process's cuDNN, and checking every variant's output against the fp32
-reference of the first and the last head. The parent prints the table last and writes
-benchmarks/results/attention_sweep-<time>.json (and a copy under $OUT).
+fit) and checks each against torch's fp32 math attention there. Phase 2 times in one child
+process: cuDNN at every point, then every variant there (every ratio is against the same
+process's cuDNN), each checked against the fp32 reference of the first and the last head. The
+parent prints the table last and writes benchmarks/results/attention_sweep-<time>.json (and a
+copy under $OUT).
 
-Time: phase 1 ~1 minute on 16 cores (48 specializations, ptxas seconds each), phase 2 well under
-one; bounded by PHASE1_LIMIT_S and the timing children's limits (records made before a limit
+Time: phase 1 ~1 minute on 16 cores (40 specializations, ptxas seconds each), phase 2 well under
+one; bounded by PHASE1_LIMIT_S and the timing child's limit (records made before a limit
 are kept), 5 minutes at worst.
 """
 
@@ -55,22 +51,20 @@ PHASE1_LIMIT_S = 120.0
 PHASE2_BASE_S, PHASE2_PER_VARIANT_S = 30.0, 8.0  # a timing child's limit: imports + cuDNN, then per variant
 WRONG_REL_ERR = 2e-2
 
-#: name -> (persistent, ForwardConfig fields changed from the head_dim-128 default, ftz, causal only)
-VARIANTS: Dict[str, Tuple[bool, Dict[str, Any], bool, bool]] = {
-    "base": (False, {}, False, False),
-    "early": (False, dict(RESCALE_EARLY=True), False, False),
-    "lazy": (False, dict(LAZY_FIRST_MASK=True), False, False),
-    "early+lazy": (False, dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True), False, False),
-    "early+lazy+g8": (False, dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True, HEAD_GROUP=8), False, True),
-    "early+lazy+g32": (False, dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True, HEAD_GROUP=32), False, True),
-    "early+lazy+s3": (False, dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True, NUM_STAGES=3), False, False),
-    "n64": (False, dict(BLOCK_N=64, NUM_STAGES=3), False, False),
-    "pers": (True, {}, False, False),
-    "pers+early+lazy": (True, dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True), False, False),
-    "pers+early+lazy+g8": (True, dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True, HEAD_GROUP=8), False, True),
-    "pers+early+lazy+g32": (True, dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True, HEAD_GROUP=32), False, True),
-    "ftz": (False, {}, True, False),
-    "ftz+early+lazy": (False, dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True), True, False),
+#: name -> (persistent, ForwardConfig fields changed from the head_dim-128 default, causal only)
+VARIANTS: Dict[str, Tuple[bool, Dict[str, Any], bool]] = {
+    "base": (False, {}, False),
+    "early": (False, dict(RESCALE_EARLY=True), False),
+    "lazy": (False, dict(LAZY_FIRST_MASK=True), False),
+    "early+lazy": (False, dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True), False),
+    "early+lazy+g8": (False, dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True, HEAD_GROUP=8), True),
+    "early+lazy+g32": (False, dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True, HEAD_GROUP=32), True),
+    "early+lazy+s3": (False, dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True, NUM_STAGES=3), False),
+    "n64": (False, dict(BLOCK_N=64, NUM_STAGES=3), False),
+    "pers": (True, {}, False),
+    "pers+early+lazy": (True, dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True), False),
+    "pers+early+lazy+g8": (True, dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True, HEAD_GROUP=8), True),
+    "pers+early+lazy+g32": (True, dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True, HEAD_GROUP=32), True),
 }
 
 
@@ -82,22 +76,15 @@ def load_bench() -> Any:
     return mod
 
 
-def patch_ftz() -> None:
-    """Lower f32 exp2 to ex2.approx.ftz.f32 in this process (the ftz variants' child only)."""
-    from tlx.compiler.codegen import lower_arith
-
-    lower_arith._MATH_INS["math.exp2"] = "ex2.approx.ftz"
-
-
 def points(variant: str) -> List[Tuple[str, bool]]:
     """(dtype, causal) specializations a variant runs."""
-    causal_only = VARIANTS[variant][3]
+    causal_only = VARIANTS[variant][2]
     return [(dt, c) for dt in DTYPES for c in (False, True) if c or not causal_only]
 
 
 def make_plan(ours: Any, variant: str, q: Any, k: Any, v: Any, o: Any, lse: Any, causal: bool) -> Any:
     """The forward plan of `variant` writing into o / lse."""
-    persistent, fields, _, _ = VARIANTS[variant]
+    persistent, fields, _ = VARIANTS[variant]
     cfg = dataclasses.replace(ours.FORWARD_CONFIGS[HEAD_DIM], **fields)
     return ours.plan_forward(q, k, v, causal, persistent=persistent, config=cfg, out=o, lse=lse)
 
@@ -159,7 +146,7 @@ def warm(jobs: List[Tuple[str, str, bool]], out_path: str) -> int:
     return 0
 
 
-# ---- phase 2 (timing child): cuDNN and every variant of one compiler setting at every point ------
+# ---- phase 2 (timing child): cuDNN and every variant at every point ------------------------------
 
 def measure(variants: List[str], runs: int, out_path: str) -> int:
     """Time cuDNN and `variants` at every (dtype, causal, seq); records go to `out_path`."""
@@ -245,9 +232,9 @@ def measure(variants: List[str], runs: int, out_path: str) -> int:
 
 # ---- orchestration (parent) ----------------------------------------------------------------------
 
-def _child(args: List[str], ftz: bool) -> List[str]:
+def _child(args: List[str]) -> List[str]:
     """The command line of a worker or timing child of this script."""
-    return [sys.executable, os.path.abspath(__file__)] + args + (["--ftz"] if ftz else [])
+    return [sys.executable, os.path.abspath(__file__)] + args
 
 
 def _read(path: str) -> List[Dict[str, Any]]:
@@ -260,24 +247,22 @@ def _read(path: str) -> List[Dict[str, Any]]:
 
 
 def run_all(variants: List[str], runs: int) -> List[Dict[str, Any]]:
-    """Phase 1 (parallel compile + check), then phase 2 (one timing child per compiler setting)."""
+    """Phase 1 (parallel compile + check), then phase 2 (one timing child)."""
     records: List[Dict[str, Any]] = []
-    caches = {False: tempfile.mkdtemp(prefix="tlx_sweep_cache_"), True: tempfile.mkdtemp(prefix="tlx_sweep_ftz_")}
+    cache = tempfile.mkdtemp(prefix="tlx_sweep_cache_")
+    env = dict(os.environ, TLX_CACHE_DIR=cache)  # the workers fill it, the timing child reads it
     jobs = [(v, dt, c) for v in variants for dt, c in points(v)]
     t0 = time.time()
     procs = []
-    for ftz in (False, True):
-        mine = [j for j in jobs if VARIANTS[j[0]][2] == ftz]
-        n = max(1, min(WORKERS * len(mine) // max(1, len(jobs)), len(mine))) if mine else 0
-        for w in range(n):
-            part = mine[w::n]
-            fd, path = tempfile.mkstemp(prefix="sweep_warm_", suffix=".jsonl")
-            os.close(fd)
-            env = dict(os.environ, TLX_CACHE_DIR=caches[ftz])
-            cmd = _child(["--warm", json.dumps(part), "--out", path], ftz)
-            log = tempfile.TemporaryFile("w+")  # a file, not a pipe: a chatty worker never blocks
-            procs.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True),
-                          log, path, part))
+    n = min(WORKERS, len(jobs))
+    for w in range(n):
+        part = jobs[w::n]
+        fd, path = tempfile.mkstemp(prefix="sweep_warm_", suffix=".jsonl")
+        os.close(fd)
+        cmd = _child(["--warm", json.dumps(part), "--out", path])
+        log = tempfile.TemporaryFile("w+")  # a file, not a pipe: a chatty worker never blocks
+        procs.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True),
+                      log, path, part))
     for p, log, path, part in procs:
         try:
             rc: Any = p.wait(timeout=max(1.0, PHASE1_LIMIT_S - (time.time() - t0)))
@@ -292,55 +277,40 @@ def run_all(variants: List[str], runs: int) -> List[Dict[str, Any]]:
         if rc != 0:
             records.append({"kind": "child", "phase": "warm", "jobs": part, "rc": rc, "log_tail": out[-2000:]})
     print(f"phase 1 (compile + check, {len(procs)} workers): {time.time() - t0:.0f} s", flush=True)
-    for ftz in (False, True):
-        mine = [v for v in variants if VARIANTS[v][2] == ftz]
-        if not mine:
-            continue
-        fd, path = tempfile.mkstemp(prefix="sweep_time_", suffix=".jsonl")
-        os.close(fd)
-        env = dict(os.environ, TLX_CACHE_DIR=caches[ftz])
-        cmd = _child(["--time", ",".join(mine), "--runs", str(runs), "--out", path], ftz)
-        t1 = time.time()
-        try:
-            proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                                  timeout=PHASE2_BASE_S + PHASE2_PER_VARIANT_S * len(mine))
-            rc, tail = proc.returncode, (proc.stdout + proc.stderr)[-3000:]
-        except subprocess.TimeoutExpired as e:
-            rc, tail = "timeout", str(e.stdout or "")[-2000:]
-        got = _read(path)
-        for r in got:
-            r["ftz"] = ftz
-        records.extend(got)
-        status = {"kind": "child", "phase": "time", "ftz": ftz, "rc": rc, "seconds": round(time.time() - t1, 1)}
-        if rc != 0:
-            status["log_tail"] = tail
-        records.append(status)
-        print(f"phase 2 ({'ftz' if ftz else 'plain'}): rc={rc} in {status['seconds']} s", flush=True)
-    for d in caches.values():
-        shutil.rmtree(d, ignore_errors=True)
+    fd, path = tempfile.mkstemp(prefix="sweep_time_", suffix=".jsonl")
+    os.close(fd)
+    cmd = _child(["--time", ",".join(variants), "--runs", str(runs), "--out", path])
+    t1 = time.time()
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                              timeout=PHASE2_BASE_S + PHASE2_PER_VARIANT_S * len(variants))
+        rc, tail = proc.returncode, (proc.stdout + proc.stderr)[-3000:]
+    except subprocess.TimeoutExpired as e:
+        rc, tail = "timeout", str(e.stdout or "")[-2000:]
+    records.extend(_read(path))
+    status = {"kind": "child", "phase": "time", "rc": rc, "seconds": round(time.time() - t1, 1)}
+    if rc != 0:
+        status["log_tail"] = tail
+    records.append(status)
+    print(f"phase 2 (timing): rc={rc} in {status['seconds']} s", flush=True)
+    shutil.rmtree(cache, ignore_errors=True)
     return records
 
 
 def table(records: List[Dict[str, Any]]) -> str:
-    """TFLOP/s and the ratio to the same child's cuDNN per variant and point; the mean ratio per
+    """TFLOP/s and the ratio to cuDNN (same process) per variant and point; the mean ratio per
     variant; every failure and wrong result."""
     res = [r for r in records if r.get("kind") == "result"]
     keys = [(dt, c, n) for dt in DTYPES for c in (False, True) for n in SEQS]
     names = [v for v in VARIANTS if any(r["kernel"] == v for r in res)]
 
-    def cudnn(r: Dict[str, Any]) -> Optional[float]:
-        c = next((x for x in res if x["kernel"] == "cudnn" and bool(x.get("ftz")) == bool(r.get("ftz"))
-                  and (x["dtype"], x["causal"], x["seq"]) == (r["dtype"], r["causal"], r["seq"])), None)
-        return c.get("tflops") if c else None
+    cud = {(x["dtype"], x["causal"], x["seq"]): x.get("tflops") for x in res if x["kernel"] == "cudnn"}
 
     head = f"{'variant':20} " + " ".join(f"{dt} {'c' if c else 'f'}{n // 1024:>2}k" for dt, c, n in keys) + "   mean"
-    lines = ["forward d128: TFLOP/s / ratio to cuDNN of the same child (c = causal, f = not)", head, "-" * len(head)]
-    for ftz in (False, True):
-        cud = [next((x.get("tflops") or 0.0 for x in res if x["kernel"] == "cudnn" and bool(x.get("ftz")) == ftz
-                     and (x["dtype"], x["causal"], x["seq"]) == k), None) for k in keys]
-        if any(c is not None for c in cud):
-            lines.append(f"{'cudnn (ftz child)' if ftz else 'cudnn':20} "
-                         + " ".join(f"{c:9.0f}" if c is not None else f"{'-':>9}" for c in cud))
+    lines = ["forward d128: TFLOP/s / ratio to cuDNN (c = causal, f = not)", head, "-" * len(head)]
+    if cud:
+        lines.append(f"{'cudnn':20} " + " ".join(f"{cud[k]:9.0f}" if cud.get(k) is not None else f"{'-':>9}"
+                                                  for k in keys))
     best: Dict[Tuple, Tuple[float, str]] = {}
     for name in names:
         cells, ratios = [], []
@@ -351,7 +321,7 @@ def table(records: List[Dict[str, Any]]) -> str:
             elif "tflops" not in r or r.get("wrong"):
                 cells.append(f"{'WRONG' if r.get('wrong') else 'FAIL':>9}")
             else:
-                c = cudnn(r)
+                c = cud.get(k)
                 ratio = r["tflops"] / c if c else 0.0
                 ratios.append(ratio)
                 cells.append(f"{r['tflops']:4.0f}/{ratio:4.0%}".rjust(9))
@@ -390,11 +360,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--runs", type=int, default=RUNS, help=f"timed runs per point (default {RUNS})")
     ap.add_argument("--warm", help=argparse.SUPPRESS)
     ap.add_argument("--time", help=argparse.SUPPRESS)
-    ap.add_argument("--ftz", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.ftz:
-        patch_ftz()
     if args.warm:
         return warm([tuple(j) for j in json.loads(args.warm)], args.out)  # type: ignore[misc]
     if args.time:

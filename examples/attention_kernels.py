@@ -458,7 +458,6 @@ def _bwd_dkdv_step(q_smem, do_smem, k_smem, v_smem, lse_smem, delta_smem, full, 
                             tlx.local_trans(tlx.local_reshape(do_smem[slot * D_SPLIT + 1], (BLOCK_M, DC))), dpt)
     offs_m = j * BLOCK_M + tl.arange(0, BLOCK_M)
     lse2 = tlx.local_load(lse_smem[slot])
-    delta = tlx.local_load(delta_smem[slot])
     st = tlx.async_dot_wait(D_SPLIT, st)  # S^T is done (wgmma groups retire in order), dP^T may still run
     pt = tl.math.exp2(st * qk_scale - lse2[None, :])
     if MASK:
@@ -470,6 +469,7 @@ def _bwd_dkdv_step(q_smem, do_smem, k_smem, v_smem, lse_smem, delta_smem, full, 
     pt16 = pt.to(tlx.dtype_of(q_smem))
     dv = tlx.async_dot(pt16, tlx.local_reshape(do_smem[slot * D_SPLIT + oc], (BLOCK_M, DC)), dv)
     dpt = tlx.async_dot_wait(1, dpt)  # dP^T is done, dV may still run
+    delta = tlx.local_load(delta_smem[slot])  # loaded here, not live across the exp2s
     dst = (pt * (dpt - delta[None, :])).to(tlx.dtype_of(q_smem))
     dk = tlx.async_dot(dst, tlx.local_reshape(q_smem[slot * D_SPLIT + oc], (BLOCK_M, DC)), dk)
     dk = tlx.async_dot_wait(0, dk)

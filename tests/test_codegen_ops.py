@@ -91,6 +91,24 @@ def test_cluster_rank_reinterpret_and_prefetch():
     assert "%cluster_ctarank" in ptx and "cp.async.bulk.prefetch.tensor.2d.L2.global.tile" in ptx
 
 
+@pytest.mark.parametrize("fn", ["math.exp2", "math.exp", "math.tanh", "math.erf"])
+@pytest.mark.parametrize("ty", ["f32", "bf16", "f16"])
+def test_exp2_and_the_functions_built_on_it_use_the_flush_to_zero_ex2(fn, ty):
+    """f32 exp2 (also inside exp, tanh, erf; f16 / bf16 in f32) is ex2.approx.ftz.f32: without
+    .ftz ptxas wraps each ex2 in a subnormal range check and two scalings."""
+    body = f"""
+    %r = tt.make_range {{start = 0, end = 256}} : {T}
+    %ps = tt.splat %x : tensor<256x!ptr<{ty}>>
+    %p = tt.addptr %ps, %r : tensor<256x!ptr<{ty}>>
+    %a = tt.load %p : tensor<256x{ty}>
+    %y = {fn} %a : tensor<256x{ty}>
+    tt.store %p, %y
+"""
+    ptx = compile_ir_text(body, f"%x: !ptr<{ty}>", divs="[16]")
+    assert ptx.count("ex2.approx.ftz.f32") >= 2  # 256 elements over 128 threads
+    assert "ex2.approx.f32" not in ptx
+
+
 def test_f64_math_that_ptx_lacks_is_a_clear_error():
     from tlx.compiler.errors import TLXCompileError
 

@@ -143,6 +143,43 @@ def test_truncf_to_bf16_and_f16_round_to_nearest_even():
     assert np.isinf(h[3])
 
 
+def test_exp2_and_exp_flush_results_below_the_smallest_normal_f32_to_zero():
+    """As the GPU's ex2.approx.ftz.f32 (the compiler's lowering of exp2 and exp): a result below
+    2^-126 is 0, one at or above it is kept; f16 / bf16 are computed in f32 the same way.
+    References in float64 here."""
+    x = np.zeros(N, np.float32)
+    x[:10] = [-130.0, -126.5, -126.0, -125.0, -1.0, 0.0, 3.5, 200.0, -np.inf, np.nan]
+    tiny = 2.0 ** -126
+
+    def ftz(v):
+        return 0.0 if abs(v) < tiny else v
+
+    want2 = [ftz(2.0 ** float(v)) if np.isfinite(v) else None for v in x]
+    np.seterr(over="ignore")
+    got = run_elementwise("cast:math.exp2", "f32", x, x, np.float32)
+    assert got[0] == 0.0 and got[1] == 0.0 and not np.signbit(got[0])
+    assert got[2] == np.float32(tiny) and got[3] == np.float32(2.0 ** -125)
+    for g, w, v in zip(got, want2, x):
+        if w is None:
+            assert (np.isnan(g) and np.isnan(v)) or g == (0.0 if v < 0 else np.inf)
+        else:
+            assert g == np.float32(w) or abs(g - w) <= 2e-7 * w, (v, g, w)
+    assert np.isinf(got[7])
+
+    e = np.zeros(N, np.float32)
+    e[:4] = [-90.0, -87.5, -87.0, 1.0]  # e^-87.5 = 9.9e-39 (subnormal), e^-87 = 1.6e-38 (normal)
+    got = run_elementwise("cast:math.exp", "f32", e, e, np.float32)
+    for g, v in zip(got, e):
+        w = ftz(math.exp(float(v)))
+        assert abs(g - w) <= 1e-6 * w, (v, g, w)
+    assert got[0] == 0.0 and got[1] == 0.0 and got[2] > 0.0
+
+    xb = (x.view(np.uint32) >> 16).astype(np.uint16)  # x's values are exact in bf16
+    bf = run_elementwise("cast:math.exp2", "bf16", xb, xb, np.uint16)
+    got = (bf.astype(np.uint32) << 16).view(np.float32)
+    assert got[0] == 0.0 and got[1] == 0.0 and got[2] == np.float32(tiny) and got[3] == np.float32(2.0 ** -125)
+
+
 def _fp8_e4m3_values():
     vals = []
     for b in range(0x7F):  # every non-negative finite e4m3 (0x7F is NaN)

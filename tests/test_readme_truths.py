@@ -236,7 +236,32 @@ def test_measured_rows_are_short():
 def test_only_the_newest_result_of_each_benchmark_is_committed():
     names = [p.name for p in RESULTS.glob("*.json")]
     benchmarks = [re.match(r"(.+?)-\d{8}-\d{6}", n).group(1) for n in names]
-    assert sorted(benchmarks) == sorted(set(benchmarks)) == ["attention", "gemm", "launch_overhead"], names
+    assert sorted(benchmarks) == sorted(set(benchmarks)) == ["attention", "attention_sweep", "gemm",
+                                                             "launch_overhead"], names
+
+
+def test_the_attention_row_is_the_newest_sweeps_default_forward():
+    """The default forward against cuDNN of the same timing process, seq 8k. The 2026-12-06 07:33
+    sweep timed today's default lowering (ex2.approx.ftz) as its `ftz` variant, in a child of its
+    own (`ftz` on its rows); later sweeps time it as `base`."""
+    doc, date = newest("attention_sweep")
+    default = "ftz" if "ftz" in doc["variants"] else "base"
+    rows = [r for r in doc["results"] if r.get("kind") == "result" and r["seq"] == 8192 and r.get("tflops")]
+    child = {r.get("ftz") for r in rows if r["kernel"] == default}
+    assert len(child) == 1
+
+    def tf(kernel, dtype, causal):
+        (r,) = [r for r in rows if r["kernel"] == kernel and r.get("ftz") in child
+                and (r["dtype"], r["causal"]) == (dtype, causal)]
+        return round(r["tflops"])
+
+    def four(kernel, dtypes=("fp16 ", "bf16 ")):
+        return (f"{dtypes[0]}{tf(kernel, 'fp16', False)} / {dtypes[1]}{tf(kernel, 'bf16', False)}, "
+                f"causal {tf(kernel, 'fp16', True)} / {tf(kernel, 'bf16', True)}")
+
+    cell = measured("attention forward d128, seq 8k")
+    assert f"ours {four(default)} (cuDNN SDPA {four('cudnn', ('', ''))})" in cell
+    assert date in cell and "attention_sweep.py" in cell
 
 
 def test_the_gemm_row_is_the_newest_gemm_result():

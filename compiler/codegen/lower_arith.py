@@ -362,8 +362,16 @@ def _fma(lw: KernelLowering, op: Operation) -> None:
     elementwise(lw, op, lambda d, s: lw.e(f"fma.rn.{ty}", d, s[0], s[1], s[2]))
 
 
+# f32 exp2 is `ex2.approx.ftz.f32`, also inside exp, tanh and erf: subnormal inputs are read as
+# zero and results below 2^-126 (the smallest normal f32) flush to +-0, as CUDA's fast-math exp2f,
+# Triton's ExpOpConversionApprox (the ex2.approx intrinsic) and FlashAttention do. Without .ftz,
+# ptxas wraps every ex2 in a subnormal range check and two scalings (3 more SASS slots each); in
+# the flash-attention forward that cost 7 points of cuDNN's speed (benchmarks/attention_sweep.py).
+# The interpreter flushes the same results (tlx/interpreter/executor.py, _flush_subnormal).
+EX2_F32 = "ex2.approx.ftz.f32"
+
 # math functions that are one PTX instruction: its opcode without the type
-_MATH_INS = {"math.exp2": "ex2.approx", "math.log2": "lg2.approx", "math.sqrt": "sqrt.rn", "math.rsqrt": "rsqrt.approx",
+_MATH_INS = {"math.exp2": "ex2.approx.ftz", "math.log2": "lg2.approx", "math.sqrt": "sqrt.rn", "math.rsqrt": "rsqrt.approx",
              "math.sin": "sin.approx", "math.cos": "cos.approx", "math.floor": "cvt.rmi", "math.ceil": "cvt.rpi"}
 _F64_MATH = ("math.sqrt", "math.rsqrt", "math.floor", "math.ceil")  # what PTX has for f64 (f16: floor, ceil)
 
@@ -374,13 +382,15 @@ def _math_ins(name: str, ty: str) -> str:
 
 
 def _f32_math(lw: KernelLowering, name: str, d: str, x: str) -> None:
-    """One f32 math function (fast hardware approximations where PTX has them)."""
+    """One f32 math function (fast hardware approximations where PTX has them). exp2, and the
+    exp2 inside exp, tanh and erf, is `ex2.approx.ftz.f32`: results below 2^-126 are +-0 and
+    subnormal inputs count as zero (see EX2_F32)."""
     em = lw.e
     if name in _MATH_INS:
         em(_math_ins(name, "f32"), d, x)
     elif name == "math.exp":
         t = em.new("b32", "mul.f32", x, f32_hex(LOG2E))
-        em("ex2.approx.f32", d, t)
+        em(EX2_F32, d, t)
     elif name == "math.log":
         t = em.new("b32", "lg2.approx.f32", x)
         em("mul.f32", d, t, f32_hex(LN2))
@@ -389,7 +399,7 @@ def _f32_math(lw: KernelLowering, name: str, d: str, x: str) -> None:
         ax, t, ex, den, q, r = (em.tmp("b32") for _ in range(6))
         em("abs.f32", ax, x)
         em("mul.f32", t, ax, f32_hex(2 * LOG2E))
-        em("ex2.approx.f32", ex, t)
+        em(EX2_F32, ex, t)
         em("add.f32", den, ex, f32_hex(1.0))
         em("rcp.rn.f32", q, den)
         em("fma.rn.f32", r, q, f32_hex(-2.0), f32_hex(1.0))
@@ -407,7 +417,7 @@ def _f32_math(lw: KernelLowering, name: str, d: str, x: str) -> None:
         p3 = em.new("b32", "mul.f32", poly, t)
         em("mul.f32", x2, ax, ax)
         nx = em.new("b32", "mul.f32", x2, f32_hex(-LOG2E))
-        em("ex2.approx.f32", ex, nx)
+        em(EX2_F32, ex, nx)
         em("mul.f32", r, p3, ex)
         one_minus = em.new("b32", "sub.f32", f32_hex(1.0), r)
         em("copysign.f32", d, x, one_minus)

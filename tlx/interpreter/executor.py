@@ -657,8 +657,22 @@ def _funary(fn):
     return h
 
 
+def _flush_subnormal(fn):
+    """`fn` with results below the smallest normal f32 (2^-126) flushed to +-0, for f32 inputs
+    (f16 and bf16 are computed in f32): the GPU's exp2 is `ex2.approx.ftz.f32` (the compiler's
+    EX2_F32 in compiler/codegen/lower_arith.py), as CUDA's fast-math exp2f. float64 is untouched."""
+    tiny = np.finfo(np.float32).tiny
+
+    def g(x):
+        r = fn(x)
+        if np.asarray(r).dtype != np.float32:
+            return r
+        return np.where(np.abs(r) < tiny, np.copysign(np.float32(0), r), r).astype(np.float32)
+    return g
+
+
 for _n, _f in {
-    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
+    "exp": _flush_subnormal(np.exp), "exp2": _flush_subnormal(np.exp2), "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1 / np.sqrt(x), "sin": np.sin, "cos": np.cos, "absf": np.abs, "floor": np.floor,
     "ceil": np.ceil, "tanh": np.tanh, "erf": lambda x: _erf(x).astype(x.dtype),
 }.items():
