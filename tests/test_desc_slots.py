@@ -193,7 +193,7 @@ def test_interpreter_runtime_slot_index_reads_that_slot(sel):
     n = 1024
     a, b, c = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
     out = np.full(n, np.nan, np.float32)
-    tlx.interpret(K.slot_select_kernel, (n // 256,), a, b, c, out, sel, n, BLOCK=256)
+    tlx.interpret(K.slot_select_kernel, (n // 256,), a, b, c, out, np.array([sel], np.int32), n, BLOCK=256)
     np.testing.assert_array_equal(out.astype(np.float64), (a, b, c)[sel].astype(np.float64))
 
 

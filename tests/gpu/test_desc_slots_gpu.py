@@ -53,12 +53,12 @@ def test_tma_load_and_store_through_slots(torch):
     np.testing.assert_allclose(host(y), 2 * host(x) + 1, rtol=2e-3, atol=2e-3)
 
 
-@pytest.mark.parametrize("sel", [0, 2])  # 1 would specialize as equal to one, which the Spec does not name
+@pytest.mark.parametrize("sel", [0, 1, 2])
 def test_a_runtime_slot_index_picks_the_descriptor(torch, sel):
     n = 4096
     a, b, c = (torch.randn(n, device="cuda") for _ in range(3))
     out = torch.full((n,), float("nan"), device="cuda")
-    K.SLOT_SELECT[(n // 256,)](a, b, c, out, sel, n)
+    K.SLOT_SELECT[(n // 256,)](a, b, c, out, torch.tensor([sel], device="cuda", dtype=torch.int32), n)
     torch.cuda.synchronize()
     np.testing.assert_array_equal(host(out), host((a, b, c)[sel]))
 

@@ -32,14 +32,16 @@ def slot_affine_kernel(x_ptr, y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
 
 
 @tlx.jit
-def slot_select_kernel(a_ptr, b_ptr, c_ptr, out_ptr, sel, n, BLOCK: tl.constexpr):
+def slot_select_kernel(a_ptr, b_ptr, c_ptr, out_ptr, sel_ptr, n, BLOCK: tl.constexpr):
     """out = (a, b, c)[sel] over fp32 vectors of n: the three inputs' descriptors sit in slots
-    0..2 and the one copied is read back through a runtime slot index; out's descriptor lives in
-    the program's own scratch (desc_ptr=None)."""
+    0..2 and the one copied is read back through a runtime slot index (read from memory: one
+    specialization for every index); out's descriptor lives in the program's own scratch
+    (desc_ptr=None)."""
     slots = tlx.allocate_tensor_descriptor(num=3)
     tlx.make_tensor_descriptor(slots[0], a_ptr, [n], [1], [BLOCK])
     tlx.make_tensor_descriptor(slots[1], b_ptr, [n], [1], [BLOCK])
     tlx.make_tensor_descriptor(slots[2], c_ptr, [n], [1], [BLOCK])
+    sel = tl.load(sel_ptr)
     src = tlx.reinterpret_tensor_descriptor(slots[sel], [BLOCK], tl.float32)
     od = tlx.make_tensor_descriptor(None, out_ptr, [n], [1], [BLOCK])
     off = tl.program_id(0) * BLOCK
@@ -68,7 +70,7 @@ SLOT_AFFINE = spec("descriptor slots: TMA load and register store", slot_affine_
                    {"x_ptr": "*fp16", "y_ptr": "*fp16", "M": "i32", "N": "i32"}, {"BM": 64, "BN": 64},
                    divisible=["M", "N"])  # 256 x 192
 SLOT_SELECT = spec("descriptor slots: runtime slot index", slot_select_kernel,
-                   {"a_ptr": "*fp32", "b_ptr": "*fp32", "c_ptr": "*fp32", "out_ptr": "*fp32", "sel": "i32",
-                    "n": "i32"}, {"BLOCK": 256}, divisible=["n"])  # sel is 0, 2 (not 1: see equal_to_one)
+                   {"a_ptr": "*fp32", "b_ptr": "*fp32", "c_ptr": "*fp32", "out_ptr": "*fp32", "sel_ptr": "*i32",
+                    "n": "i32"}, {"BLOCK": 256}, divisible=["n"])
 SLOT_WS = spec("descriptor slots read in a worker partition", slot_ws_kernel,
                {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}, {"BLOCK": 512}, divisible=["n"])
