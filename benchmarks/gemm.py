@@ -12,7 +12,7 @@ spills. Run from the repository root on the GPU machine::
 
 ``--sweep`` instead times the SWEEP candidate configs (one child per group, each with its own
 cuBLAS) on all 8 points and prints, per candidate, its ratios and whether it meets issue 34's
-target; it writes benchmarks/results/gemm-sweep-<time>.json and stays under SWEEP_LIMIT_S.
+target; it writes benchmarks/results/gemm_sweep-<time>.json and stays under SWEEP_LIMIT_S.
 
 Method: each kernel is compiled once per dtype (the first launch), run 3 times to warm up, then
 timed over RUNS launches (median; >= 20), each bracketed by its own pair of CUDA events. The
@@ -506,7 +506,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     out_dir = os.path.join(ROOT, "benchmarks", "results")
     os.makedirs(out_dir, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = os.path.join(out_dir, f"gemm-{'sweep-' if args.sweep else ''}{stamp}{'-quick' if args.quick else ''}.json")
+    path = os.path.join(out_dir, f"{'gemm_sweep' if args.sweep else 'gemm'}-{stamp}{'-quick' if args.quick else ''}.json")
     with open(path, "w") as f:
         json.dump({"anchors": ANCHORS, "sweep": SWEEP if args.sweep else None, "shapes": shapes, "dtypes": dtypes, "runs": runs,
                    "seconds": round(time.time() - t0, 1), "results": records}, f, indent=1)

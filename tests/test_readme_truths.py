@@ -236,7 +236,7 @@ def test_measured_rows_are_short():
 def test_only_the_newest_result_of_each_benchmark_is_committed():
     names = [p.name for p in RESULTS.glob("*.json")]
     benchmarks = [re.match(r"(.+?)-\d{8}-\d{6}", n).group(1) for n in names]
-    assert sorted(benchmarks) == sorted(set(benchmarks)) == ["attention", "attention_sweep", "gemm",
+    assert sorted(benchmarks) == sorted(set(benchmarks)) == ["attention", "attention_sweep", "gemm", "gemm_sweep",
                                                              "launch_overhead"], names
 
 
