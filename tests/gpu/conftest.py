@@ -7,6 +7,7 @@ with a non-zero status."""
 
 import faulthandler
 import os
+import random
 import tempfile
 
 import pytest
@@ -35,3 +36,14 @@ def _gpu_watchdog(request):
     finally:
         faulthandler.cancel_dump_traceback_later()
         log.close()
+
+
+@pytest.fixture
+def torch():
+    """torch, with a fresh random seed (printed: pytest shows it with a failure)."""
+    import torch
+
+    seed = random.SystemRandom().randrange(2 ** 31)
+    torch.manual_seed(seed)
+    print("seed", seed)
+    return torch

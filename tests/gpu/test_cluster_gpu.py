@@ -6,7 +6,6 @@ seed is printed with every failure)."""
 
 from __future__ import annotations
 
-import random
 
 import numpy as np
 import pytest
@@ -16,15 +15,6 @@ from kernels import cluster as K
 
 pytestmark = pytest.mark.gpu
 
-
-@pytest.fixture
-def torch():
-    import torch
-
-    seed = random.SystemRandom().randrange(2 ** 31)
-    torch.manual_seed(seed)
-    print("seed", seed)
-    return torch
 
 
 def host(t) -> np.ndarray:

@@ -6,7 +6,6 @@ floats, 0x7f for integers); inputs are random (the seed is printed with every fa
 from __future__ import annotations
 
 import math
-import random
 
 import numpy as np
 import pytest
@@ -15,16 +14,6 @@ from kernels import codegen as K
 
 pytestmark = pytest.mark.gpu
 
-
-@pytest.fixture
-def torch():
-    """torch, with a fresh random seed (printed: pytest shows it with a failure)."""
-    import torch
-
-    seed = random.SystemRandom().randrange(2 ** 31)
-    torch.manual_seed(seed)
-    print("seed", seed)
-    return torch
 
 
 def check(got, want, rtol, atol, what: str) -> None:

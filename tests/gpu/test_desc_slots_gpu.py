@@ -9,7 +9,6 @@ printed with every failure)."""
 
 from __future__ import annotations
 
-import random
 
 import numpy as np
 import pytest
@@ -20,14 +19,11 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture
-def torch():
-    import torch
-
+def torch(torch):
+    """conftest's seeded torch, with an allocator for the descriptor scratch that records the
+    alignments asked for (every one must be 128 bytes)."""
     import tlx
 
-    seed = random.SystemRandom().randrange(2 ** 31)
-    torch.manual_seed(seed)
-    print("seed", seed)
     aligns = []
 
     def alloc(size: int, align: int, stream):

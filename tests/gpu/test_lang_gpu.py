@@ -7,7 +7,6 @@ Outputs are poisoned first; inputs are random (the seed is printed with every fa
 
 from __future__ import annotations
 
-import random
 
 import numpy as np
 import pytest
@@ -16,15 +15,6 @@ from kernels import lang as K
 
 pytestmark = pytest.mark.gpu
 
-
-@pytest.fixture
-def torch():
-    import torch
-
-    seed = random.SystemRandom().randrange(2 ** 31)
-    torch.manual_seed(seed)
-    print("seed", seed)
-    return torch
 
 
 def poisoned(torch, shape, dtype):

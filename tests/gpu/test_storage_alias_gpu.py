@@ -8,7 +8,6 @@ seed is printed with every failure)."""
 
 from __future__ import annotations
 
-import random
 
 import numpy as np
 import pytest
@@ -17,15 +16,6 @@ from kernels import storage_alias as K
 
 pytestmark = pytest.mark.gpu
 
-
-@pytest.fixture
-def torch():
-    import torch
-
-    seed = random.SystemRandom().randrange(2 ** 31)
-    torch.manual_seed(seed)
-    print("seed", seed)
-    return torch
 
 
 def host(t) -> np.ndarray:
