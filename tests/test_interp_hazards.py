@@ -608,11 +608,27 @@ def test_per_thread_values_and_divergent_branches():
     assert cnt[0] == 1  # the scalar atomic of thread 0's branch happens once
 
 
-@pytest.mark.parametrize("num_warps,block", [(1, 64), (4, 128), (4, 32)])
+def test_the_interpreter_specializes_arrays_as_a_gpu_launch_would():
+    """The divisibility a GPU launch would see (16 for 16-byte aligned data and multiples of 16)
+    is traced for the interpreter too: it decides layouts (vector widths), and with them which
+    thread holds which element of a tensor stored in a thread-divergent branch."""
+    from kernels.lang import one_thread_tensor_store_kernel
+    from tlx.interpreter.entry import prepare_module
+    from tlx.specialize import Specializer
+
+    buf = np.zeros(80, np.int32)
+    aligned = buf[(-buf.ctypes.data % 16) // 4:][:64]
+    for arr, want in ((aligned, [16]), (aligned[1:], [1])):
+        bound, _ = Specializer(one_thread_tensor_store_kernel).bind((arr,), {"TID": 3, "BLOCK": 32})
+        m = prepare_module(one_thread_tensor_store_kernel, bound, num_warps=1)
+        assert m.func.attrs["divisibility"] == want, (arr.ctypes.data % 16, m.func.attrs["divisibility"])
+
+
+@pytest.mark.parametrize("num_warps,block", [(1, 32), (4, 128), (4, 32)])
 def test_a_tensor_store_in_a_divergent_branch_writes_only_the_elements_its_threads_own(num_warps, block):
-    """Inside `if thread_id == 3` a tensor store writes what thread 3 holds: with one element per
-    thread per 32 * num_warps (a 1-D tile's default blocked layout), elements 3, 3 + 32 * num_warps, ...;
-    a 32-element tile over 4 warps is held by warp 0 (the other warps hold copies that never store)."""
+    """Inside `if thread_id == 3` a tensor store writes what thread 3 holds: one element per
+    thread (a tile of 32 * num_warps), element 3; a 32-element tile over 4 warps is held by warp 0
+    (the other warps hold copies that never store)."""
     from kernels.lang import one_thread_tensor_store_kernel
 
     out = np.zeros(block, np.int32)

@@ -221,8 +221,8 @@ def test_tensormap_prefetch_then_tma_copy(torch):
 
 @pytest.mark.parametrize("spec", K.ONE_THREAD_STORE, ids=lambda s: s.name)
 def test_a_tensor_store_in_a_one_thread_branch_writes_what_that_thread_owns(spec, torch):
-    """The interpreter's model (tests/test_interp_hazards.py) on the GPU: thread 3 of the default
-    blocked layout holds elements 3, 3 + 32, ... of a 1-D tile held once per thread."""
+    """The interpreter's model (tests/test_interp_hazards.py) on the GPU: in a tile of one element
+    per thread, thread 3 holds element 3."""
     block, nw = spec.constexprs["BLOCK"], spec.num_warps
     out = torch.zeros(block, device="cuda", dtype=torch.int32)
     spec[(1,)](out)

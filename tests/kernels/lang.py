@@ -189,4 +189,4 @@ PREFETCH_TENSORMAP = spec("prefetch tensormap", prefetch_tensormap_kernel,
                           {"in_desc": "tensordesc<i16[64, 64]>", "out_desc": "tensordesc<i16[64, 64]>"},
                           {"BM": 64, "BN": 64}, 4)
 ONE_THREAD_STORE = [spec(f"tensor store by one thread, {nw} warps", one_thread_tensor_store_kernel, {"out_ptr": "*i32"},
-                         {"TID": 3, "BLOCK": block}, nw) for nw, block in ((1, 64), (4, 128))]
+                         {"TID": 3, "BLOCK": block}, nw) for nw, block in ((1, 32), (4, 128))]

@@ -19,7 +19,7 @@ from tlx.compiler.pipeline import PIPELINE, compile_module
 from ..function import KernelFunction
 from ..language import core
 from ..signature import type_from_signature
-from ..specialize import Specializer
+from ..specialize import Specializer, arg_spec
 from ..tracer import trace
 from .api import run
 from .arguments import kernel_signature
@@ -32,20 +32,33 @@ def prepare_module(fn: KernelFunction, bound: Dict[str, Any], signature: Optiona
     executes after."""
     sig: Dict[str, str] = {}
     consts: Dict[str, Any] = {}
+    div: Dict[str, int] = {}
     for p in fn.params:
         v = bound[p.name]
         if p.is_constexpr:
             consts[p.name] = core.unwrap(v)
         else:
             sig[p.name] = (signature or {}).get(p.name) or kernel_signature(p.name, v)
+            div[p.name] = _divisibility(v)
     types = {k: type_from_signature(v, k) for k, v in sig.items()}
-    module = trace(fn, types, consts, num_warps=num_warps)
+    # the divisibility a GPU launch of these arguments would see: it can change the layouts the
+    # compiler picks (wider vectors), and with them which thread holds which element
+    module = trace(fn, types, consts, num_warps=num_warps, divisibility=div)
     names = [p.name for p in PIPELINE]
     last = names.index("cluster_sync") + 1 if "cluster_sync" in names else len(names)
     result = compile_module(module, CompileOptions(num_warps=num_warps, fence_passes=fence_passes,
                                                    cluster=tuple(cluster)),  # type: ignore[arg-type]
                             passes=PIPELINE[:last], snapshots=False)
     return result.module
+
+
+def _divisibility(value: Any) -> int:
+    """16 when a GPU launch would specialize `value` as divisible by 16 (an int multiple of 16, an
+    array whose data is 16-byte aligned), else 1."""
+    try:
+        return arg_spec(value, host_arrays=True).divisibility
+    except TLXError:  # what the interpreter takes but a launch would not (it is checked elsewhere)
+        return 1
 
 
 def grid_tuple(grid: Any, meta: Dict[str, Any]) -> Tuple[int, ...]:
