@@ -41,7 +41,11 @@ import sys
 import tempfile
 import time
 import traceback
+from statistics import median
 from typing import Any, Callable, Dict, List, Optional, Tuple
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the benchmarks' shared module
+from gpu_wait import HANG_S, Hang, wait_or_hang  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQS = [512, 1024, 2048, 4096, 8192, 16384]
@@ -49,7 +53,6 @@ HEAD_DIMS = [64, 128, 256]
 DTYPES = ["fp16", "bf16"]
 QUICK = {"seqs": [2048, 8192], "head_dims": [128], "dtypes": ["bf16"]}
 TOKENS, HIDDEN = 16384, 2048
-HANG_S = 20.0
 CHILD_LIMIT_S = 200.0
 TOTAL_LIMIT_S = 560.0  # the whole run stays under the device machine's 10-minute command limit
 FORWARD_KERNELS = ["cudnn", "flash", "tlx", "tlx-persistent"]
@@ -68,27 +71,6 @@ def flops(seq: int, head_dim: int, causal: bool, backward: bool = False) -> floa
     Z, H, N, D = shape(seq, head_dim)
     f = 4.0 * Z * H * N * N * D * (0.5 if causal else 1.0)
     return f * 2.5 if backward else f
-
-
-def median(xs: List[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
-
-
-class Hang(Exception):
-    """A launch did not finish within HANG_S: the CUDA context cannot be used any more."""
-
-
-def wait_or_hang(torch, what: str, limit: float = HANG_S) -> None:
-    ev = torch.cuda.Event()
-    ev.record()
-    t0 = time.time()
-    while not ev.query():
-        if time.time() - t0 > limit:
-            raise Hang(f"{what} did not finish within {limit:.0f} s")
-        time.sleep(0.0005)
-    torch.cuda.synchronize()  # surfaces an asynchronous CUDA error here
 
 
 def time_runs(torch, fn: Callable[[], Any], runs: int) -> List[float]:

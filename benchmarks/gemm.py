@@ -38,7 +38,11 @@ import sys
 import tempfile
 import time
 import traceback
+from statistics import median
 from typing import Any, Callable, Dict, List, Optional
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the benchmarks' shared module
+from gpu_wait import HANG_S, Hang, wait_or_hang  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 1024, 8192), (1024, 8192, 4096)]
@@ -84,11 +88,9 @@ SWEEP = {
         "persistent-cluster2": ("persistent_cluster", {}),
     },
 }
-SWEEP_LIMIT_S = 230.0  # the whole sweep, so that it fits a 4-minute slot on the GPU
+SWEEP_LIMIT_S = 180.0  # the whole sweep, so that it fits a 4-minute slot on the GPU
 L2_BYTES = 50 * 2 ** 20
-HANG_S = 20.0  # one kernel launch longer than this is a hang
 CHILD_LIMIT_S = 150.0
-SWEEP_LIMIT_S = 180.0
 ANCHORS = {"cublas_bf16_8192": 775.0, "triton_bf16_8192": 681.0}  # TFLOP/s on the H200, 2026-12-02 (before tlx)
 
 
@@ -160,30 +162,9 @@ def variant_plans(variants: Dict[str, Any]) -> Dict[str, Callable[..., Any]]:
             for name, (plan, changes) in variants.items()}
 
 
-class Hang(Exception):
-    """A launch did not finish within HANG_S: the CUDA context cannot be used any more."""
-
-
-def wait_or_hang(torch, what: str, limit: float = HANG_S) -> None:
-    ev = torch.cuda.Event()
-    ev.record()
-    t0 = time.time()
-    while not ev.query():
-        if time.time() - t0 > limit:
-            raise Hang(f"{what} did not finish within {limit:.0f} s")
-        time.sleep(0.0005)
-    torch.cuda.synchronize()  # surfaces an asynchronous CUDA error here
-
-
 def rotation_count(M: int, N: int, K: int, elem: int = 2) -> int:
     """Input sets to rotate over so that no launch finds its A and B in L2."""
     return max(2, math.ceil(3 * L2_BYTES / ((M * K + K * N) * elem)))
-
-
-def median(xs: List[float]) -> float:
-    s = sorted(xs)
-    n = len(s)
-    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
 def time_runs(torch, fns: List[Callable[[], Any]], runs: int) -> List[float]:
