@@ -8,7 +8,8 @@ change. The runtime's errors (`TLXRuntimeError`) live in `tlx.runtime` and subcl
 from __future__ import annotations
 
 import linecache
-from typing import TYPE_CHECKING, Optional
+import sys
+from typing import TYPE_CHECKING, Dict, Optional
 
 if TYPE_CHECKING:  # pragma: no cover
     from .ir.core import Location
@@ -25,11 +26,19 @@ class TLXCompileError(TLXError):
     ``hint: <what to change>`` when a hint is given.
     """
 
+    def __new__(cls, *args, **kwargs):
+        return super().__new__(_with_triton_base(cls), *args, **kwargs)
+
     def __init__(self, message: str, loc: Optional["Location"] = None, hint: Optional[str] = None):
         self.message = message
         self.loc = loc
         self.hint = hint
-        super().__init__(self._format())
+        # not super(): with Triton's CompilationError among the bases its __init__ would take over
+        Exception.__init__(self, self._format())
+
+    def __reduce__(self):
+        # rebuilt without __init__ (subclasses take other arguments), as tlx's class, not the twin
+        return (_rebuild, (getattr(type(self), "_tlx_class", type(self)), self.args, dict(self.__dict__)))
 
     @property
     def filename(self) -> Optional[str]:
@@ -52,6 +61,45 @@ class TLXCompileError(TLXError):
         if self.hint:
             parts.append(f"hint: {self.hint}")
         return "\n".join(parts)
+
+
+def _rebuild(cls: type, args: tuple, state: dict) -> TLXCompileError:
+    """Unpickle a `TLXCompileError`: the message as formatted, the attributes as they were."""
+    err = cls.__new__(cls, *args)
+    err.args = args
+    err.__dict__.update(state)
+    return err
+
+
+_TRITON_TWINS: Dict[type, type] = {}
+
+
+def _with_triton_base(cls: type) -> type:
+    """`cls`, or its twin that also derives from upstream Triton's `CompilationError` when the
+    process has loaded triton (never imported here: tlx does not depend on it).
+
+    Code ported from Triton catches `triton.CompilationError` around a launch (autotuners pruning
+    configs that do not compile, tests expecting a rejection); with the twin, a tlx compile error
+    is caught there too. Our message and attributes stay (a twin pickles as tlx's class); Triton's `error_message`, `src`
+    and `node` attributes are filled for code that reads them.
+    """
+    errors = sys.modules.get("triton.compiler.errors")
+    base = getattr(errors, "CompilationError", None)
+    if base is None or issubclass(cls, base):
+        return cls
+    twin = _TRITON_TWINS.get(cls)
+    if twin is None:
+        twin = type(cls.__name__, (cls, base), {
+            "__module__": cls.__module__,
+            "__qualname__": cls.__qualname__,
+            "__str__": BaseException.__str__,
+            "_tlx_class": cls,
+            "error_message": property(lambda self: self.message),
+            "src": None,
+            "node": None,
+        })
+        _TRITON_TWINS[cls] = twin
+    return twin
 
 
 class TLXValueError(TLXCompileError, ValueError):
