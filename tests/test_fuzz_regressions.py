@@ -148,3 +148,5 @@ def test_a_carried_value_that_changes_type_is_reported_where_it_changes():
         tlx.compile(carried_value_retyped_then_reassigned, signature={"x_ptr": "*fp32", "n": "i32"})
     line = _line_of(carried_value_retyped_then_reassigned, "acc.to(tl.float16)")
     assert e.value.lineno == line and f"at line {line}" in e.value.message
+    # the hint in Triton's words too, so a Triton user recognizes the rule
+    assert "Please make sure that the type stays consistent" in e.value.hint

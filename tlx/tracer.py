@@ -684,7 +684,8 @@ class Tracer:
                     f"loop-carried '{n}' changes type in the loop: {_describe(old)}{where} becomes "
                     f"{_describe(new)} at line {at.line if at else '?'}",
                     at or self.loc_of(node),
-                    hint="a value carried around a loop must keep its type (the same dtype, shape and buffer type); "
+                    hint="a value carried around a loop must keep its type (the same dtype, shape and buffer type). "
+                         "Please make sure that the type stays consistent (Triton's words for the same rule): "
                          "convert it back (e.g. .to(...)) or use a new name")
             vals.extend(f)
         self.builder.create("scf.yield", [vals], [])
