@@ -80,6 +80,18 @@ def missing_host_modules() -> List[str]:
 
 # ---- in the child process -----------------------------------------------------------------------------
 
+def fork_target_method() -> bool:
+    """Give upstream triton's `GPUTarget` the fork's `is_cuda_backend()` (`backend == "cuda"`), which
+    the persistent GEMM tutorials call at import; True when it had to be added. Measurement only:
+    it is triton's host API, not tlx's, so the project never does this outside tests/benchmarks."""
+    from triton.backends.compiler import GPUTarget
+
+    if hasattr(GPUTarget, "is_cuda_backend"):
+        return False
+    GPUTarget.is_cuda_backend = lambda self: self.backend == "cuda"  # type: ignore[attr-defined]
+    return True
+
+
 def stand_ins() -> None:
     """The fork-only `GPUTarget.is_cuda_backend` and an H100's answers to the CUDA device probes
     (see the module docstring); tensors stay on the CPU."""
@@ -87,8 +99,7 @@ def stand_ins() -> None:
     import triton
     from triton.backends.compiler import GPUTarget
 
-    if not hasattr(GPUTarget, "is_cuda_backend"):
-        GPUTarget.is_cuda_backend = lambda self: self.backend == "cuda"  # type: ignore[attr-defined]
+    fork_target_method()
 
     class CPUDriver:
         """`triton.runtime.driver.active` of a CPU: an sm_90 target, torch tensors on the CPU."""

@@ -19,13 +19,13 @@ too few ids free is refused.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, List, Optional
 
 from ..errors import TLXCompileError
 from ..ir import types as T
 from ..ir.core import Operation
-from .values import Scalar, SmemView, Tensor, Token, even_register_split, reg_kind
+from .values import Barriers, Scalar, SmemView, Tensor, Token, even_register_split, reg_kind
 
 if TYPE_CHECKING:
     from .lower import KernelLowering
@@ -62,18 +62,27 @@ def _home(lw: KernelLowering, init_value, region_value, op: Operation, claimed: 
     return h
 
 
-def _yield_into(lw: KernelLowering, homes: List, values, loc_op: Operation, wants=None) -> None:
+def _yield_into(lw: KernelLowering, homes: List, values, loc_op: Operation, wants=None,
+                merge: bool = False) -> None:
+    """Copy the yielded values into their homes. `merge` (an if's branches): a view whose origin
+    is static goes into a home whose origin is a register."""
     dsts: List[str] = []
     srcs: List[str] = []
     kinds: List[str] = []
     for k, (h, v) in enumerate(zip(homes, values)):
         x = lw.val(v)
         static = lambda o: "a register" if isinstance(o, str) else o  # noqa: E731
-        if isinstance(h, SmemView) and isinstance(x, SmemView) and static(h.origin) != static(x.origin):
+        if not _same_geometry(h, x):
+            raise TLXCompileError("the branches of this if yield views of different buffers or shapes", loc_op.loc,
+                                  hint="yield views of one buffer, or use each view inside its own branch")
+        widen = merge and isinstance(h, SmemView) and isinstance(h.origin, str) and not isinstance(x.origin, str)
+        if isinstance(h, SmemView) and isinstance(x, SmemView) and static(h.origin) != static(x.origin) and not widen:
             raise TLXCompileError("a loop-carried shared-memory view changes its sub-slice origin across "
                                   "iterations", loc_op.loc, hint="carry the buffer index instead of the view")
         hr, hk = lw.flat_regs(h)
         xr, _ = lw.flat_regs(x)
+        if widen:
+            xr = xr + [str(x.origin)]  # the static origin, moved into the home's register
         if len(hr) != len(xr):
             raise TLXCompileError("internal: a carried value changes its register count", loc_op.loc)
         want = wants[k] if wants is not None else None
@@ -122,21 +131,51 @@ def _alias_home(lw: KernelLowering, result, home, op: Operation) -> None:
                 lw.alias(result, a)
 
 
+_VIEW_TYPES = (T.MemDescType, T.BarrierType)
+
+
+def _view_home(lw: KernelLowering, result, x, op: Operation):
+    """The home of an if-result buffer view or barrier: the then-branch value's geometry in fresh
+    registers; a view's origin always in a register, since the branches may take different
+    sub-slices of one buffer (`s = buf[:, :64] if rank == 0 else buf[:, 64:]`)."""
+    if isinstance(x, SmemView):
+        h = lw.fresh_like(result, x)
+        o = h.origin if isinstance(h.origin, str) else lw.e.named("b32", lw.hint(result, "carry") + "_origin")
+        return replace(h, origin=o, origin_coords=None)
+    if isinstance(x, Barriers):
+        return replace(x, addr=lw.e.named("b32", lw.hint(result, "carry")))
+    raise TLXCompileError("an if cannot choose between these values at run time", op.loc,
+                          hint="use the value inside each branch instead of choosing it with the if")
+
+
+def _same_geometry(h, x) -> bool:
+    """Whether branch value `x` fits home `h`: the same buffer geometry, any base and origin."""
+    if isinstance(h, SmemView) and isinstance(x, SmemView):
+        return replace(x, base=h.base, origin=h.origin, origin_coords=h.origin_coords) == h
+    if isinstance(h, Barriers) and isinstance(x, Barriers):
+        return replace(x, addr=h.addr) == h
+    return True
+
+
 def _if(lw: KernelLowering, op: Operation) -> None:
     e = lw.e
     c = lw.scalar(op.arg("cond"))
-    homes = [lw.home_for(r) for r in op.results]
+    # views and barriers get their home from the then-branch value (their geometry is not in the type)
+    homes = [None if isinstance(r.type, _VIEW_TYPES) else lw.home_for(r) for r in op.results]
     then_b, else_b = op.regions[0].block, op.regions[1].block
     else_empty = len(else_b.ops) == 1 and not homes
     l_else, l_end = e.new_label("else"), e.new_label("endif")
     e("bra", l_end if else_empty else l_else, pred="!" + c)
     lw.lower_ops(then_b.ops[:-1])
-    _yield_into(lw, homes, then_b.terminator.operands, op)  # type: ignore[union-attr]
+    then_vals = then_b.terminator.operands  # type: ignore[union-attr]
+    homes = [h if h is not None else _view_home(lw, r, lw.val(v), op)
+             for h, r, v in zip(homes, op.results, then_vals)]
+    _yield_into(lw, homes, then_vals, op, merge=True)
     if not else_empty:
         e("bra.uni", l_end)
         e.label(l_else)
         lw.lower_ops(else_b.ops[:-1])
-        _yield_into(lw, homes, else_b.terminator.operands, op)  # type: ignore[union-attr]
+        _yield_into(lw, homes, else_b.terminator.operands, op, merge=True)  # type: ignore[union-attr]
     e.label(l_end)
     for r, h in zip(op.results, homes):
         lw.set(r, h)
