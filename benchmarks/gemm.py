@@ -147,7 +147,7 @@ def variant_config(plan: str, changes: Dict[str, Any]) -> Any:
     from tlx.examples import gemm
 
     defaults = {"pipelined": gemm.H200_PIPELINED, "ws": gemm.H200_WS, "persistent": gemm.H200_PERSISTENT,
-                "pingpong": gemm.H200_PINGPONG, "persistent_cluster": gemm.H200_PERSISTENT}
+                "pingpong": gemm.H200_PINGPONG, "persistent_cluster": gemm.H200_PERSISTENT_CLUSTER}
     return dataclasses.replace(defaults[plan], **changes)
 
 
