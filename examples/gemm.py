@@ -375,7 +375,8 @@ def plan_persistent_cluster(a: Any, b: Any, config: Optional[GemmConfig] = None,
                             sms: Optional[int] = None) -> GemmLaunch:
     """A launch of `matmul_persistent_cluster_kernel`: clusters of 2 CTAs along M (an even number
     of CTAs, at most the SMs and the tiles rounded up to pairs) walking 2*BM x BN blocks in the
-    grouped order, the B tile multicast to both CTAs of a cluster."""
+    grouped order, each CTA loading half of the B tile and multicasting it to both CTAs of the
+    cluster."""
     from .gemm_kernels import matmul_persistent_cluster_kernel
 
     cfg = config or H200_PERSISTENT_CLUSTER
@@ -385,7 +386,9 @@ def plan_persistent_cluster(a: Any, b: Any, config: Optional[GemmConfig] = None,
     programs = 2 * max(1, min(n_sms // 2, blocks))
     consts = dict(BM=cfg.BM, BN=cfg.BN, BK=cfg.BK, GROUP_SIZE_M=cfg.GROUP_SIZE_M, NUM_STAGES=cfg.NUM_STAGES,
                   NUM_MMA_GROUPS=cfg.NUM_MMA_GROUPS, NUM_SMS=programs, EPI_SPLIT=cfg.EPI_SPLIT)
-    launch = make_launch(matmul_persistent_cluster_kernel, (programs,), _ws_descriptors(a, b, c, cfg), M, N, K, consts,
+    descs = _ws_descriptors(a, b, c, cfg)
+    descs[1] = descriptor(b, (cfg.BK, cfg.BN // 2))  # each CTA of the pair loads (and multicasts) half of B
+    launch = make_launch(matmul_persistent_cluster_kernel, (programs,), descs, M, N, K, consts,
                          cfg.num_warps, c, dt)
     launch.cluster = (2, 1, 1)
     return launch

@@ -16,9 +16,9 @@ Kernels (C = A @ B, A: M x K, B: K x N, row-major, bf16/fp16 in and out, fp32 ac
   overlaps its main loop of the next. EPI_SPLIT > 1 stores C in column chunks through two small
   buffers (`store_in_chunks`), leaving shared memory for a fourth stage.
 * `matmul_persistent_cluster_kernel` — the persistent kernel on 2-CTA clusters along M: each B
-  tile is loaded once per cluster and multicast to both CTAs, stages are released on both CTAs'
-  empty barriers (remote arrives), the two CTAs walk their tile pairs in lockstep with no
-  cluster barrier per tile; EPI_SPLIT epilogue and stage count as in the persistent kernel.
+  tile is loaded once per cluster (half by each CTA) and multicast to both CTAs, stages are
+  released on both CTAs' empty barriers (remote arrives), the two CTAs walk their tile pairs in
+  lockstep with no cluster barrier per tile; EPI_SPLIT and stages as in the persistent kernel.
 
 Proxy fences: every shared-memory access inside the K loops is async-proxy (TMA writes, wgmma
 reads), ordered by mbarriers and wgmma waits, so no fence belongs there. The only generic write
@@ -344,8 +344,9 @@ def matmul_persistent_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
     ctas_per_cga=(2, 1, 1)): the two CTAs of a cluster compute the two C tiles of one 2*BM x BN
     block, which share their B panel, and walk the blocks in lockstep (grouped order over
     blocks; GROUP_SIZE_M counts blocks, i.e. pairs of tile rows). Each CTA loads its own A
-    tiles; the B tile of k-tile kt is loaded once, by CTA kt % 2, and multicast into both CTAs —
-    half the B traffic from L2, the TMA issue shared between the two producers.
+    tiles and one half of the B tile (b_desc moves BK x BN/2: CTA r the columns r * BN/2 ...),
+    multicast into both CTAs — half the B traffic from L2, the TMA issue split evenly between
+    the two producers (CUTLASS's multicast split).
 
     Both CTAs' buffers of a stage must be free before either CTA's producer refills it (its
     multicast writes the partner's B), so every consumer releases a stage on the empty barrier of
@@ -369,7 +370,7 @@ def matmul_persistent_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
     NUM_CLUSTERS: tl.constexpr = NUM_SMS // 2
 
     with tlx.async_tasks():
-        with tlx.async_task("default"):  # producer: this CTA's A tiles, every other B tile (multicast)
+        with tlx.async_task("default"):  # producer: this CTA's A tiles, half of each B tile (multicast)
             rank = tlx.cluster_cta_rank()
             num_pid_m2 = tl.cdiv(M, 2 * BM)  # blocks of two tile rows, one per cluster
             num_pid_n = tl.cdiv(N, BN)
@@ -386,9 +387,9 @@ def matmul_persistent_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
                     for g in tl.static_range(NUM_MMA_GROUPS):
                         tlx.async_descriptor_load(a_desc, a_smem[slot * NUM_MMA_GROUPS + g],
                                                   [off_m + g * BM_SPLIT, kt * BK], full[slot])
-                    if kt % 2 == rank:
-                        tlx.async_descriptor_load(b_desc, b_smem[slot], [kt * BK, off_n], full[slot],
-                                                  multicast_targets=[0, 1])
+                    b_half = tlx.local_slice(b_smem[slot], [0, rank * (BN // 2)], [BK, BN // 2])
+                    tlx.async_descriptor_load(b_desc, b_half, [kt * BK, off_n + rank * (BN // 2)], full[slot],
+                                              multicast_targets=[0, 1])
                     count += 1
             tlx.cluster_barrier()
 

@@ -129,8 +129,8 @@ def test_persistent_sub_tiled_epilogue(M, N, K, dtype, overrides):
 
 # the 2-CTA clustered kernel: (M, N, K, dtype, config overrides, SMs): several blocks per cluster
 # with the ring wrapping across them, ragged M (the second CTA's tile partly, or wholly, outside
-# A), ragged N and K tails, an odd k-tile count (the B multicast alternates between the CTAs by
-# k-tile), the whole-tile and the chunked epilogue
+# A), ragged N (the second CTA's half of B partly or wholly past N) and K tails, odd k-tile
+# counts, the whole-tile and the chunked epilogue
 CLUSTER_SHAPES = [
     (640, 520, 200, "bf16", {}, 4),
     (300, 264, 136, "fp16", {}, 2),
@@ -146,7 +146,7 @@ def test_clustered_gemm_numerics_without_hazards(M, N, K, dtype, overrides, sms)
     cfg = GemmConfig(**{**gemm.H200_PERSISTENT_CLUSTER.__dict__, **overrides})
     plan = gemm.plan_persistent_cluster(a, b, cfg, out=poisoned_out(M, N, dtype), sms=sms)
     assert plan.cluster == (2, 1, 1) and plan.grid[0] % 2 == 0
-    assert list(plan.args[2].block_shape) == [cfg.BM // 2, cfg.BN // cfg.EPI_SPLIT]
+    assert [list(d.block_shape) for d in plan.args[1:3]] == [[cfg.BK, cfg.BN // 2], [cfg.BM // 2, cfg.BN // cfg.EPI_SPLIT]]
     hazards = plan.interpret(raise_on_hazard=False)
     assert hazards == [], "\n".join(str(h) for h in hazards)
     check_product(values(plan.out, dtype), av @ bv)
