@@ -210,6 +210,16 @@ def test_a_global_store_anywhere_makes_remote_arrives_publish_at_cluster_scope()
     assert "scope" not in text
 
 
+def test_a_memory_fence_of_the_author_makes_remote_arrives_publish_at_cluster_scope():
+    """TMA-stored global data handed to the other CTA: the author's fence.acq_rel.gpu orders it,
+    and the arrive after it must be a cluster-scope release for the hand-off to carry it."""
+    body = STAGE_RING.replace("READ", 'tlx.fence {scope = "gpu"}')
+    check(module(body, ARGS), """
+    CHECK: tlx.barrier_wait %eb, %c1 {scope = "cluster"}
+    CHECK: tlx.barrier_arrive %reb {scope = "cluster"}
+    """, ("cluster_sync",), cluster=(2, 1, 1))
+
+
 def test_scopes_reach_the_ptx():
     """The clustered GEMM example's K loop hands off at CTA scope (no MEMBAR.GPU per remote arrive,
     no L1 invalidation per wait), while a remote arrive after a remote store releases at cluster

@@ -36,7 +36,10 @@ gives each one the narrowest scope that still orders what it must (attribute ``s
   through `remote_view`): the arrive must then publish those accesses to the other CTA. Otherwise
   ``scope = "cta"`` (`mbarrier.arrive.shared::cluster`, release at CTA scope, as CUTLASS's and
   Triton's pipelines do): it only says that this CTA is done with buffers it read through the
-  async proxy (wgmma, TMA), whose completion it has already waited for.
+  async proxy (wgmma, TMA), whose completion it has already waited for. (TMA stores to global
+  memory do not count: a kernel that hands TMA-stored global data to another CTA of its cluster
+  through an mbarrier orders it itself with `tlx.fence("gpu")`, and a kernel with such a memory
+  fence gets cluster-scope arrives too.)
 * a **wait** gets ``scope = "cluster"`` (`acquire.cluster`) when its mbarrier may complete by a
   cluster-scope release of another CTA: a remote arrive of scope cluster, or the complete-tx of
   `st.async` / a bulk copy into this CTA (`async_remote_store`, `async_remote_copy`), so that
@@ -59,8 +62,9 @@ from .manager import PassContext
 # is opaque, so it counts as one
 GLOBAL_GENERIC_OPS = frozenset({"tt.load", "tt.store", "tt.atomic_rmw", "tt.atomic_cas", "tlx.async_load",
                                 "tt.elementwise_inline_asm"})
-# generic writes into another CTA's shared memory
-REMOTE_GENERIC_WRITES = frozenset({"tlx.remote_store", "tlx.async_remote_store"})
+# generic writes into another CTA's shared memory, and the author's memory fences (fence.acq_rel
+# .gpu/.sys: the kernel orders memory between CTAs itself, so its arrives must publish too)
+REMOTE_GENERIC_WRITES = frozenset({"tlx.remote_store", "tlx.async_remote_store", "tlx.fence"})
 # ops whose mbarrier completes with a cluster-scope release by the CTA that issues them
 CLUSTER_RELEASING_COMPLETIONS = frozenset({"tlx.async_remote_store", "tlx.async_remote_copy"})
 
@@ -117,8 +121,9 @@ def _overlaps(rs: Tuple[Region, ...], targets: List[Region]) -> bool:
 
 def shares_generic_memory(ops: List[Operation], ra: RegionAnalysis) -> bool:
     """True when the kernel's generic-proxy accesses may meet another CTA's accesses: a generic
-    write into another CTA, a generic global access, or a generic access of a local buffer that
-    another CTA writes (multicast TMA destination, source of a remote view)."""
+    write into another CTA, a generic global access, a memory fence of the author, or a generic
+    access of a local buffer that another CTA writes (multicast TMA destination, source of a
+    remote view)."""
     if any(op.name in REMOTE_GENERIC_WRITES or op.name in GLOBAL_GENERIC_OPS for op in ops):
         return True
     written: List[Region] = []  # local buffers another CTA of the cluster writes
