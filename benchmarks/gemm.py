@@ -78,14 +78,19 @@ SWEEP = {
         "pingpong": ("pingpong", {}),
         "pingpong-64x256-s4": ("pingpong", dict(BM=64, BN=256, NUM_STAGES=4)),  # one m64n256k16 per k16
     },
-    "sweep-order": {  # tile order, tile shape; and the 2-CTA cluster with B multicast
+    "sweep-order": {  # tile order, tile shape
         "persistent": ("persistent", {}),
         "persistent-G16": ("persistent", dict(GROUP_SIZE_M=16)),
         "persistent-G32": ("persistent", dict(GROUP_SIZE_M=32)),
         "persistent-256x128": ("persistent", dict(BM=256, BN=128)),
         "pingpong-G16": ("pingpong", dict(GROUP_SIZE_M=16)),
         "ws-G16": ("ws", dict(GROUP_SIZE_M=16)),
-        "persistent-cluster2": ("persistent_cluster", {}),
+    },
+    "sweep-cluster": {  # 2-CTA clusters, B multicast, CTA-scope stage hand-offs (GROUP_SIZE_M counts tile pairs)
+        "persistent": ("persistent", {}),
+        "cluster2": ("persistent_cluster", {}),  # 4 stages, epilogue in 4 chunks (CUTLASS's 2x1 cooperative)
+        "cluster2-s3": ("persistent_cluster", dict(NUM_STAGES=3, EPI_SPLIT=1)),  # the 64-68 % config, scopes fixed
+        "cluster2-G4": ("persistent_cluster", dict(GROUP_SIZE_M=4)),  # 8 tile rows per group, as persistent's G8
     },
 }
 SWEEP_LIMIT_S = 180.0  # the whole sweep, so that it fits a 4-minute slot on the GPU
@@ -147,7 +152,7 @@ def variant_config(plan: str, changes: Dict[str, Any]) -> Any:
     from tlx.examples import gemm
 
     defaults = {"pipelined": gemm.H200_PIPELINED, "ws": gemm.H200_WS, "persistent": gemm.H200_PERSISTENT,
-                "pingpong": gemm.H200_PINGPONG, "persistent_cluster": gemm.H200_PERSISTENT}
+                "pingpong": gemm.H200_PINGPONG, "persistent_cluster": gemm.H200_PERSISTENT_CLUSTER}
     return dataclasses.replace(defaults[plan], **changes)
 
 

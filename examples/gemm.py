@@ -289,6 +289,11 @@ H200_PIPELINED = GemmConfig(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=3,
 H200_WS = GemmConfig(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=3, NUM_MMA_GROUPS=2, num_warps=4)
 #: Persistent cooperative: as H200_WS, one CTA per SM.
 H200_PERSISTENT = GemmConfig(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=3, NUM_MMA_GROUPS=2, num_warps=4)
+#: Persistent on 2-CTA clusters (B multicast): CUTLASS's 2x1 cooperative 128x256x64 — 4 stages
+#: (4 x 48 KiB) and the epilogue in 4 column chunks through two 8 KiB buffers per consumer.
+#: GROUP_SIZE_M counts blocks of two tile rows.
+H200_PERSISTENT_CLUSTER = GemmConfig(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=4, NUM_MMA_GROUPS=2,
+                                     num_warps=4, EPI_SPLIT=4)
 #: Persistent ping-pong: each consumer owns a 128x128 tile (128 accumulator registers, two
 #: m64n128k16 per k16), 32 KiB stages, 5 of them + two 32 KiB C tiles = 224 KiB.
 H200_PINGPONG = GemmConfig(BM=128, BN=128, BK=64, GROUP_SIZE_M=8, NUM_STAGES=5, NUM_MMA_GROUPS=2, num_warps=4)
@@ -370,17 +375,20 @@ def plan_persistent_cluster(a: Any, b: Any, config: Optional[GemmConfig] = None,
                             sms: Optional[int] = None) -> GemmLaunch:
     """A launch of `matmul_persistent_cluster_kernel`: clusters of 2 CTAs along M (an even number
     of CTAs, at most the SMs and the tiles rounded up to pairs) walking 2*BM x BN blocks in the
-    grouped order, the B tile multicast to both CTAs of a cluster."""
+    grouped order, each CTA loading half of the B tile and multicasting it to both CTAs of the
+    cluster."""
     from .gemm_kernels import matmul_persistent_cluster_kernel
 
-    cfg = config or H200_PERSISTENT
+    cfg = config or H200_PERSISTENT_CLUSTER
     M, N, K, dt, c = _prepare(a, b, out, cfg, "persistent")
     blocks = tlx.cdiv(M, 2 * cfg.BM) * tlx.cdiv(N, cfg.BN)
     n_sms = int(sms) if sms is not None else num_sms(a)
     programs = 2 * max(1, min(n_sms // 2, blocks))
     consts = dict(BM=cfg.BM, BN=cfg.BN, BK=cfg.BK, GROUP_SIZE_M=cfg.GROUP_SIZE_M, NUM_STAGES=cfg.NUM_STAGES,
-                  NUM_MMA_GROUPS=cfg.NUM_MMA_GROUPS, NUM_SMS=programs)
-    launch = make_launch(matmul_persistent_cluster_kernel, (programs,), _ws_descriptors(a, b, c, cfg), M, N, K, consts,
+                  NUM_MMA_GROUPS=cfg.NUM_MMA_GROUPS, NUM_SMS=programs, EPI_SPLIT=cfg.EPI_SPLIT)
+    descs = _ws_descriptors(a, b, c, cfg)
+    descs[1] = descriptor(b, (cfg.BK, cfg.BN // 2))  # each CTA of the pair loads (and multicasts) half of B
+    launch = make_launch(matmul_persistent_cluster_kernel, (programs,), descs, M, N, K, consts,
                          cfg.num_warps, c, dt)
     launch.cluster = (2, 1, 1)
     return launch

@@ -16,8 +16,9 @@ Kernels (C = A @ B, A: M x K, B: K x N, row-major, bf16/fp16 in and out, fp32 ac
   overlaps its main loop of the next. EPI_SPLIT > 1 stores C in column chunks through two small
   buffers (`store_in_chunks`), leaving shared memory for a fourth stage.
 * `matmul_persistent_cluster_kernel` — the persistent kernel on 2-CTA clusters along M: each B
-  tile is loaded once per cluster and multicast to both CTAs, stages are released on both CTAs'
-  empty barriers (remote arrives).
+  tile is loaded once per cluster (half by each CTA) and multicast to both CTAs, stages are
+  released on both CTAs' empty barriers (remote arrives), the two CTAs walk their tile pairs in
+  lockstep with no cluster barrier per tile; EPI_SPLIT and stages as in the persistent kernel.
 
 Proxy fences: every shared-memory access inside the K loops is async-proxy (TMA writes, wgmma
 reads), ordered by mbarriers and wgmma waits, so no fence belongs there. The only generic write
@@ -337,28 +338,39 @@ def matmul_pingpong_kernel(a_desc, b_desc, c_desc, M, N, K,
 def matmul_persistent_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
                                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                                      GROUP_SIZE_M: tl.constexpr, NUM_STAGES: tl.constexpr,
-                                     NUM_MMA_GROUPS: tl.constexpr, NUM_SMS: tl.constexpr):
+                                     NUM_MMA_GROUPS: tl.constexpr, NUM_SMS: tl.constexpr,
+                                     EPI_SPLIT: tl.constexpr = 1):
     """The persistent warp-specialized GEMM on clusters of 2 CTAs along M (launched with
     ctas_per_cga=(2, 1, 1)): the two CTAs of a cluster compute the two C tiles of one 2*BM x BN
-    block, which share their B panel. Each CTA loads its own A tiles; the B tile of k-tile kt is
-    loaded once, by CTA kt % 2, and multicast into both CTAs — half the B traffic from L2.
+    block, which share their B panel, and walk the blocks in lockstep (grouped order over
+    blocks; GROUP_SIZE_M counts blocks, i.e. pairs of tile rows). Each CTA loads its own A
+    tiles and one half of the B tile (b_desc moves BK x BN/2: CTA r the columns r * BN/2 ...),
+    multicast into both CTAs — half the B traffic from L2, the TMA issue split evenly between
+    the two producers (CUTLASS's multicast split).
 
     Both CTAs' buffers of a stage must be free before either CTA's producer refills it (its
     multicast writes the partner's B), so every consumer releases a stage on the empty barrier of
     both CTAs (a remote arrive to the partner): empty counts 2 * NUM_MMA_GROUPS arrivals. Every
-    CTA's full barrier expects its A tiles and the B tile, whichever CTA issued it. Every task
-    ends with a cluster barrier: no CTA exits while its partner may still arrive on its barriers."""
+    CTA's full barrier expects its A tiles and the B tile, whichever CTA issued it. The stage
+    hand-offs need no cluster-scope fence (the compiler releases the remote arrive at CTA scope:
+    the consumers read the stage through wgmma only), and nothing synchronizes the cluster per
+    tile: one cluster barrier after the mbarrier inits (placed by the compiler) and one at the
+    end of every task, so that no CTA exits while its partner may still multicast into it or
+    arrive on its barriers. EPI_SPLIT as in `matmul_persistent_kernel`."""
     BM_SPLIT: tl.constexpr = BM // NUM_MMA_GROUPS
     a_smem = tlx.local_alloc((BM_SPLIT, BK), tlx.dtype_of(a_desc), NUM_STAGES * NUM_MMA_GROUPS)
     b_smem = tlx.local_alloc((BK, BN), tlx.dtype_of(b_desc), NUM_STAGES)
-    c_smem = tlx.local_alloc((BM_SPLIT, BN), tlx.dtype_of(c_desc), NUM_MMA_GROUPS)
+    if EPI_SPLIT == 1:
+        c_smem = tlx.local_alloc((BM_SPLIT, BN), tlx.dtype_of(c_desc), NUM_MMA_GROUPS)
+    else:
+        c_smem = tlx.local_alloc((BM_SPLIT, BN // EPI_SPLIT), tlx.dtype_of(c_desc), 2 * NUM_MMA_GROUPS)
     full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
     empty = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=2 * NUM_MMA_GROUPS)
     STAGE_BYTES: tl.constexpr = (BM * BK + BK * BN) * tlx.size_of(tlx.dtype_of(a_desc))
     NUM_CLUSTERS: tl.constexpr = NUM_SMS // 2
 
     with tlx.async_tasks():
-        with tlx.async_task("default"):  # producer: this CTA's A tiles, every other B tile (multicast)
+        with tlx.async_task("default"):  # producer: this CTA's A tiles, half of each B tile (multicast)
             rank = tlx.cluster_cta_rank()
             num_pid_m2 = tl.cdiv(M, 2 * BM)  # blocks of two tile rows, one per cluster
             num_pid_n = tl.cdiv(N, BN)
@@ -375,9 +387,9 @@ def matmul_persistent_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
                     for g in tl.static_range(NUM_MMA_GROUPS):
                         tlx.async_descriptor_load(a_desc, a_smem[slot * NUM_MMA_GROUPS + g],
                                                   [off_m + g * BM_SPLIT, kt * BK], full[slot])
-                    if kt % 2 == rank:
-                        tlx.async_descriptor_load(b_desc, b_smem[slot], [kt * BK, off_n], full[slot],
-                                                  multicast_targets=[0, 1])
+                    b_half = tlx.local_slice(b_smem[slot], [0, rank * (BN // 2)], [BK, BN // 2])
+                    tlx.async_descriptor_load(b_desc, b_half, [kt * BK, off_n + rank * (BN // 2)], full[slot],
+                                              multicast_targets=[0, 1])
                     count += 1
             tlx.cluster_barrier()
 
@@ -409,9 +421,12 @@ def matmul_persistent_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
                 tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES])
                 tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES], remote_cta_rank=partner)
 
-                tlx.async_descriptor_store_wait(0)  # the previous tile's store has read c_smem[cid]
-                tlx.local_store(c_smem[cid], acc.to(tlx.dtype_of(c_desc)))
-                tlx.fence("async_shared")
-                tlx.async_descriptor_store(c_desc, c_smem[cid], [off_m, off_n])
+                if EPI_SPLIT == 1:
+                    tlx.async_descriptor_store_wait(0)  # the previous tile's store has read c_smem[cid]
+                    tlx.local_store(c_smem[cid], acc.to(tlx.dtype_of(c_desc)))
+                    tlx.fence("async_shared")  # generic stores above, a TMA (async proxy) read below
+                    tlx.async_descriptor_store(c_desc, c_smem[cid], [off_m, off_n])
+                else:
+                    store_in_chunks(c_desc, c_smem, 2 * cid, acc, off_m, off_n, BM_SPLIT, BN, EPI_SPLIT)
             tlx.async_descriptor_store_wait(0)
             tlx.cluster_barrier()

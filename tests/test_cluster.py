@@ -151,6 +151,89 @@ def test_cluster_sync_publishes_the_mbarrier_inits_and_keeps_every_cta_alive_to_
     assert "tlx.cluster_barrier" not in text
 
 
+# a GEMM stage ring as a 2-CTA cluster runs it: B multicast into both CTAs' stage, the full barrier
+# completed by the loads, the stage released on both CTAs' empty barriers (one of them remote)
+STAGE_RING = """
+    %c0 = arith.constant {value = 0} : i32
+    %c1 = arith.constant {value = 1} : i32
+    %c3 = arith.constant {value = 3} : i32
+    %b = tlx.local_alloc : !smem<64x64xf16, mutable>
+    %full = tlx.alloc_barriers {num = 1, arrive_count = 1} : !mbarriers<1>
+    %empty = tlx.alloc_barriers {num = 1, arrive_count = 2} : !mbarriers<1>
+    %fb = tlx.memdesc_index %full, %c0 : !mbarrier
+    %eb = tlx.memdesc_index %empty, %c0 : !mbarrier
+    %r = tlx.cluster_cta_rank : i32
+    %peer = arith.xori %r, %c1 : i32
+    tlx.barrier_wait %eb, %c1
+    tlx.barrier_expect_bytes %fb {bytes = 8192}
+    tlx.tma_load %d, %b, %fb offsets(%c0, %c0) mask(%c3) {multicast = true}
+    tlx.barrier_wait %fb, %c0
+    READ
+    tlx.barrier_arrive %eb
+    %reb = tlx.remote_view %eb, %peer : !mbarrier<remote>
+    tlx.barrier_arrive %reb"""
+
+
+def test_stage_ring_read_through_the_async_proxy_hands_off_at_cta_scope():
+    """wgmma reads the multicast stage: the remote release only returns a buffer read through the
+    async proxy (and waited for), so no arrive or wait needs cluster scope (CUTLASS's pipeline)."""
+    body = STAGE_RING.replace("READ", "%x = tlx.async_dot %b, %b : tensor<64x64xf32>")
+    check(module(body, ARGS), """
+    CHECK: tlx.barrier_wait %eb, %c1 {scope = "cta"}
+    CHECK: tlx.barrier_wait %fb, %c0 {scope = "cta"}
+    CHECK: tlx.barrier_arrive %eb
+    CHECK-NOT: scope
+    CHECK: tlx.barrier_arrive %reb {scope = "cta"}
+    """, ("cluster_sync",), cluster=(2, 1, 1))
+
+
+def test_a_generic_read_of_a_buffer_another_cta_writes_hands_off_at_cluster_scope():
+    """A generic load of the multicast stage: the remote arrive must order it before the other
+    CTA's next multicast write (release.cluster), and the empty barrier it completes is acquired
+    at cluster scope; the full barrier, completed by TMA bytes only, stays at CTA scope."""
+    body = STAGE_RING.replace("READ", "%x = tlx.local_load %b : tensor<64x64xf16>")
+    check(module(body, ARGS), """
+    CHECK: tlx.barrier_wait %eb, %c1 {scope = "cluster"}
+    CHECK: tlx.barrier_wait %fb, %c0 {scope = "cta"}
+    CHECK: tlx.barrier_arrive %reb {scope = "cluster"}
+    """, ("cluster_sync",), cluster=(2, 1, 1))
+
+
+def test_a_global_store_anywhere_makes_remote_arrives_publish_at_cluster_scope():
+    body = STAGE_RING.replace("READ", "tt.store %p, %c0")
+    check(module(body, ARGS + ", %p: !ptr<i32>"), """
+    CHECK: tlx.barrier_wait %eb, %c1 {scope = "cluster"}
+    CHECK: tlx.barrier_arrive %reb {scope = "cluster"}
+    """, ("cluster_sync",), cluster=(2, 1, 1))
+    # launched without a cluster, nothing is marked (every wait acquires at CTA scope)
+    text, _ = run(module(body, ARGS + ", %p: !ptr<i32>"), ("cluster_sync",))
+    assert "scope" not in text
+
+
+def test_a_memory_fence_of_the_author_makes_remote_arrives_publish_at_cluster_scope():
+    """TMA-stored global data handed to the other CTA: the author's fence.acq_rel.gpu orders it,
+    and the arrive after it must be a cluster-scope release for the hand-off to carry it."""
+    body = STAGE_RING.replace("READ", 'tlx.fence {scope = "gpu"}')
+    check(module(body, ARGS), """
+    CHECK: tlx.barrier_wait %eb, %c1 {scope = "cluster"}
+    CHECK: tlx.barrier_arrive %reb {scope = "cluster"}
+    """, ("cluster_sync",), cluster=(2, 1, 1))
+
+
+def test_scopes_reach_the_ptx():
+    """The clustered GEMM example's K loop hands off at CTA scope (no MEMBAR.GPU per remote arrive,
+    no L1 invalidation per wait), while a remote arrive after a remote store releases at cluster
+    scope and its waiter acquires at cluster scope."""
+    from kernels.gemm_cluster_examples import SPECS
+    gemm_ptx = ptx_of(next(iter(SPECS.values())))
+    assert gemm_ptx.count("mbarrier.arrive.shared::cluster.b64") == 4  # two consumers, loop and tail
+    assert ".release.cluster" not in gemm_ptx.replace("fence.mbarrier_init.release.cluster", "")
+    assert ".acquire.cluster" not in gemm_ptx
+    pp = ptx_of(C.PINGPONG)
+    assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in pp
+    assert "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64" in pp
+
+
 # ---- verification and errors ----------------------------------------------------------------------------
 
 def test_the_verifier_keeps_remote_views_out_of_local_ops():

@@ -127,6 +127,31 @@ def test_persistent_sub_tiled_epilogue(M, N, K, dtype, overrides):
     check_product(values(plan.out, dtype), av @ bv)
 
 
+# the 2-CTA clustered kernel: (M, N, K, dtype, config overrides, SMs): several blocks per cluster
+# with the ring wrapping across them, ragged M (the second CTA's tile partly, or wholly, outside
+# A), ragged N (the second CTA's half of B partly or wholly past N) and K tails, odd k-tile
+# counts, the whole-tile and the chunked epilogue
+CLUSTER_SHAPES = [
+    (640, 520, 200, "bf16", {}, 4),
+    (300, 264, 136, "fp16", {}, 2),
+    (100, 136, 72, "bf16", {"NUM_STAGES": 3, "EPI_SPLIT": 1}, 2),
+    (520, 384, 328, "fp16", {"BN": 128, "NUM_STAGES": 2, "EPI_SPLIT": 2, "GROUP_SIZE_M": 1}, 2),
+]
+
+
+@pytest.mark.parametrize("M,N,K,dtype,overrides,sms", CLUSTER_SHAPES, ids=lambda v: str(v) if not isinstance(v, dict)
+                         else ",".join(f"{k}={x}" for k, x in v.items()) or "default")
+def test_clustered_gemm_numerics_without_hazards(M, N, K, dtype, overrides, sms):
+    a, b, av, bv = operands(M, N, K, dtype)
+    cfg = GemmConfig(**{**gemm.H200_PERSISTENT_CLUSTER.__dict__, **overrides})
+    plan = gemm.plan_persistent_cluster(a, b, cfg, out=poisoned_out(M, N, dtype), sms=sms)
+    assert plan.cluster == (2, 1, 1) and plan.grid[0] % 2 == 0
+    assert [list(d.block_shape) for d in plan.args[1:3]] == [[cfg.BK, cfg.BN // 2], [cfg.BM // 2, cfg.BN // cfg.EPI_SPLIT]]
+    hazards = plan.interpret(raise_on_hazard=False)
+    assert hazards == [], "\n".join(str(h) for h in hazards)
+    check_product(values(plan.out, dtype), av @ bv)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_matmul_wrapper_on_numpy_runs_the_interpreter(kind):
     a, b, av, bv = operands(136, 264, 96, "bf16")
@@ -137,7 +162,7 @@ def test_matmul_wrapper_on_numpy_runs_the_interpreter(kind):
     check_product(bf16_values(c), av @ bv)
 
 
-@pytest.mark.parametrize("kind", KINDS + ["persistent-epi4"])
+@pytest.mark.parametrize("kind", KINDS + ["persistent-epi4", "persistent_cluster"])
 def test_epilogue_without_its_fence_is_a_reported_race(kind):
     """Delete the user's fence from the traced kernel: the interpreter must report the generic
     store of C racing the TMA store that reads it (so `hazards == []` above means something)."""
@@ -147,10 +172,12 @@ def test_epilogue_without_its_fence_is_a_reported_race(kind):
     a, b, _, _ = operands(128, 256, 64, "fp16")
     if kind == "persistent-epi4":
         plan = gemm.plan_persistent(a, b, config_for("persistent", {"EPI_SPLIT": 4}), out=poisoned_out(128, 256, "fp16"))
+    elif kind == "persistent_cluster":
+        plan = gemm.plan_persistent_cluster(a, b, out=poisoned_out(128, 256, "fp16"), sms=2)
     else:
         plan = gemm.ALL_PLANS[kind](a, b, out=poisoned_out(128, 256, "fp16"))
     bound, _ = Specializer(plan.kernel).bind(plan.args, plan.constexprs)
-    module = prepare_module(plan.kernel, bound, None, plan.num_warps, fence_passes=False)
+    module = prepare_module(plan.kernel, bound, None, plan.num_warps, fence_passes=False, cluster=plan.cluster)
     fences = [op for op in module.ops() if op.name == "tlx.fence_async_shared"]
     assert fences, "the example lost its epilogue fence"
     for op in fences:
@@ -206,7 +233,7 @@ def test_wrappers_reject_bad_operands_clearly():
 
 def test_h200_configs_fit_shared_memory_and_match_the_descriptors():
     for kind, cfg in (("pipelined", gemm.H200_PIPELINED), ("ws", gemm.H200_WS), ("persistent", gemm.H200_PERSISTENT),
-                      ("pingpong", gemm.H200_PINGPONG)):
+                      ("pingpong", gemm.H200_PINGPONG), ("persistent", gemm.H200_PERSISTENT_CLUSTER)):
         cfg.check(kind)
         assert cfg.smem_bytes(kind=kind) <= gemm.SM90_SMEM_BYTES
     a = np.zeros((256, 256), np.float16)

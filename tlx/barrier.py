@@ -75,7 +75,8 @@ def barrier_wait(bar: Any, phase: Any, pred: Any = None) -> None:
 def barrier_arrive(bar: Any, arrive_count: Any = 1, remote_cta_rank: Any = None, pred: Any = None) -> None:
     """Arrive on `bar` (`arrive_count` arrivals; the partition's leader thread arrives, unless the
     barrier was made with alloc_warp_barrier); with `remote_cta_rank`, on the same barrier of that
-    CTA of the cluster (mbarrier.arrive.release.cluster.shared::cluster)."""
+    CTA of the cluster (mbarrier.arrive.shared::cluster; release at cluster scope when the kernel
+    shares memory with other CTAs through the generic proxy, see ClusterSync)."""
     b = _one_barrier(bar, "barrier_arrive")
     c = semantic.constexpr_int(arrive_count, "barrier_arrive's arrive_count")
     if unwrap(remote_cta_rank) is not None:  # the same barrier in that CTA of the cluster (mapa)

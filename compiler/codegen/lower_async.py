@@ -93,10 +93,13 @@ def _arrive(lw: KernelLowering, op: Operation) -> None:
     if op.name == "tlx.barrier_expect_bytes":
         lw.e("mbarrier.arrive.expect_tx.shared::cta.b64", "_", f"[{a}]", str(int(op.attrs["bytes"])), pred=p)
     elif isinstance(bar, Barriers) and bar.remote:
-        # another CTA's barrier: release at cluster scope orders this CTA's writes before the
-        # waiter's acquire (a remote arrive has no state result, hence the sink)
+        # another CTA's barrier (a remote arrive has no state result, hence the sink). ClusterSync
+        # chose the scope: cluster when the arrive must publish this CTA's generic accesses to
+        # the other CTA; cta (the default .release.cta) when it only hands back buffers read
+        # through the async proxy, sparing a MEMBAR.GPU per arrive. Unmarked: cluster.
         count = int(op.attrs.get("count", 1))
-        lw.e("mbarrier.arrive.release.cluster.shared::cluster.b64", "_", f"[{a}]",
+        sem = "" if op.attrs.get("scope") == "cta" else ".release.cluster"
+        lw.e(f"mbarrier.arrive{sem}.shared::cluster.b64", "_", f"[{a}]",
              *([str(count)] if count != 1 else []), pred=p)
     else:
         count = int(op.attrs.get("count", 1))
@@ -121,10 +124,13 @@ def _wait(lw: KernelLowering, op: Operation) -> None:
         em("bra", done, pred="!" + pred)
     loop = em.new_label("wait")
     em.label(loop)
-    # in a cluster, the phase may complete by another CTA's arrive (release at cluster scope):
-    # acquire at cluster scope, so its writes before the arrive are visible after the wait
+    # in a cluster, the phase may complete by another CTA's cluster-scope release: then acquire
+    # at cluster scope, so its writes before the release are visible after the wait. ClusterSync
+    # marks which waits need it (scope); an unmarked wait in a cluster kernel acquires at cluster
+    # scope, the safe side.
     c = lw.m.attrs.get("cluster", (1, 1, 1))
-    sem = ".acquire.cluster" if c[0] * c[1] * c[2] > 1 else ""
+    scope = op.attrs.get("scope", "cluster" if c[0] * c[1] * c[2] > 1 else "cta")
+    sem = ".acquire.cluster" if scope == "cluster" else ""
     p = em.new("pred", f"mbarrier.try_wait.parity{sem}.shared::cta.b64", f"[{a}]", ph)
     em("bra", loop, pred="!" + p)
     if pred is not None:

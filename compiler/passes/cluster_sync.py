@@ -21,12 +21,52 @@ more than one CTA gets:
 Both are skipped when the kernel does not reach other CTAs, or when its mbarriers are allocated
 inside control flow (no top-level point all threads pass after them): then the author places
 `tlx.fence_mbarrier_init_cluster()` and `tlx.cluster_barrier()`.
+
+**Memory scope of the mbarrier hand-offs** (every kernel launched in a cluster of more than one
+CTA). A cluster-scope release or acquire is not free: on sm_90 a `release.cluster` arrive is
+`MEMBAR.ALL.GPU` + `ERRBAR` + `CGAERRBAR` before the arrive, and an `acquire.cluster` wait is an
+L1 invalidation (`CCTL.IVALL`) after it — in a K loop, a third of a GEMM's speed. So the pass
+gives each one the narrowest scope that still orders what it must (attribute ``scope``):
+
+* a **remote arrive** (`tlx.barrier_arrive` on a remote view) gets ``scope = "cluster"``
+  (`mbarrier.arrive.release.cluster`) when the kernel shares memory with other CTAs through
+  the generic proxy — a generic write into another CTA (`remote_store`, `async_remote_store`),
+  a generic global access (`tt.load`, `tt.store`, atomics, cp.async, inline asm), or a generic
+  access of a local buffer that another CTA writes (a multicast TMA destination, a buffer named
+  through `remote_view`): the arrive must then publish those accesses to the other CTA. Otherwise
+  ``scope = "cta"`` (`mbarrier.arrive.shared::cluster`, release at CTA scope, as CUTLASS's and
+  Triton's pipelines do): it only says that this CTA is done with buffers it read through the
+  async proxy (wgmma, TMA), whose completion it has already waited for. (TMA stores to global
+  memory do not count: a kernel that hands TMA-stored global data to another CTA of its cluster
+  through an mbarrier orders it itself with `tlx.fence("gpu")`, and a kernel with such a memory
+  fence gets cluster-scope arrives too.)
+* a **wait** gets ``scope = "cluster"`` (`acquire.cluster`) when its mbarrier may complete by a
+  cluster-scope release of another CTA: a remote arrive of scope cluster, or the complete-tx of
+  `st.async` / a bulk copy into this CTA (`async_remote_store`, `async_remote_copy`), so that
+  the writes the other CTA made before it are visible after the wait. Otherwise ``scope = "cta"``:
+  local arrives, and TMA loads (multicast ones included), whose complete-tx makes their bytes
+  visible to the waiter.
 """
 
 from __future__ import annotations
 
-from ..ir.core import Module, Operation
+from typing import Iterable, List, Tuple
+
+from ..analysis.memory import GENERIC, FUNC_ARG, Region, RegionAnalysis
+from ..ir import types as T
+from ..ir.core import Module, Operation, Value
+from ..ir.ops import effects_of
 from .manager import PassContext
+
+# generic-proxy accesses of global memory (what another CTA may also read or write); inline asm
+# is opaque, so it counts as one
+GLOBAL_GENERIC_OPS = frozenset({"tt.load", "tt.store", "tt.atomic_rmw", "tt.atomic_cas", "tlx.async_load",
+                                "tt.elementwise_inline_asm"})
+# generic writes into another CTA's shared memory, and the author's memory fences (fence.acq_rel
+# .gpu/.sys: the kernel orders memory between CTAs itself, so its arrives must publish too)
+REMOTE_GENERIC_WRITES = frozenset({"tlx.remote_store", "tlx.async_remote_store", "tlx.fence"})
+# ops whose mbarrier completes with a cluster-scope release by the CTA that issues them
+CLUSTER_RELEASING_COMPLETIONS = frozenset({"tlx.async_remote_store", "tlx.async_remote_copy"})
 
 
 def reaches_other_ctas(op: Operation) -> bool:
@@ -41,6 +81,8 @@ def run(module: Module, ctx: PassContext) -> None:
         module.attrs["cluster"] = list(cluster)
     n = cluster[0] * cluster[1] * cluster[2]
     ops = list(module.ops())
+    if n > 1:
+        mark_barrier_scopes(ops, ctx.analyses.get(RegionAnalysis, module))
     if n == 1 or not any(reaches_other_ctas(op) for op in ops):
         return
     body = module.func.regions[0].block  # type: ignore[union-attr]
@@ -59,3 +101,55 @@ def run(module: Module, ctx: PassContext) -> None:
         body.insert_before(ret, Operation("tlx.cluster_barrier", [], [], {"origin": "compiler"}, loc=ret.loc))
         placed += 1
     ctx.stats["cluster_sync.inserted"] = placed
+
+
+def _is_remote(v: Value) -> bool:
+    return bool(getattr(v.type, "remote", False))
+
+
+def _remote_arrives(ops: Iterable[Operation]) -> List[Operation]:
+    return [op for op in ops if op.name == "tlx.barrier_arrive" and _is_remote(op.arg("bar"))]
+
+
+def _overlaps(rs: Tuple[Region, ...], targets: List[Region]) -> bool:
+    """True when a region of `rs` may share bytes with a target (a region of unknown allocation
+    may share bytes with any)."""
+    if not targets:
+        return False
+    return any(r.root is FUNC_ARG or any(r.overlaps_rel(t) or t.root is FUNC_ARG for t in targets) for r in rs)
+
+
+def shares_generic_memory(ops: List[Operation], ra: RegionAnalysis) -> bool:
+    """True when the kernel's generic-proxy accesses may meet another CTA's accesses: a generic
+    write into another CTA, a generic global access, a memory fence of the author, or a generic
+    access of a local buffer that another CTA writes (multicast TMA destination, source of a
+    remote view)."""
+    if any(op.name in REMOTE_GENERIC_WRITES or op.name in GLOBAL_GENERIC_OPS for op in ops):
+        return True
+    written: List[Region] = []  # local buffers another CTA of the cluster writes
+    for op in ops:
+        if op.name == "tlx.tma_load" and op.attrs.get("multicast"):
+            written.extend(ra.regions_of(op.arg("dst")))
+        elif op.name == "tlx.remote_view" and not isinstance(op.arg("src").type, T.BarrierType):
+            written.extend(ra.regions_of(op.arg("src")))
+    return any(e.proxy == GENERIC and _overlaps(ra.regions_of(v), written)
+               for op in ops for v, e in effects_of(op))
+
+
+def mark_barrier_scopes(ops: List[Operation], ra: RegionAnalysis) -> None:
+    """Set ``scope`` ("cta" or "cluster") on every remote arrive and every mbarrier wait of a
+    kernel launched in a cluster (module docstring: the narrowest scope that orders what the
+    hand-off must)."""
+    arrives = _remote_arrives(ops)
+    arrive_scope = "cluster" if arrives and shares_generic_memory(ops, ra) else "cta"
+    released: List[Region] = []  # mbarriers another CTA completes with a cluster-scope release
+    for op in arrives:
+        op.attrs["scope"] = arrive_scope
+        if arrive_scope == "cluster":
+            released.extend(ra.regions_of(op.arg("bar")))
+    for op in ops:
+        if op.name in CLUSTER_RELEASING_COMPLETIONS:
+            released.extend(ra.regions_of(op.arg("bar")))
+    for op in ops:
+        if op.name == "tlx.barrier_wait":
+            op.attrs["scope"] = "cluster" if _overlaps(ra.regions_of(op.arg("bar")), released) else "cta"
