@@ -26,10 +26,8 @@ class TLXCompileError(TLXError):
     ``hint: <what to change>`` when a hint is given.
     """
 
-    def __new__(cls, *args, **kwargs):
-        return super().__new__(_with_triton_base(cls), *args, **kwargs)
-
     def __init__(self, message: str, loc: Optional["Location"] = None, hint: Optional[str] = None):
+        self.__class__ = _with_triton_base(type(self))  # the same class unless triton is loaded
         self.message = message
         self.loc = loc
         self.hint = hint
@@ -65,7 +63,7 @@ class TLXCompileError(TLXError):
 
 def _rebuild(cls: type, args: tuple, state: dict) -> TLXCompileError:
     """Unpickle a `TLXCompileError`: the message as formatted, the attributes as they were."""
-    err = cls.__new__(cls, *args)
+    err = cls.__new__(_with_triton_base(cls), *args)
     err.args = args
     err.__dict__.update(state)
     return err
