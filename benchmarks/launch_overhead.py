@@ -17,20 +17,25 @@ kernel (three tensors + an int), launched in a Python loop, through
 Targets (issue 30): ``kernel[grid](...)`` with four arguments within 1.25x of the raw anchor,
 and at least 2.5x faster than Triton. Run from the repository root on the GPU machine::
 
-    python3 benchmarks/launch_overhead.py [--n 2000] [--rounds 15]
+    python3 benchmarks/launch_overhead.py [--n 2000] [--rounds 25]
 
 Rows are timed interleaved: ``--rounds`` rounds, each one loop of N launches of every row in
 turn, synchronizing at the end of each loop (launches are host-bound: the GPU finishes each
-empty kernel long before the next is enqueued). The host is shared and its speed drifts, so
-each row reports its best round (the code's own cost, compared with the anchor's best) and its
-median round (the host's state).
+empty kernel long before the next is enqueued). Each round times the three rows the targets
+compare (raw, ``kernel[grid](...)`` and Triton, 4 arguments) back to back, and every other round
+visits the rows in reverse order, so a round's three loops see the same host. The host is shared
+and its speed drifts from one round to the next: each row reports its best round (the code's own
+cost) and its median round; each ratio is taken per round (a row's loop over the raw loop of the
+same round) and reported as the median over the rounds, with the ratio of the best rounds beside
+it. The targets are judged on the per-round medians, so a disturbed spell, which slows a round's
+rows alike, moves neither target.
 
 Without a GPU, ``--cpu-only`` times the same layers with ``cuLaunchKernelEx`` replaced by a C
 no-op behind the native launch and torch tensors by look-alikes: each row minus the anchor
 (the native launch's own call) is the Python cost tlx adds to it, so a change's gain can be
 measured on any machine::
 
-    python3 benchmarks/launch_overhead.py --cpu-only [--n 2000] [--repeats 100]
+    python3 benchmarks/launch_overhead.py --cpu-only [--n 2000] [--rounds 25]
 """
 
 from __future__ import annotations
@@ -40,10 +45,11 @@ import ctypes
 import itertools
 import json
 import os
+import statistics
 import sys
 import time
 import types
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RAW_RATIO_TARGET = 1.25  # kernel[grid](...) with four arguments, over the raw anchor
@@ -72,7 +78,8 @@ def _empty_launchers() -> Tuple[Any, Any]:
 
 
 class Timed:
-    """One row's timing, taken later by `run_timings` (rows are timed interleaved)."""
+    """One row's timing, taken later by `run_timings` (rows are timed interleaved): `runs` holds
+    its microseconds per call, one entry per round."""
 
     def __init__(self, fn: Callable[[], Any], sync: Callable[[], Any]):
         self.fn, self.sync = fn, sync
@@ -84,7 +91,7 @@ class Timed:
 
     @property
     def median(self) -> float:
-        return sorted(self.runs)[len(self.runs) // 2]
+        return statistics.median(self.runs)
 
 
 _PENDING: List[Timed] = []
@@ -97,24 +104,47 @@ def time_loop(fn: Callable[[], Any], sync: Callable[[], Any]) -> Timed:
     return t
 
 
-def run_timings(n: int, rounds: int) -> None:
+def run_timings(n: int, rounds: int, together: Sequence[Timed] = ()) -> None:
     """Time every registered row: `rounds` rounds, each one loop of `n` calls of every row in
-    turn, synchronizing at the end of each loop; microseconds per call. Interleaved, so that a
-    slow spell of the shared host hits all rows alike; `best` is the least disturbed round,
-    `median` the typical one."""
-    for t in _PENDING:
+    turn, synchronizing at the end of each loop; microseconds per call. The rows `together`
+    (those a target compares) are timed first and back to back; odd rounds go through the rows
+    in reverse order, so that drift within a round does not always favour the same row."""
+    order = list(together) + [t for t in _PENDING if t not in together]
+    for t in order:
         for _ in range(min(n, 500)):
             t.fn()
         t.sync()
     loop = range(n)
-    for _ in range(rounds):
-        for t in _PENDING:
+    for r in range(rounds):
+        for t in (order if r % 2 == 0 else order[::-1]):
             fn = t.fn
             t0 = time.perf_counter()
             for _ in loop:
                 fn()
             t.sync()
             t.runs.append((time.perf_counter() - t0) / n * 1e6)
+
+
+def per_round(numerator: Timed, denominator: Timed) -> List[float]:
+    """The ratio of two rows' times in each round (both loops of a round saw the same host)."""
+    return [a / b for a, b in zip(numerator.runs, denominator.runs)]
+
+
+def judge(name: str, ratios: Sequence[float], of_bests: float, target: float, at_most: bool) -> Dict[str, Any]:
+    """A target's verdict: `ratios` per round, judged on their median against `target` (a
+    ceiling when `at_most`, else a floor); `of_bests` (the ratio of the two rows' best rounds)
+    is reported beside it."""
+    mid = statistics.median(ratios)
+    return {"target": name, "limit": target, "at_most": at_most, "per_round": list(ratios), "median": mid,
+            "min": min(ratios), "max": max(ratios), "of_bests": of_bests,
+            "met": mid <= target if at_most else mid >= target}
+
+
+def verdict_line(v: Dict[str, Any]) -> str:
+    """One printed line per target: the per-round median, their spread and the ratio of bests."""
+    return (f"target: {v['target']} {'<=' if v['at_most'] else '>='} {v['limit']}x: {v['median']:.2f}x, the median of "
+            f"{len(v['per_round'])} per-round ratios ({v['min']:.2f}-{v['max']:.2f}; best rounds {v['of_bests']:.2f}x) "
+            f"({'met' if v['met'] else 'NOT met'})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,25 +183,7 @@ def _install_fake_torch() -> None:
     sys.modules["torch"] = fake
 
 
-def time_rows(fns: List[Callable[[], Any]], n: int, repeats: int) -> List[float]:
-    """Microseconds per call of each function: the min over `repeats` rounds, each round timing
-    one loop of `n` calls of every function in turn (interleaved: the min is the least
-    disturbed round on a shared machine)."""
-    for fn in fns:
-        for _ in range(min(n, 2000)):
-            fn()
-    best = [float("inf")] * len(fns)
-    loop = range(n)
-    for _ in range(repeats):
-        for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
-            for _ in loop:
-                fn()
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return [t / n * 1e6 for t in best]
-
-
-def cpu_main(n: int, repeats: int) -> int:
+def cpu_main(n: int, rounds: int) -> int:
     """The per-layer Python cost of a launch with `cuLaunchKernelEx` replaced by a C no-op, on
     fake torch tensors: each row minus the anchor is what tlx adds on top of the driver call."""
     import tempfile
@@ -231,11 +243,15 @@ def cpu_main(n: int, repeats: int) -> int:
         ("  of which: default_stream()", default_stream, default_stream),
         ("  not used: key_of(args)", lambda: key_of(args0), lambda: key_of(args4)),
     ]
-    times = time_rows([f for _, f0, f4 in rows for f in (f0, f4)], n, repeats)
-    results = [(name, times[2 * i], times[2 * i + 1]) for i, (name, _, _) in enumerate(rows)]
+    def nothing() -> None:
+        pass
+
+    timed = [(name, time_loop(f0, nothing), time_loop(f4, nothing)) for name, f0, f4 in rows]
+    run_timings(n, rounds)
+    results = [(name, t0.best, t4.best) for name, t0, t4 in timed]
     anchor = results[0][1:]
-    print(f"\n== launch overhead, CPU only (cuLaunchKernelEx a C no-op), {n} launches, min of {repeats} "
-          "(us per launch) ==")
+    print(f"\n== launch overhead, CPU only (cuLaunchKernelEx a C no-op), {n} launches, best of {rounds} "
+          "interleaved rounds (us per launch) ==")
     print(f"{'path':<34} {'empty':>7} {'4 args':>7}   {'over anchor: empty':>18} {'4 args':>7}")
     for i, (name, t0, t4) in enumerate(results):
         over = f"{t0 - anchor[0]:>18.2f} {t4 - anchor[1]:>7.2f}" if 0 < i < 3 else ""
@@ -250,11 +266,10 @@ def main(argv: List[str]) -> int:
     ap.add_argument("--n", type=int, default=2000, help="launches per timed loop")
     ap.add_argument("--cpu-only", action="store_true",
                     help="no GPU: time each layer's Python cost with cuLaunchKernelEx faked")
-    ap.add_argument("--repeats", type=int, default=100, help="--cpu-only: timed loops per row (min)")
-    ap.add_argument("--rounds", type=int, default=15, help="GPU: interleaved timed loops per row")
+    ap.add_argument("--rounds", type=int, default=25, help="interleaved timed loops per row")
     opts = ap.parse_args(argv)
     if opts.cpu_only:
-        return cpu_main(opts.n, opts.repeats)
+        return cpu_main(opts.n, opts.rounds)
     n = opts.n
     import torch
     from cuda.bindings import driver as drv
@@ -358,29 +373,17 @@ def main(argv: List[str]) -> int:
     except Exception as exc:
         note += f"\nTriton: n/a ({type(exc).__name__}: {str(exc)[:120]})"
 
-    run_timings(n, opts.rounds)
+    tlx4 = next((t for p, k, t in rows if p == "tlx kernel[grid](...)" and k == "4 args"), None)
+    triton4 = triton_rows.get("4 args")
+    run_timings(n, opts.rounds, together=[t for t in (raw["4 args"], tlx4, triton4) if t is not None])
     if kernels[1] is not None:
         note += (f"\ngeneral-path calls (first launches): empty {kernels[0].launch_path.misses}, "
                  f"4 args {kernels[1].launch_path.misses}")
+    targets = target_verdicts(raw["4 args"], tlx4, triton4)
     print(f"\n== launch overhead, {opts.rounds} interleaved rounds of {n} launches per row (us per launch) ==")
-    print(f"{'path':<34} {'kernel':<8} {'best':>7} {'median':>7} {'x raw':>7}")
-    for path, kernel, t in rows:
-        if t is None:
-            print(f"{path:<34} {kernel:<8} {'n/a':>7}")
-        elif path.startswith(("  of which", "  not used")):
-            print(f"{path:<34} {kernel:<8} {t.best:>7.2f} {t.median:>7.2f}")
-        else:
-            print(f"{path:<34} {kernel:<8} {t.best:>7.2f} {t.median:>7.2f} {t.best / raw[kernel].best:>7.2f}")
-    print("(best: the least disturbed round, the code's own cost; median: the host's typical state; x raw compares bests)")
-    tlx4 = next((t for p, k, t in rows if p == "tlx kernel[grid](...)" and k == "4 args"), None)
-    if tlx4 is not None:
-        ratio = tlx4.best / raw["4 args"].best
-        print(f"target: kernel[grid](...) with 4 arguments <= {RAW_RATIO_TARGET}x raw: {ratio:.2f}x "
-              f"({'met' if ratio <= RAW_RATIO_TARGET else 'NOT met'})")
-        if triton_rows:
-            speedup = triton_rows["4 args"].best / tlx4.best
-            print(f"target: >= {TRITON_SPEEDUP_TARGET}x faster than Triton: {speedup:.2f}x "
-                  f"({'met' if speedup >= TRITON_SPEEDUP_TARGET else 'NOT met'})")
+    print(table(rows, raw))
+    for v in targets:
+        print(verdict_line(v))
     print(f"launch entry: {entry_status}")
     if note:
         print(note.strip())
@@ -388,10 +391,49 @@ def main(argv: List[str]) -> int:
     out = os.path.join(ROOT, "benchmarks", "results", time.strftime("launch_overhead-%Y%m%d-%H%M%S.json"))
     with open(out, "w") as f:
         json.dump({"n": n, "rounds": opts.rounds, "entry": entry_status, "gpu": torch.cuda.get_device_name(),
-                   "rows": [{"path": p, "kernel": k, "us": t.best if t else None, "median_us": t.median if t else None,
-                             "runs_us": t.runs if t else None} for p, k, t in rows]}, f, indent=1)
+                   "rows": [row_record(p, k, t, raw[k]) for p, k, t in rows], "targets": targets}, f, indent=1)
     print(f"wrote {os.path.relpath(out, ROOT)}")
     return 0
+
+
+def target_verdicts(raw4: Timed, tlx4: Optional[Timed], triton4: Optional[Timed]) -> List[Dict[str, Any]]:
+    """The two targets of issue 30, each judged on the median of its per-round ratios."""
+    if tlx4 is None:
+        return []
+    out = [judge("kernel[grid](...) with 4 arguments over raw", per_round(tlx4, raw4), tlx4.best / raw4.best,
+                 RAW_RATIO_TARGET, at_most=True)]
+    if triton4 is not None:
+        out.append(judge("faster than Triton", per_round(triton4, tlx4), triton4.best / tlx4.best,
+                         TRITON_SPEEDUP_TARGET, at_most=False))
+    return out
+
+
+def table(rows: Sequence[Tuple[str, str, Optional[Timed]]], raw: Dict[str, Timed]) -> str:
+    """The result table: per row its best and median round, and against the raw row of its
+    kernel the ratio of best rounds and the median of the per-round ratios (not for the
+    "of which" rows, which time a part of a launch)."""
+    lines = [f"{'path':<34} {'kernel':<8} {'best':>7} {'median':>7} {'x raw':>7} {'x raw/rd':>8}"]
+    for path, kernel, t in rows:
+        if t is None:
+            lines.append(f"{path:<34} {kernel:<8} {'n/a':>7}")
+        elif path.startswith(("  of which", "  not used")):
+            lines.append(f"{path:<34} {kernel:<8} {t.best:>7.2f} {t.median:>7.2f}")
+        else:
+            mid = statistics.median(per_round(t, raw[kernel]))
+            lines.append(f"{path:<34} {kernel:<8} {t.best:>7.2f} {t.median:>7.2f} {t.best / raw[kernel].best:>7.2f} "
+                         f"{mid:>8.2f}")
+    lines.append("(best: the least disturbed round; median: the typical one; x raw: best over the raw row's best; "
+                 "x raw/rd: the median over rounds of the row's time over the raw row's in the same round)")
+    return "\n".join(lines)
+
+
+def row_record(path: str, kernel: str, t: Optional[Timed], raw: Timed) -> Dict[str, Any]:
+    """A row in the JSON: best (`us`) and median round, every round, and the per-round ratios to raw."""
+    rec: Dict[str, Any] = {"path": path, "kernel": kernel, "us": t.best if t else None,
+                           "median_us": t.median if t else None, "runs_us": t.runs if t else None}
+    if t is not None and not path.startswith(("  of which", "  not used")):
+        rec["x_raw_per_round"] = per_round(t, raw)
+    return rec
 
 
 if __name__ == "__main__":

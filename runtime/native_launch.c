@@ -60,11 +60,8 @@ static PyObject *data_ptr_name, *is_cuda_name, *dtype_name;
 static PyObject *stream_namespace, *stream_name, *stream_fallback; /* `set_default_stream` */
 
 static PyObject *set_entry(PyObject *self, PyObject *address) {
-    void *p = PyLong_AsVoidPtr(address);
-    if (p == NULL && PyErr_Occurred())
-        return NULL;
-    entry = (launch_fn)p;
-    Py_RETURN_NONE;
+    entry = (launch_fn)PyLong_AsVoidPtr(address);
+    return entry == NULL && PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
 }
 
 /* set_default_stream(namespace, name, fallback): a launch given stream None launches on
@@ -106,9 +103,7 @@ static void *stream_of(PyObject *stream) {
 
 static int noop_launch(const launch_config *c, void *f, void **params, void **extra) { return 0; }
 
-static PyObject *noop_entry(PyObject *self, PyObject *unused) {
-    return PyLong_FromVoidPtr((void *)noop_launch);
-}
+static PyObject *noop_entry(PyObject *self, PyObject *unused) { return PyLong_FromVoidPtr((void *)noop_launch); }
 
 static int fail(PyObject *type, int index, const char *what) {
     PyErr_Format(type, "parameter %d: %s", index, what);
@@ -155,19 +150,15 @@ static int pack(const spec_param *p, PyObject *arg, unsigned char *dst, int inde
         double d = PyFloat_AsDouble(arg);
         if (d == -1.0 && PyErr_Occurred())
             return -1;
-        if (p->kind == 'f' && p->size == 8) {
-            memcpy(dst, &d, 8);
-            return 0;
-        }
+        if (p->kind == 'f' && p->size == 8)
+            return memcpy(dst, &d, 8), 0;
         if (p->kind == 'f' && p->size == 2)
             return PyFloat_Pack2(d, (char *)dst, 1) < 0 ? -1 : 0;
         if (isfinite(d) && fabs(d) > FLT_MAX)
             return fail(PyExc_OverflowError, index, "float too large for fp32");
         float f = (float)d;
-        if (p->kind == 'f') {
-            memcpy(dst, &f, 4);
-            return 0;
-        }
+        if (p->kind == 'f')
+            return memcpy(dst, &f, 4), 0;
         uint32_t bits; /* bfloat16: the top half of the fp32 bits, rounded to nearest even */
         memcpy(&bits, &f, 4);
         uint16_t h = isnan(f) ? (uint16_t)(0x7FC0 | ((bits >> 16) & 0x8000))
@@ -216,10 +207,20 @@ static int same_value(PyObject *v, PyObject *type, PyObject *expected) {
     return (PyObject *)Py_TYPE(v) == type ? PyObject_RichCompareBool(v, expected, Py_EQ) : 0;
 }
 
+/* a.name as PyObject_GetAttr reads it; a data descriptor of the type (torch's getters, which no
+ * instance attribute can shadow) is called here, sparing the generic lookup a fifth of its cost. */
+static PyObject *getattr_of(PyObject *a, PyObject *name) {
+    PyObject *d = Py_TYPE(a)->tp_getattro == PyObject_GenericGetAttr ? Py_XNewRef(_PyType_Lookup(Py_TYPE(a), name)) : NULL;
+    PyObject *v = d && Py_TYPE(d)->tp_descr_get && Py_TYPE(d)->tp_descr_set ? Py_TYPE(d)->tp_descr_get(d, a, (PyObject *)Py_TYPE(a))
+                                                                             : PyObject_GetAttr(a, name);
+    Py_XDECREF(d); /* (held: a getter could rebind the class attribute) */
+    return v;
+}
+
 static int same_tensor(PyObject *a, PyObject *type, PyObject *dtype, unsigned long long *ptr) {
     if ((PyObject *)Py_TYPE(a) != type)
         return 0;
-    PyObject *cuda = PyObject_GetAttr(a, is_cuda_name), *d = cuda == Py_True ? PyObject_GetAttr(a, dtype_name) : NULL;
+    PyObject *cuda = getattr_of(a, is_cuda_name), *d = cuda == Py_True ? getattr_of(a, dtype_name) : NULL;
     PyObject *v = d != NULL && d == dtype ? PyObject_CallMethodNoArgs(a, data_ptr_name) : NULL;
     int same = v != NULL && PyLong_Check(v);
     *ptr = same ? PyLong_AsUnsignedLongLong(v) : 0;
@@ -302,10 +303,8 @@ static PyObject *launch(PyObject *self, PyObject *const *a, Py_ssize_t nargs) {
         if (holds != 1)
             return holds < 0 ? NULL : PyLong_FromLong(-2);
         kinds = PyBytes_AS_STRING(PyTuple_GET_ITEM(a[5], 0));
-    } else if (given != (Py_ssize_t)h->nparams) {
-        PyErr_Format(PyExc_TypeError, "the kernel takes %u arguments, got %zd", h->nparams, given);
-        return NULL;
-    }
+    } else if (given != (Py_ssize_t)h->nparams)
+        return PyErr_Format(PyExc_TypeError, "the kernel takes %u arguments, got %zd", h->nparams, given);
     void *stream = stream_of(a[2]);
     if (stream == NULL && PyErr_Occurred())
         return NULL;

@@ -29,7 +29,7 @@ fi
 if [ "$what" = all ] || [ "$what" = benchmarks ]; then
   touch "$OUT/.start"
   python3 benchmarks/gemm.py 2>&1 | tee "$OUT/gemm.log" | tail -30 || rc=1
-  python3 benchmarks/launch_overhead.py 2>&1 | tee "$OUT/launch_overhead.log" | tail -25 || rc=1
+  python3 benchmarks/launch_overhead.py 2>&1 | tee "$OUT/launch_overhead.log" | tail -30 || rc=1
   find benchmarks/results -name '*.json' -newer "$OUT/.start" -exec cp {} "$OUT/" \;
 fi
 echo "logs and results: $OUT"

@@ -691,3 +691,24 @@ def test_calls_no_guard_describes_are_found_by_key_and_later_guardable_ones_get_
         assert k[(1,)](x, y, 32, 1.0, BLOCK=64) is first and len(k.launch_path.recent) == 1
         assert k[(1,)](x, y, np.int32(48), 1.0, BLOCK=64) is first  # found by key again
         assert launches.calls[-1]["params"][2] == struct.pack("<i", 48)
+
+
+def test_a_driver_error_answered_by_any_guard_is_raised_with_its_kernel(monkeypatch, tmp_path, tmp_path_factory,
+                                                                        torch_mode):
+    """The newest guard and an older one each meet a driver error (the recorder answers
+    CUDA_ERROR_INVALID_VALUE): the call raises it, naming the kernel, after one launch attempt;
+    once the driver answers 0 again, each call launches its own specialization."""
+    launches = record_launches("native launch", monkeypatch, tmp_path, tmp_path_factory)  # (guards are its)
+    k = make_scale()
+    x32, x16 = Tensor(0x10000, (64,)), Tensor(0x20000, (64,), "float16")
+    f32, f16 = k[(2,)](x32, x32, 64, 2.0, BLOCK=64), k[(2,)](x16, x16, 64, 2.0, BLOCK=64)
+    assert f32 is not f16 and [e[3] for e in k.launch_path.recent[:2]] == [f16, f32]
+    launches.result = 1
+    for x in (x16, x32):  # the newest guard's, then an older one's
+        before = len(launches.calls)
+        with pytest.raises(TLXRuntimeError, match="CUDA_ERROR_INVALID_VALUE") as err:
+            k[(2,)](x, x, 64, 2.0, BLOCK=64)
+        assert "scale" in str(err.value) and len(launches.calls) == before + 1
+    launches.result = 0
+    assert k[(2,)](x32, x32, 64, 2.0, BLOCK=64) is f32 and k[(2,)](x16, x16, 64, 2.0, BLOCK=64) is f16
+    assert launches.calls[-1]["params"][0] == Q(0x20000)

@@ -223,6 +223,61 @@ def test_a_guard_launches_only_the_arguments_it_describes(module):
     assert len(rec.calls) == 4
 
 
+class DescriptorTensor:
+    """A tensor whose is_cuda and dtype are the class's data descriptors reading its storage, as
+    torch's getters are: the guard calls those directly (`getattr_of`), so what it reads must be
+    the storage at every call, and a descriptor rebound on the class must be the one it calls."""
+
+    __module__ = "torch"
+
+    def __init__(self, ptr, dtype, cuda=True):
+        self.storage = {"ptr": ptr, "dtype": dtype, "cuda": cuda}
+
+    is_cuda = property(lambda self: self.storage["cuda"])
+    dtype = property(lambda self: self.storage["dtype"])
+
+    def data_ptr(self):
+        return self.storage["ptr"]
+
+
+def test_a_guard_reads_descriptor_getters_at_every_call(module, monkeypatch):
+    """A tensor whose storage changes under the same object (torch's `t.data = other`: another
+    dtype, device or pointer) misses the guard it matched before; so does one whose class's
+    getter was rebound, or whose getter raises (the error comes through, nothing launches)."""
+    launcher, rec = installed(module, ADD)
+    launch, spec = launcher.fast
+    f32, f16 = Tensor.DTYPES.setdefault("float32", Tensor._Dtype("float32")), Tensor._Dtype("float16")
+    x, y = DescriptorTensor(0x7000_0000, f32), DescriptorTensor(0x7000_0100, f32)
+    guard = (b"PPIf", (DescriptorTensor, f32, DescriptorTensor, f32, int, None, float, None), ())
+    assert launch(spec, (1,), 0, (x, y, 32, 1.5), None, guard, {}) == 0
+    assert rec.calls[-1]["params"][0] == struct.pack("<Q", 0x7000_0000)
+    for change in [{"dtype": f16}, {"cuda": False}, {"ptr": 0x7000_0008}]:
+        x.storage.update(change)
+        assert launch(spec, (1,), 0, (x, y, 32, 1.5), None, guard, {}) == -2, change
+        x.storage.update(ptr=0x7000_0000, dtype=f32, cuda=True)
+    x.storage["ptr"] = 0x7000_0200  # another aligned pointer: it matches, and is the one launched
+    assert launch(spec, (1,), 0, (x, y, 32, 1.5), None, guard, {}) == 0
+    assert rec.calls[-1]["params"][0] == struct.pack("<Q", 0x7000_0200)
+    monkeypatch.setattr(DescriptorTensor, "is_cuda", property(lambda self: False))
+    assert launch(spec, (1,), 0, (x, y, 32, 1.5), None, guard, {}) == -2
+    monkeypatch.setattr(DescriptorTensor, "is_cuda", property(lambda self: 1 / 0))
+    with pytest.raises(ZeroDivisionError):
+        launch(spec, (1,), 0, (x, y, 32, 1.5), None, guard, {})
+    assert len(rec.calls) == 2
+
+
+def test_a_guard_refuses_a_host_torch_tensor_and_another_dtype(module):
+    """A real torch tensor in host memory: torch's is_cuda getter, which the guard calls through
+    its descriptor, says False, so the guard of CUDA float32 tensors refuses it, launching nothing."""
+    torch = pytest.importorskip("torch")
+    launcher, rec = installed(module, ADD)
+    launch, spec = launcher.fast
+    t = torch.empty(64)
+    guard = (b"PPIf", (torch.Tensor, torch.float32, torch.Tensor, torch.float32, int, None, float, None), ())
+    assert launch(spec, (1,), 0, (t, t, 32, 1.5), None, guard, {}) == -2
+    assert rec.calls == []
+
+
 def test_skip_if_env_launches_nothing_while_the_variable_is_set(module, monkeypatch):
     launcher, rec = installed(module, ADD)
     launch, spec = launcher.fast

@@ -85,17 +85,32 @@ class KernelLaunch:
             if not recent:
                 return keyed(None, args, kwargs, stream)
             g = grid if fixed_grid else grid_of(grid, args, kwargs)
-            for native, guard, spec, compiled, launcher in recent:
+            native, guard, spec, compiled, _ = recent[0]  # the newest guard, outside a loop: a
+            try:  # loop's iterator and unpacking cost as much as a tensor's guard
+                err = native(spec, g, s, args, env, guard, kwargs)
+            except Exception:  # a value or grid it cannot take: the key path says what is wrong
+                return keyed(g, args, kwargs, stream)
+            return compiled if not err else older(err, recent, g, s, args, kwargs, stream)
+
+        def older(err: int, recent: Tuple[Any, ...], g: Any, s: Optional[int], args: Tuple[Any, ...],
+                  kwargs: Dict[str, Any], stream: Any) -> CompiledKernel:
+            """The newest guard answered `err`: while guards miss, try the next older one; a
+            driver error is recovered from (`after_error`); when none holds, the key path."""
+            entries = iter(recent)
+            _, _, _, compiled, launcher = next(entries)
+            while err == GUARD_MISS:
+                entry = next(entries, None)
+                if entry is None:
+                    return keyed(g, args, kwargs, stream)
+                native, guard, spec, compiled, launcher = entry
                 try:
                     err = native(spec, g, s, args, env, guard, kwargs)
                 except Exception:  # a value or grid it cannot take: the key path says what is wrong
-                    break
-                if not err:
-                    return compiled
-                if err != GUARD_MISS:
-                    values = args[:len(launcher.user_params)]
-                    return self.after_error(err, grid, g, s, args, kwargs, values, launcher, compiled)
-            return keyed(g, args, kwargs, stream)
+                    return keyed(g, args, kwargs, stream)
+            if not err:
+                return compiled
+            values = args[:len(launcher.user_params)]
+            return self.after_error(err, grid, g, s, args, kwargs, values, launcher, compiled)
 
         return launch
 

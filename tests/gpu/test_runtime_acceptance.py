@@ -343,3 +343,36 @@ def test_alignment_and_int_flips_of_real_tensors_launch_their_own_specialization
                             f"round {rnd}, offset {offset}, n {n}, seed {seed}")
     assert len(set(map(id, seen.values()))) == 4
     assert kernel.launch_path.misses == 4 and len(kernel.launch_path.recent) == 4
+
+
+@native_on
+def test_a_tensor_whose_data_is_reassigned_launches_what_it_holds_now():
+    """`x.data = other` changes a real torch tensor's dtype, alignment or device under the same
+    Python object. The guard reads torch's getters (through their descriptors) at every call, so
+    each call launches the specialization of what x holds now, and x moved to host memory is
+    refused. The output (float32, x * 2 + 1) is checked exactly against numpy after every launch."""
+    import torch
+
+    import tlx
+    from tlx.runtime.errors import TLXRuntimeError
+
+    seed = _seed()
+    kernel, n = tlx.jit(A.twice_plus_one_kernel.fn), A.TWICE_N  # its own launch path and guards
+    BLOCK = A.TWICE_PLUS_ONE["fp32"].constexprs["BLOCK"]
+    grid = (cdiv(n, BLOCK),)
+    xh = np.random.randint(-64, 64, n + 1).astype(np.float32) / 4  # exact in fp16 and bf16
+    x = torch.from_numpy(xh[:n]).cuda()
+    seen = {}
+    for rnd in range(2):
+        for dt, offset in ((torch.float32, 0), (torch.float16, 0), (torch.float32, 1), (torch.bfloat16, 0)):
+            x.data = torch.from_numpy(xh).to(device="cuda", dtype=dt)[offset:offset + n]
+            out = torch.full((n,), float("nan"), device="cuda")
+            k = kernel[grid](x, out, n, BLOCK=BLOCK)
+            assert seen.setdefault((dt, offset), k) is k
+            torch.cuda.synchronize()
+            want = xh[offset:offset + n].astype(np.float64) * 2 + 1
+            check_bound(out.cpu().numpy(), want, 0, f"{dt}, offset {offset}, round {rnd}, seed {seed}")
+    assert len(set(map(id, seen.values()))) == 4 and kernel.launch_path.misses == 4
+    x.data = torch.from_numpy(xh[:n])  # host memory, not pinned
+    with pytest.raises(TLXRuntimeError, match="torch tensor on 'cpu'"):
+        kernel[grid](x, out, n, BLOCK=BLOCK)
