@@ -241,7 +241,7 @@ def _fwd_consume_tile(q_smem, k_smem, v_smem, o_smem, q_full, q_empty, k_full, k
     acc = tlx.async_dot_wait(0, acc)
     tlx.barrier_arrive(v_empty[prev])
 
-    acc = acc / l_i[:, None]
+    acc = acc * (1.0 / l_i)[:, None]  # two divisions a thread (one a row), not 64
     lse = (m_i + tl.math.log2(l_i)) * LN2
     tl.store(lse_ptr + off_zh * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
     if Q_HOLDS_O:
@@ -494,7 +494,7 @@ def _fwd_store_o(acc, m_i, l_i, o_smem, o_desc, lse_ptr, off_zh, start_m, H, N_C
     a masked store."""
     SPLIT: tl.constexpr = BLOCK_M // 2
     offs_m = start_m * BLOCK_M + cid * SPLIT + tl.arange(0, SPLIT)
-    acc = acc / l_i[:, None]
+    acc = acc * (1.0 / l_i)[:, None]  # two divisions a thread (one a row), not 64
     lse = (m_i + tl.math.log2(l_i)) * LN2
     tl.store(lse_ptr + off_zh * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
     tlx.async_descriptor_store_wait(0)  # this consumer's previous O store has read o_smem
