@@ -531,8 +531,8 @@ def attn_fwd_overlap_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, Z
     grid of P CTAs (P <= SMs; causal: P <= the tile pairs), CTA p walks its tiles in
     `_overlap_tile`'s order (heads-major for L2, causal in balanced long/short pairs).
 
-    * Q is double-buffered per consumer: the producer loads the next tile's Q right after the
-      first K/V block of the current tile (the buffer was released when the consumers issued the
+    * Q is double-buffered per consumer: the producer loads the next tile's Q after the first two
+      K/V blocks of the current tile (the buffer was released when the consumers finished the
       previous tile's last S wgmma), a tile ahead of its use; the K/V ring runs on across tiles.
     * Each consumer's block loop is software-pipelined across tiles: the first step of tile t
       issues S_0(t) = Q(t) K_0^T and the last O += P V of tile t-1 together, runs block 0's
@@ -565,13 +565,18 @@ def attn_fwd_overlap_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, Z
             kv_count = 0
             for it in range(0, n_tiles):
                 n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
-                _fwd_load_kv(k_desc, v_desc, k_smem, v_smem, k_full, k_empty, v_full, v_empty, off_zh, 0, kv_count, H,
-                             BLOCK_N, HEAD_DIM, NUM_STAGES)
-                kv_count += 1
-                if it + 1 < n_tiles:  # the next tile's Q, a tile ahead
+                for j in range(0, tl.minimum(n_blocks, 2)):
+                    _fwd_load_kv(k_desc, v_desc, k_smem, v_smem, k_full, k_empty, v_full, v_empty, off_zh,
+                                 j * BLOCK_N, kv_count, H, BLOCK_N, HEAD_DIM, NUM_STAGES)
+                    kv_count += 1
+                # the next tile's Q, a tile ahead, into the buffer of tile it - 1, which the consumers
+                # release at the end of that tile: once the ring has let V_1 in they are there (with
+                # 2 stages V_1 waits for their first step of this tile), so this wait does not hold
+                # up this tile's K_1 / V_1 as it would right after block 0
+                if it + 1 < n_tiles:
                     next_zh, next_m = _overlap_tile(it + 1, pid, programs, num_m, CAUSAL)
                     _fwd_load_q(q_desc, q_smem, q_full, q_empty, next_zh, next_m, it + 1, H, BLOCK_M, HEAD_DIM)
-                for j in range(1, n_blocks):
+                for j in range(2, n_blocks):
                     _fwd_load_kv(k_desc, v_desc, k_smem, v_smem, k_full, k_empty, v_full, v_empty, off_zh,
                                  j * BLOCK_N, kv_count, H, BLOCK_N, HEAD_DIM, NUM_STAGES)
                     kv_count += 1
