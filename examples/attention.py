@@ -56,7 +56,9 @@ class ForwardConfig:
     the diagonal or the sequence end; HEAD_GROUP: G > 0 walks the tiles in groups of G heads, the
     longest causal blocks of each group first (the non-persistent kernel then has a 1-D grid;
     the persistent one uses it for causal only), 0 keeps head by head (non-persistent) or all
-    heads' longest blocks first (persistent, causal)."""
+    heads' longest blocks first (persistent, causal). OVERLAP_TILES (persistent only):
+    `attn_fwd_overlap_kernel`, whose consumers overlap each tile's start with the previous tile's
+    last PV wgmma and epilogue (double-buffered Q, its own tile order; no HEAD_GROUP)."""
 
     BLOCK_M: int = 128
     BLOCK_N: int = 128
@@ -64,12 +66,16 @@ class ForwardConfig:
     RESCALE_EARLY: bool = False
     LAZY_FIRST_MASK: bool = False
     HEAD_GROUP: int = 0
+    OVERLAP_TILES: bool = False
 
     def smem_bytes(self, head_dim: int, separate_o: bool, elem: int = 2) -> int:
-        """Shared memory of the forward: Q (two 64-row halves), the K/V ring, a separate O tile
-        pair when the Q buffers do not carry O, and the mbarriers."""
+        """Shared memory of the forward: Q (two 64-row halves; two such buffers with
+        OVERLAP_TILES), the K/V ring, a separate O tile pair when the Q buffers do not carry O
+        (always with OVERLAP_TILES), and the mbarriers."""
         q = self.BLOCK_M * head_dim * elem
         ring = 2 * self.NUM_STAGES * self.BLOCK_N * head_dim * elem
+        if self.OVERLAP_TILES:
+            return 3 * q + ring + 8 * (8 + 4 * self.NUM_STAGES)
         return q * (2 if separate_o else 1) + ring + 8 * (4 + 4 * self.NUM_STAGES)
 
     def check(self, head_dim: int, separate_o: bool) -> None:
@@ -81,11 +87,16 @@ class ForwardConfig:
             raise AttentionArgumentError(f"forward config {self}: BLOCK_N must be 64 or 128, NUM_STAGES >= 2")
         if not isinstance(self.HEAD_GROUP, int) or self.HEAD_GROUP < 0:
             raise AttentionArgumentError(f"forward config {self}: HEAD_GROUP must be an int >= 0 (0: head by head)")
+        if self.OVERLAP_TILES and self.HEAD_GROUP:
+            raise AttentionArgumentError(f"forward config {self}: OVERLAP_TILES walks its own tile order, "
+                                         "HEAD_GROUP must be 0")
         need = self.smem_bytes(head_dim, separate_o)
         if need > SM90_SMEM_BYTES:
             raise AttentionArgumentError(f"forward config {self} at head_dim {head_dim} needs {need} B of shared "
                                          f"memory; an sm_90 CTA has {SM90_SMEM_BYTES}",
-                                         hint="use fewer stages or a smaller BLOCK_N")
+                                         hint="use fewer stages or a smaller BLOCK_N" + (
+                                             "; or the persistent kernel without OVERLAP_TILES (its O leaves "
+                                             "through the Q buffer)" if self.OVERLAP_TILES else ""))
 
 
 #: head_dim -> forward config. d64: small tiles, a deep ring (each stage 32 KiB); d128: 128x128
@@ -264,13 +275,18 @@ def plan_forward(q: Any, k: Any, v: Any, causal: bool = False, sm_scale: Optiona
                  persistent: bool = False, config: Optional[ForwardConfig] = None, sms: Optional[int] = None,
                  out: Any = None, lse: Any = None) -> AttentionLaunch:
     """The forward launch: `attn_fwd_kernel` (grid (cdiv(N, 128), Z*H)) or, with `persistent`,
-    `attn_fwd_persistent_kernel` on min(SMs, tiles) CTAs (`sms` overrides the SM count).
-    Outputs (o, lse); `out` / `lse` may be given (poisoned arrays in tests)."""
-    from .attention_kernels import attn_fwd_kernel, attn_fwd_persistent_kernel
+    `attn_fwd_persistent_kernel` on min(SMs, tiles) CTAs (`sms` overrides the SM count), or with
+    `persistent` and the config's OVERLAP_TILES `attn_fwd_overlap_kernel` on min(SMs, tiles)
+    CTAs (causal: min(SMs, tile pairs)). Outputs (o, lse); `out` / `lse` may be given
+    (poisoned arrays in tests)."""
+    from .attention_kernels import attn_fwd_kernel, attn_fwd_overlap_kernel, attn_fwd_persistent_kernel
 
     Z, H, N, D, dt = check_inputs(q, k, v)
     scale = check_scale(sm_scale, D)
     cfg = config or FORWARD_CONFIGS[D]
+    if cfg.OVERLAP_TILES and not persistent:
+        raise AttentionArgumentError(f"forward config {cfg}: OVERLAP_TILES is a schedule of the persistent forward",
+                                     hint="pass persistent=True")
     q_holds_o = not persistent or cfg.smem_bytes(D, separate_o=True) > SM90_SMEM_BYTES
     cfg.check(D, separate_o=not q_holds_o)
     o = out if out is not None else _empty(q, (Z, H, N, D))
@@ -282,7 +298,12 @@ def plan_forward(q: Any, k: Any, v: Any, causal: bool = False, sm_scale: Optiona
                   CAUSAL=bool(causal), RESCALE_EARLY=bool(cfg.RESCALE_EARLY),
                   LAZY_FIRST_MASK=bool(cfg.LAZY_FIRST_MASK))
     num_m = tlx.cdiv(N, cfg.BLOCK_M)
-    if persistent:
+    if cfg.OVERLAP_TILES:
+        units = tlx.cdiv(num_m * Z * H, 2) if causal else num_m * Z * H  # causal CTAs take tile pairs
+        programs = min(int(sms) if sms is not None else num_sms(q), units)
+        launch = KernelLaunch(attn_fwd_overlap_kernel, (programs,), [*descs, lse, scale * LOG2E, Z * H, H, N],
+                              consts, dt)
+    elif persistent:
         programs = min(int(sms) if sms is not None else num_sms(q), num_m * Z * H)
         consts.update(Q_HOLDS_O=q_holds_o, HEAD_GROUP=cfg.HEAD_GROUP)
         launch = KernelLaunch(attn_fwd_persistent_kernel, (programs,), [*descs, lse, scale * LOG2E, Z * H, H, N],

@@ -24,6 +24,10 @@ Forward (FlashAttention-3's design for Hopper):
   through the consumer's Q buffer (dead by then), LSE by a masked store.
 * `attn_fwd_persistent_kernel` — the same pipeline in one CTA per SM, walking (batch x head,
   Q block) tiles, longest first for causal; the K/V ring and the ping-pong run on across tiles.
+* `attn_fwd_overlap_kernel` — persistent, with the tile boundary overlapped: Q double-buffered
+  (loaded a tile ahead), each consumer's first S wgmma of a tile issued with the previous tile's
+  last PV wgmma and the previous O stored (smem + TMA store, not waited for) under the other
+  consumer's turn; heads-major tiles, causal ones in balanced long/short pairs (d64 and d128).
 
 Backward (FlashAttention-2's algorithm on Hopper's asynchronous units):
 
@@ -237,7 +241,7 @@ def _fwd_consume_tile(q_smem, k_smem, v_smem, o_smem, q_full, q_empty, k_full, k
     acc = tlx.async_dot_wait(0, acc)
     tlx.barrier_arrive(v_empty[prev])
 
-    acc = acc / l_i[:, None]
+    acc = acc * (1.0 / l_i)[:, None]  # two divisions a thread (one a row), not 64
     lse = (m_i + tl.math.log2(l_i)) * LN2
     tl.store(lse_ptr + off_zh * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
     if Q_HOLDS_O:
@@ -395,6 +399,263 @@ def attn_fwd_persistent_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale
                                              BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, CAUSAL, Q_HOLDS_O,
                                              RESCALE_EARLY, LAZY_FIRST_MASK)
                 i += 1
+            tlx.async_descriptor_store_wait(0)  # the CTA's shared memory must outlive the last store
+
+
+# ---- forward: persistent, tile boundaries overlapped ---------------------------------------------
+
+@tlx.jit
+def _overlap_tiles(pid, programs, total, CAUSAL: tl.constexpr):
+    """How many tiles CTA `pid` of `programs` walks in `attn_fwd_overlap_kernel` (see
+    `_overlap_tile` for the order)."""
+    if CAUSAL:
+        pairs = tl.cdiv(total, 2)
+        mine = tl.cdiv(pairs - pid, programs)
+        return 2 * (mine - 1) + tl.minimum(total - 2 * (pid + (mine - 1) * programs), 2)
+    else:
+        return tl.cdiv(total - pid, programs)
+
+
+@tlx.jit
+def _overlap_tile(it, pid, programs, num_m, CAUSAL: tl.constexpr):
+    """(batch x head, Q block) of local tile `it` of CTA `pid`. The tiles are numbered heads-major
+    (all Q blocks of a head, then the next head), so the CTAs of one wave share the K/V of a few
+    heads in L2. Not causal: CTA p takes tiles p, p + P, ... (equal work). Causal: the Q blocks of
+    a head are numbered zig-zag (the longest, the shortest, the second longest, ...) and CTA p
+    takes the pairs p, p + P, ... of consecutive tiles: with num_m even a pair is Q blocks
+    num_m-1-k and k of one head, num_m + 1 K/V blocks whatever k, so a static round-robin is
+    balanced, and each CTA runs its long tile first."""
+    if CAUSAL:
+        tile = 2 * (pid + (it // 2) * programs) + it % 2
+        r = tile % num_m
+        start_m = tl.where(r % 2 == 0, num_m - 1 - r // 2, r // 2)
+    else:
+        tile = pid + it * programs
+        start_m = tile % num_m
+    return tile // num_m, start_m
+
+
+@tlx.jit
+def _fwd_load_q(q_desc, q_smem, q_full, q_empty, off_zh, start_m, it, H, BLOCK_M: tl.constexpr,
+                HEAD_DIM: tl.constexpr):
+    """TMA loads of Q block `start_m` of local tile `it` into Q buffer it % 2 (one 64-row half per
+    consumer: buffer b of consumer g is q_smem[2 * b + g]), once the consumers released the
+    buffer's previous Q (tile it - 2)."""
+    SPLIT: tl.constexpr = BLOCK_M // 2
+    Q_BYTES: tl.constexpr = SPLIT * HEAD_DIM * tlx.size_of(tlx.dtype_of(q_desc))
+    buf = it % 2
+    phase = (it // 2) & 1
+    for g in tl.static_range(2):
+        tlx.barrier_wait(q_empty[2 * buf + g], phase ^ 1)  # a fresh barrier passes a wait on parity 1
+        tlx.barrier_expect_bytes(q_full[2 * buf + g], Q_BYTES)
+        tlx.async_descriptor_load(q_desc, q_smem[2 * buf + g],
+                                  [off_zh // H, off_zh % H, start_m * BLOCK_M + g * SPLIT, 0], q_full[2 * buf + g])
+
+
+@tlx.jit
+def _fwd_load_kv(k_desc, v_desc, k_smem, v_smem, k_full, k_empty, v_full, v_empty, off_zh, n0, kv_count, H,
+                 BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, NUM_STAGES: tl.constexpr):
+    """TMA loads of the K and the V block at row n0 into ring position kv_count."""
+    KV_BYTES: tl.constexpr = BLOCK_N * HEAD_DIM * tlx.size_of(tlx.dtype_of(k_desc))
+    slot = kv_count % NUM_STAGES
+    phase = (kv_count // NUM_STAGES) & 1
+    tlx.barrier_wait(k_empty[slot], phase ^ 1)
+    tlx.barrier_expect_bytes(k_full[slot], KV_BYTES)
+    tlx.async_descriptor_load(k_desc, k_smem[slot], [off_zh // H, off_zh % H, n0, 0], k_full[slot])
+    tlx.barrier_wait(v_empty[slot], phase ^ 1)
+    tlx.barrier_expect_bytes(v_full[slot], KV_BYTES)
+    tlx.async_descriptor_load(v_desc, v_smem[slot], [off_zh // H, off_zh % H, n0, 0], v_full[slot])
+
+
+@tlx.jit
+def _fwd_first_softmax(qk, qk_scale, offs_m, n_full, N_CTX, P_DTYPE: tl.constexpr, BLOCK_N: tl.constexpr,
+                       SPLIT: tl.constexpr, CAUSAL: tl.constexpr, LAZY_FIRST_MASK: tl.constexpr):
+    """The online softmax of a tile's K/V block 0 from a fresh row state (max -inf, sum 0): masked,
+    or with LAZY_FIRST_MASK only when the block crosses the diagonal or the sequence end."""
+    m_i = tl.full([SPLIT], float("-inf"), tl.float32)
+    l_i = tl.zeros([SPLIT], dtype=tl.float32)
+    if LAZY_FIRST_MASK:
+        if n_full > 0:
+            p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, offs_m, 0, N_CTX, P_DTYPE, BLOCK_N,
+                                                 CAUSAL, False)
+        else:
+            p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, offs_m, 0, N_CTX, P_DTYPE, BLOCK_N,
+                                                 CAUSAL, True)
+    else:
+        p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, offs_m, 0, N_CTX, P_DTYPE, BLOCK_N, CAUSAL, True)
+    return p, m_i, l_i, alpha
+
+
+@tlx.jit
+def _fwd_store_o(acc, m_i, l_i, o_smem, o_desc, lse_ptr, off_zh, start_m, H, N_CTX, cid: tl.constexpr,
+                 BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """One consumer's epilogue of a tile: O = acc / l into its O buffer and out by TMA store (not
+    waited for: the next wait is before this buffer is written again, a tile later), LSE rows by
+    a masked store."""
+    SPLIT: tl.constexpr = BLOCK_M // 2
+    offs_m = start_m * BLOCK_M + cid * SPLIT + tl.arange(0, SPLIT)
+    acc = acc * (1.0 / l_i)[:, None]  # two divisions a thread (one a row), not 64
+    lse = (m_i + tl.math.log2(l_i)) * LN2
+    tl.store(lse_ptr + off_zh * N_CTX + offs_m, lse, mask=offs_m < N_CTX)
+    tlx.async_descriptor_store_wait(0)  # this consumer's previous O store has read o_smem
+    tlx.local_store(tlx.local_reshape(o_smem[cid], (SPLIT, HEAD_DIM)), acc.to(tlx.dtype_of(o_desc)))
+    tlx.fence("async_shared")  # generic stores above, a TMA (async proxy) read below
+    tlx.async_descriptor_store(o_desc, o_smem[cid], [off_zh // H, off_zh % H, start_m * BLOCK_M + cid * SPLIT, 0])
+
+
+@tlx.jit
+def _fwd_kv_blocks_rest(q_view, k_smem, v_smem, k_full, k_empty, v_full, v_empty, p, alpha, m_i, l_i, acc, qk_scale,
+                        offs_m, kv0, N_CTX, n_blocks, n_full, cid: tl.constexpr, BLOCK_N: tl.constexpr,
+                        HEAD_DIM: tl.constexpr, NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr,
+                        RESCALE_EARLY: tl.constexpr):
+    """K/V blocks 1 .. n_blocks - 1 of a tile whose block 0 took ring position kv0
+    (`_fwd_kv_step`): the unmasked ones, then those crossing the diagonal or the sequence end.
+    Returns the carried state and the ring position after the tile."""
+    for j in range(1, n_full):
+        p, alpha, m_i, l_i, acc = _fwd_kv_step(q_view, k_smem, v_smem, k_full, k_empty, v_full, v_empty, p, alpha,
+                                               m_i, l_i, acc, qk_scale, offs_m, j, kv0 + j, N_CTX, cid, BLOCK_N,
+                                               HEAD_DIM, NUM_STAGES, CAUSAL, False, RESCALE_EARLY)
+    for j in range(tl.maximum(n_full, 1), n_blocks):
+        p, alpha, m_i, l_i, acc = _fwd_kv_step(q_view, k_smem, v_smem, k_full, k_empty, v_full, v_empty, p, alpha,
+                                               m_i, l_i, acc, qk_scale, offs_m, j, kv0 + j, N_CTX, cid, BLOCK_N,
+                                               HEAD_DIM, NUM_STAGES, CAUSAL, True, RESCALE_EARLY)
+    return p, alpha, m_i, l_i, acc, kv0 + n_blocks
+
+
+@tlx.jit
+def attn_fwd_overlap_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, ZH, H, N_CTX,
+                            HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                            NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr, RESCALE_EARLY: tl.constexpr,
+                            LAZY_FIRST_MASK: tl.constexpr):
+    """Persistent flash-attention forward whose tile boundaries cost no tensor-core time: on a 1-D
+    grid of P CTAs (P <= SMs; causal: P <= the tile pairs), CTA p walks its tiles in
+    `_overlap_tile`'s order (heads-major for L2, causal in balanced long/short pairs).
+
+    * Q is double-buffered per consumer: the producer loads the next tile's Q after the first two
+      K/V blocks of the current tile (the buffer was released when the consumers finished the
+      previous tile's last S wgmma), a tile ahead of its use; the K/V ring runs on across tiles.
+    * Each consumer's block loop is software-pipelined across tiles: the first step of tile t
+      issues S_0(t) = Q(t) K_0^T and the last O += P V of tile t-1 together, runs block 0's
+      softmax of tile t under that PV wgmma, then the epilogue of tile t-1 (O / l to its own O
+      buffer, TMA store not waited for, LSE) while the other consumer has the tensor cores.
+      No step of a tile's start waits for a wgmma with nothing else in flight.
+    * O has its own buffer per consumer (a TMA store is waited on, for reading, only before the
+      buffer is written again a tile later). Shared memory: 2 x Q + O + the ring, 224 KiB at
+      d128 with 2 stages; d256 does not fit (use `attn_fwd_persistent_kernel`)."""
+    SPLIT: tl.constexpr = BLOCK_M // 2
+    q_smem = tlx.local_alloc((1, 1, SPLIT, HEAD_DIM), tlx.dtype_of(q_desc), 4)  # [2 * buffer + consumer]
+    k_smem = tlx.local_alloc((1, 1, BLOCK_N, HEAD_DIM), tlx.dtype_of(k_desc), NUM_STAGES)
+    v_smem = tlx.local_alloc((1, 1, BLOCK_N, HEAD_DIM), tlx.dtype_of(v_desc), NUM_STAGES)
+    o_smem = tlx.local_alloc((1, 1, SPLIT, HEAD_DIM), tlx.dtype_of(o_desc), 2)
+    q_full = tlx.alloc_barriers(num_barriers=4, arrive_count=1)
+    q_empty = tlx.alloc_barriers(num_barriers=4, arrive_count=1)
+    k_full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
+    k_empty = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=2)
+    v_full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
+    v_empty = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=2)
+
+    with tlx.async_tasks():
+        with tlx.async_task("default", registers=24):  # producer: Q a tile ahead, K/V through the ring
+            pid = tl.program_id(0)
+            programs = tl.num_programs(0)
+            num_m = tl.cdiv(N_CTX, BLOCK_M)
+            n_tiles = _overlap_tiles(pid, programs, num_m * ZH, CAUSAL)
+            off_zh, start_m = _overlap_tile(0, pid, programs, num_m, CAUSAL)
+            _fwd_load_q(q_desc, q_smem, q_full, q_empty, off_zh, start_m, 0, H, BLOCK_M, HEAD_DIM)
+            kv_count = 0
+            for it in range(0, n_tiles):
+                n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
+                for j in range(0, tl.minimum(n_blocks, 2)):
+                    _fwd_load_kv(k_desc, v_desc, k_smem, v_smem, k_full, k_empty, v_full, v_empty, off_zh,
+                                 j * BLOCK_N, kv_count, H, BLOCK_N, HEAD_DIM, NUM_STAGES)
+                    kv_count += 1
+                # the next tile's Q, a tile ahead, into the buffer of tile it - 1, which the consumers
+                # release at the end of that tile: once the ring has let V_1 in they are there (with
+                # 2 stages V_1 waits for their first step of this tile), so this wait does not hold
+                # up this tile's K_1 / V_1 as it would right after block 0
+                if it + 1 < n_tiles:
+                    next_zh, next_m = _overlap_tile(it + 1, pid, programs, num_m, CAUSAL)
+                    _fwd_load_q(q_desc, q_smem, q_full, q_empty, next_zh, next_m, it + 1, H, BLOCK_M, HEAD_DIM)
+                for j in range(2, n_blocks):
+                    _fwd_load_kv(k_desc, v_desc, k_smem, v_smem, k_full, k_empty, v_full, v_empty, off_zh,
+                                 j * BLOCK_N, kv_count, H, BLOCK_N, HEAD_DIM, NUM_STAGES)
+                    kv_count += 1
+                off_zh, start_m = _overlap_tile(it + 1, pid, programs, num_m, CAUSAL)
+
+        with tlx.async_task(num_warps=4, replicate=2, registers=240):  # consumers: wgmma + softmax + O
+            cid: tl.constexpr = tlx.async_task_replica_id()
+            P_DTYPE: tl.constexpr = tlx.dtype_of(v_smem)
+            pid = tl.program_id(0)
+            programs = tl.num_programs(0)
+            num_m = tl.cdiv(N_CTX, BLOCK_M)
+            n_tiles = _overlap_tiles(pid, programs, num_m * ZH, CAUSAL)
+            if cid == 1:
+                tlx.named_barrier_arrive(9, 256)  # consumer 0 takes the first turn
+
+            kv_count = 0
+            off_zh = 0
+            start_m = 0
+            p = tl.zeros([SPLIT, BLOCK_N], dtype=P_DTYPE)
+            alpha = tl.zeros([SPLIT], dtype=tl.float32)
+            m_i = tl.full([SPLIT], float("-inf"), tl.float32)
+            l_i = tl.zeros([SPLIT], dtype=tl.float32)
+            acc = tl.zeros([SPLIT, HEAD_DIM], dtype=tl.float32)
+            for it in range(0, n_tiles):
+                prev_zh = off_zh
+                prev_m = start_m
+                off_zh, start_m = _overlap_tile(it, pid, programs, num_m, CAUSAL)
+                n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
+                offs_m = start_m * BLOCK_M + cid * SPLIT + tl.arange(0, SPLIT)
+                q_buf = 2 * (it % 2) + cid
+                q_view = tlx.local_reshape(q_smem[q_buf], (SPLIT, HEAD_DIM))
+                slot = kv_count % NUM_STAGES
+                tlx.barrier_wait(q_full[q_buf], (it // 2) & 1)
+                tlx.barrier_wait(k_full[slot], (kv_count // NUM_STAGES) & 1)
+                if it == 0:  # the first S_0 alone: nothing is in flight yet
+                    _tensor_core_turn(cid)
+                    qk = tlx.async_dot(q_view, tlx.local_trans(tlx.local_reshape(k_smem[slot], (BLOCK_N, HEAD_DIM))))
+                    _tensor_core_pass(cid)
+                    qk = tlx.async_dot_wait(0, qk)
+                    tlx.barrier_arrive(k_empty[slot])
+                    p, m_i, l_i, alpha = _fwd_first_softmax(qk, qk_scale, offs_m, n_full, N_CTX, P_DTYPE, BLOCK_N,
+                                                            SPLIT, CAUSAL, LAZY_FIRST_MASK)
+                else:  # S_0 of this tile and the last PV of the previous one in one tensor-core turn
+                    prev = (kv_count - 1) % NUM_STAGES
+                    tlx.barrier_wait(v_full[prev], ((kv_count - 1) // NUM_STAGES) & 1)
+                    _tensor_core_turn(cid)
+                    qk = tlx.async_dot(q_view, tlx.local_trans(tlx.local_reshape(k_smem[slot], (BLOCK_N, HEAD_DIM))))
+                    if RESCALE_EARLY:
+                        acc = acc * alpha[:, None]  # the previous tile's last alpha, under the S wgmma
+                    acc = tlx.async_dot(p, tlx.local_reshape(v_smem[prev], (BLOCK_N, HEAD_DIM)), acc)
+                    _tensor_core_pass(cid)
+                    qk = tlx.async_dot_wait(1, qk)  # S_0 is done; the PV wgmma runs on
+                    tlx.barrier_arrive(k_empty[slot])
+                    m_prev = m_i
+                    l_prev = l_i
+                    p, m_i, l_i, alpha = _fwd_first_softmax(qk, qk_scale, offs_m, n_full, N_CTX, P_DTYPE, BLOCK_N,
+                                                            SPLIT, CAUSAL, LAZY_FIRST_MASK)
+                    acc = tlx.async_dot_wait(0, acc)
+                    tlx.barrier_arrive(v_empty[prev])
+                    _fwd_store_o(acc, m_prev, l_prev, o_smem, o_desc, lse_ptr, prev_zh, prev_m, H, N_CTX, cid,
+                                 BLOCK_M, HEAD_DIM)
+                    acc = tl.zeros([SPLIT, HEAD_DIM], dtype=tl.float32)
+                p, alpha, m_i, l_i, acc, kv_count = _fwd_kv_blocks_rest(
+                    q_view, k_smem, v_smem, k_full, k_empty, v_full, v_empty, p, alpha, m_i, l_i, acc, qk_scale,
+                    offs_m, kv_count, N_CTX, n_blocks, n_full, cid, BLOCK_N, HEAD_DIM, NUM_STAGES, CAUSAL,
+                    RESCALE_EARLY)
+                tlx.barrier_arrive(q_empty[q_buf])  # the tile's last S wgmma has read Q
+
+            # the last tile's last PV and epilogue
+            prev = (kv_count - 1) % NUM_STAGES
+            tlx.barrier_wait(v_full[prev], ((kv_count - 1) // NUM_STAGES) & 1)
+            if RESCALE_EARLY:
+                acc = acc * alpha[:, None]
+            _tensor_core_turn(cid)
+            acc = tlx.async_dot(p, tlx.local_reshape(v_smem[prev], (BLOCK_N, HEAD_DIM)), acc)
+            _tensor_core_pass(cid)
+            acc = tlx.async_dot_wait(0, acc)
+            tlx.barrier_arrive(v_empty[prev])
+            _fwd_store_o(acc, m_i, l_i, o_smem, o_desc, lse_ptr, off_zh, start_m, H, N_CTX, cid, BLOCK_M, HEAD_DIM)
             tlx.async_descriptor_store_wait(0)  # the CTA's shared memory must outlive the last store
 
 

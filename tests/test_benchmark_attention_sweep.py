@@ -37,12 +37,17 @@ def test_every_variant_plans_the_forward_it_names():
             x = np.zeros((2, 16, 256, 128), np.float16 if dtype == "fp16" else np.uint16)
             lse = np.zeros((2, 16, 256), np.float32)
             launch = s.make_plan(ours, name, x, x, x, x, lse, causal).launches[0]
-            assert launch.kernel.__name__ == ("attn_fwd_persistent_kernel" if persistent else "attn_fwd_kernel")
             want = {**{k: v for k, v in vars(ours.FORWARD_CONFIGS[128]).items()}, **fields}
+            kernel = ("attn_fwd_overlap_kernel" if want["OVERLAP_TILES"] else
+                      "attn_fwd_persistent_kernel" if persistent else "attn_fwd_kernel")
+            assert launch.kernel.__name__ == kernel, name
             for key in ("BLOCK_N", "NUM_STAGES", "RESCALE_EARLY", "LAZY_FIRST_MASK"):
                 assert launch.constexprs[key] == want[key], (name, key)
             assert launch.constexprs["CAUSAL"] is causal
-            assert launch.constexprs["HEAD_GROUP"] == want["HEAD_GROUP"]
+            if want["OVERLAP_TILES"]:  # its own tile order; 64 tiles (causal: 32 pairs) on 64 CTAs at most
+                assert "HEAD_GROUP" not in launch.constexprs and launch.grid == ((32,) if causal else (64,)), name
+            else:
+                assert launch.constexprs["HEAD_GROUP"] == want["HEAD_GROUP"]
             if not persistent:
                 assert launch.grid == ((2, 32) if want["HEAD_GROUP"] == 0 else (64, 1)), name
 
@@ -95,7 +100,7 @@ def test_table_ratios_are_against_cudnn_at_the_same_point_and_failures_are_liste
         res("cudnn", 640.0), res("base", 576.0), res("early", 704.0),
         res("cudnn", 800.0, causal=True), res("pers", 720.0, causal=True),  # its point's cuDNN: 90 %
         res("lazy", 600.0, wrong=True, rel_err=0.5),
-        dict(kind="result", kernel="n64", dtype="fp16", causal=False, seq=2048, error="RuntimeError: boom"),
+        dict(kind="result", kernel="ovl", dtype="fp16", causal=False, seq=2048, error="RuntimeError: boom"),
         dict(kind="warm", variant="pers", dtype="bf16", causal=True, error="TLXCompileError: no"),
         dict(kind="warm", variant="base", dtype="fp16", causal=False, rel_err=1e-3, registers=168, spill_stores=0),
         dict(kind="child", phase="time", rc=3, log_tail="hang"),
@@ -103,10 +108,10 @@ def test_table_ratios_are_against_cudnn_at_the_same_point_and_failures_are_liste
     text = s.table(records)
     rows = {ln.split()[0]: ln for ln in text.splitlines() if ln and ln.split()[0] in s.VARIANTS}
     assert "576/ 90%" in rows["base"] and "704/110%" in rows["early"] and "720/ 90%" in rows["pers"]
-    assert "WRONG" in rows["lazy"] and "FAIL" in rows["n64"]
+    assert "WRONG" in rows["lazy"] and "FAIL" in rows["ovl"]
     assert rows["base"].rstrip().endswith("90.0%") and rows["early"].rstrip().endswith("110.0%")
     assert "BAD lazy fp16 causal=False seq 2048: rel. error 5.00e-01" in text
-    assert "BAD n64 fp16 causal=False seq 2048: RuntimeError: boom" in text
+    assert "BAD ovl fp16 causal=False seq 2048: RuntimeError: boom" in text
     assert "WARM pers bf16 causal=True: TLXCompileError: no" in text
     assert "child time exited with 3" in text
     assert "ptxas: 168 registers, 0 B spilled: 1 specializations" in text

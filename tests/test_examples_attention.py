@@ -25,7 +25,10 @@ import pytest
 
 import kernels
 from kernels import attention_examples as ae
+import tlx
+import tlx.language as tl
 from tlx.examples import attention
+from tlx.examples import attention_kernels as ak
 from tlx.examples.ptx_fences import fence_report
 
 rng = np.random.default_rng(20261207)
@@ -187,6 +190,77 @@ def test_forward_schedule_options_match_float64(fields, persistent, H, N, causal
         assert launch.grid == ((num_m, H) if not fields.get("HEAD_GROUP") else (num_m * H, 1))
 
 
+# the overlapped persistent forward (OVERLAP_TILES): (head_dim, H, N, causal, dtype, CTAs, more fields).
+# Several tiles per CTA, so both Q buffers, the ring and the cross-tile step wrap; causal tile
+# pairs inside a head (N=512: 4 Q blocks), straddling heads (N=300: 3), a last pair of one tile
+# (3 heads x 3 blocks = 9 tiles), one CTA for everything; the diagonal and a ragged end in one
+# block (N=100), LAZY_FIRST_MASK's two branches and RESCALE_EARLY's order across the tile step.
+OVERLAP_CASES = [
+    (128, 3, 300, True, "bf16", 2, {}),
+    (128, 2, 512, True, "fp16", 3, {}),
+    (128, 2, 300, False, "fp16", 1, {}),
+    (64, 3, 100, True, "fp16", 2, dict(NUM_STAGES=3)),
+    (128, 3, 320, True, "bf16", 2, dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True)),
+]
+SLOW_OVERLAP_CASES = [
+    (64, 2, 330, False, "bf16", 3, dict(LAZY_FIRST_MASK=True)),
+    (128, 2, 320, False, "fp16", 2, dict(RESCALE_EARLY=True)),
+]
+
+
+@pytest.mark.parametrize("D,H,N,causal,dtype,sms,fields",
+                         OVERLAP_CASES + [pytest.param(*c, marks=pytest.mark.slow) for c in SLOW_OVERLAP_CASES],
+                         ids=lambda v: str(v))
+def test_overlapped_persistent_forward_matches_float64(D, H, N, causal, dtype, sms, fields):
+    """`attn_fwd_overlap_kernel`: every (head, Q block) written once (outputs start as NaN), O and
+    LSE as the definition, no proxy or synchronization hazard; one CTA per SM up to the tiles
+    (causal: the tile pairs)."""
+    cfg = dataclasses.replace(attention.FORWARD_CONFIGS[D], OVERLAP_TILES=True, **fields)
+    fwd = run_and_check(1, H, N, D, causal, dtype, persistent=True, config=cfg, sms=sms, backward=False)
+    launch = fwd.launches[0]
+    tiles = H * -(-N // 128)
+    assert launch.kernel.__name__ == "attn_fwd_overlap_kernel"
+    assert launch.grid == (min(sms, -(-tiles // 2) if causal else tiles),)
+
+
+@tlx.jit
+def _overlap_order_probe(out_ptr, num_m, total, MAX_TILES: tl.constexpr, CAUSAL: tl.constexpr):
+    """Writes (batch x head, Q block) of each local tile of this CTA, in its order, to
+    out_ptr[pid, it, :] (-1 past its last tile)."""
+    pid = tl.program_id(0)
+    programs = tl.num_programs(0)
+    n = ak._overlap_tiles(pid, programs, total, CAUSAL)
+    for it in range(0, MAX_TILES):
+        zh, m = ak._overlap_tile(it, pid, programs, num_m, CAUSAL)
+        base = out_ptr + (pid * MAX_TILES + it) * 2
+        tl.store(base, tl.where(it < n, zh, -1))
+        tl.store(base + 1, tl.where(it < n, m, -1))
+
+
+@pytest.mark.parametrize("num_m,zh,programs,causal", [(16, 8, 5, True), (4, 3, 4, True), (3, 3, 2, True),
+                                                      (5, 1, 3, True), (7, 2, 3, False)])
+def test_overlap_tile_order_covers_every_tile_once_and_balances_causal_work(num_m, zh, programs, causal):
+    """The overlapped kernel's tile order: each (head, Q block) goes to exactly one CTA; causal:
+    with an even number of Q blocks each pair of a CTA is Q blocks num_m-1-k and k of one head
+    (num_m + 1 K/V blocks), the long one first, so the CTAs' work differs by at most one pair."""
+    total = num_m * zh
+    max_tiles = 2 * -(-total // (2 * programs)) + 2
+    out = np.zeros((programs, max_tiles, 2), np.int32)
+    tlx.interpret(_overlap_order_probe, (programs,), out, num_m, total, MAX_TILES=max_tiles, CAUSAL=causal)
+    walked = [(int(h), int(m)) for row in out for h, m in row if h >= 0]
+    assert sorted(walked) == [(h, m) for h in range(zh) for m in range(num_m)]
+    for row in out:  # a CTA's tiles come first, then only padding
+        n = int((row[:, 0] >= 0).sum())
+        assert (row[:n, 0] >= 0).all() and (row[n:] == -1).all()
+    if causal and num_m % 2 == 0:
+        work = [sum(m + 1 for h, m in row if h >= 0) for row in out]
+        assert max(work) - min(work) <= num_m + 1, work
+        for row in out:
+            tiles = [(int(h), int(m)) for h, m in row if h >= 0]
+            for a, b in zip(tiles[0::2], tiles[1::2]):
+                assert a[0] == b[0] and a[1] + b[1] == num_m - 1 and a[1] > b[1], tiles
+
+
 def test_attention_autograd_on_torch_cpu_tensors(monkeypatch):
     """`attention()` on CPU tensors: the forward and, through torch autograd, the backward run on
     the interpreter; every output tensor starts as NaN (the allocations are poisoned)."""
@@ -241,6 +315,8 @@ def _config_smem(spec) -> int:
         return attention.ForwardConfig(128, c["BLOCK_N"], c["NUM_STAGES"]).smem_bytes(d, separate_o=False)
     if spec.fn.__name__ == "attn_fwd_persistent_kernel":
         return attention.ForwardConfig(128, c["BLOCK_N"], c["NUM_STAGES"]).smem_bytes(d, not c["Q_HOLDS_O"])
+    if spec.fn.__name__ == "attn_fwd_overlap_kernel":
+        return attention.ForwardConfig(128, c["BLOCK_N"], c["NUM_STAGES"], OVERLAP_TILES=True).smem_bytes(d, True)
     cfg = attention.BackwardConfig(BLOCK_M1=c["BLOCK_M"], BLOCK_N1=c["BLOCK_N"], D_SPLIT=c["D_SPLIT"],
                                    STAGES1=c["NUM_STAGES"]) if "D_SPLIT" in c else \
         attention.BackwardConfig(BLOCK_N2=c["BLOCK_N"], STAGES2=c["NUM_STAGES"])
@@ -250,9 +326,11 @@ def _config_smem(spec) -> int:
 def test_the_specs_cover_every_combination_and_ci_compiles_the_headline_ones():
     combos = {(s.fn.__name__, s.signature.get("q_desc", "")[11:15], s.constexprs["HEAD_DIM"],
                s.constexprs.get("CAUSAL")) for s in ATTN_SPECS}
-    for name in ("attn_fwd_kernel", "attn_fwd_persistent_kernel", "attn_bwd_dkdv_kernel", "attn_bwd_dq_kernel"):
+    for name in ("attn_fwd_kernel", "attn_fwd_persistent_kernel", "attn_fwd_overlap_kernel", "attn_bwd_dkdv_kernel",
+                 "attn_bwd_dq_kernel"):
+        dims = ae.OVERLAP_HEAD_DIMS if name == "attn_fwd_overlap_kernel" else ae.HEAD_DIMS
         assert {(d, t, c) for n, t, d, c in combos if n == name} == \
-            {(d, t, c) for d in ae.HEAD_DIMS for t in ("fp16", "bf16") for c in (False, True)}, name
+            {(d, t, c) for d in dims for t in ("fp16", "bf16") for c in (False, True)}, name
     assert sum(not s.slow for s in ATTN_SPECS) == len(ae.CORE)
 
 
@@ -261,8 +339,9 @@ def test_the_specs_cover_every_combination_and_ci_compiles_the_headline_ones():
 def test_compiled_kernel_budgets_and_fences(spec):
     """setmaxnreg gives the producer 24 registers and the consumers 240, ptxas spills nothing and
     warns of nothing (it would if it had to serialize the wgmmas), the shared memory is what the config accounts for (plus < 1 KiB of mbarriers and reduction
-    scratch), and the PTX has two proxy fences (one per consumer's epilogue store), none inside a
-    K/V loop."""
+    scratch), and the PTX has two proxy fences (one per consumer's epilogue store; the overlapped
+    forward has two epilogue stores per consumer, the one inside its tile loop and the last
+    tile's), none inside a K/V loop."""
     result = spec.compile()
     res = result.resources
     assert isinstance(result.asm.get("cubin"), bytes), res
@@ -273,7 +352,8 @@ def test_compiled_kernel_budgets_and_fences(spec):
     assert len(re.findall(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+240;", ptx)) == 2, "the consumers' budgets"
     assert 0 <= res["shared_bytes"] - _config_smem(spec) < 1024, (res["shared_bytes"], _config_smem(spec))
     report = fence_report(ptx)
-    assert report["fences"] == 2 and report["fences_in_k_loop"] == 0, report
+    epilogues = 2 if spec.fn.__name__ == "attn_fwd_overlap_kernel" else 1
+    assert report["fences"] == 2 * epilogues and report["fences_in_k_loop"] == 0, report
     assert report["k_loops"] >= 3, report  # the producer's and each consumer's (found, so the count means something)
     for rec in result.fences:  # each fence orders an epilogue tile's generic store before its TMA store
         assert rec.origin == "user" and any(r.startswith("tlx.tma_store ") for r in rec.readers), rec
@@ -294,6 +374,14 @@ def test_bad_inputs_are_clear_errors():
          "batch, heads, seq, head_dim"),
         (lambda: attention.plan_forward(x, x, x, config=attention.ForwardConfig(128, 128, 8)), "shared memory"),
         (lambda: attention.plan_forward(x, x, x, config=attention.ForwardConfig(HEAD_GROUP=-1)), "HEAD_GROUP"),
+        (lambda: attention.plan_forward(x, x, x, config=attention.ForwardConfig(OVERLAP_TILES=True)),
+         "OVERLAP_TILES is a schedule of the persistent forward"),
+        (lambda: attention.plan_forward(x, x, x, persistent=True,
+                                        config=attention.ForwardConfig(OVERLAP_TILES=True, HEAD_GROUP=8)),
+         "HEAD_GROUP must be 0"),
+        (lambda: attention.plan_forward(*[np.zeros((1, 2, 64, 256), np.float16)] * 3, persistent=True,
+                                        config=attention.ForwardConfig(BLOCK_N=64, OVERLAP_TILES=True)),
+         "without OVERLAP_TILES"),
         (lambda: attention.plan_backward(x, x, x, x, np.zeros((1, 2, 64), np.float32), x[:, :, :32]), "do must be"),
         (lambda: attention.attention(x, x, x), "torch tensors"),
     ]

@@ -14,8 +14,8 @@ import random
 
 import pytest
 
-from kernels.attention_examples import BENCH_SEQS, DTYPES, HEAD_DIMS, ODD_HEAD_DIMS, ODD_SHAPES, RAGGED_SHAPES, \
-    bench_shape, spec_for
+from kernels.attention_examples import BENCH_SEQS, DTYPES, HEAD_DIMS, ODD_HEAD_DIMS, ODD_SHAPES, OVERLAP_HEAD_DIMS, \
+    RAGGED_SHAPES, bench_shape, forward_config, spec_for
 
 pytestmark = pytest.mark.gpu
 
@@ -79,14 +79,21 @@ def _run(plan):
     return outs
 
 
-def _forward(q, k, v, causal, persistent):
+def _forward(q, k, v, causal, kind):
+    """The forward of `kind`: "forward", "persistent" or "overlap" (the persistent kernel with
+    OVERLAP_TILES)."""
     import torch
 
     from tlx.examples import attention
 
     o = torch.full_like(q, float("nan"))
     lse = torch.full(q.shape[:3], float("nan"), device="cuda")
-    return _run(attention.plan_forward(q, k, v, causal, persistent=persistent, out=o, lse=lse))
+    return _run(attention.plan_forward(q, k, v, causal, persistent=kind != "forward",
+                                       config=forward_config(kind, q.shape[-1]), out=o, lse=lse))
+
+
+def _forward_kinds(head_dim):
+    return ["forward", "persistent"] + (["overlap"] if head_dim in OVERLAP_HEAD_DIMS else [])
 
 
 def _backward(q, k, v, o, lse, do, causal):
@@ -99,20 +106,20 @@ def _backward(q, k, v, o, lse, do, causal):
 
 
 def check_attention(Z, H, N, D, dtype, causal):
-    """Both forward kernels and the backward at one shape, against float64."""
+    """Every forward kernel and the backward at one shape, against float64."""
     import torch
 
     seed, q, k, v, do = _inputs(Z, H, N, D, dtype)
     heads = [(0, 0), (Z - 1, H - 1)]
     refs = _reference(q, k, v, do, causal, heads)
     where = f"{dtype} {Z}x{H}x{N}x{D} causal={causal} (seed {seed})"
-    for persistent in (False, True):
-        o, lse = _forward(q, k, v, causal, persistent)
-        assert not torch.isnan(lse).any(), f"{where}: LSE rows never written"
+    for kind in _forward_kinds(D):
+        o, lse = _forward(q, k, v, causal, kind)
+        assert not torch.isnan(lse).any(), f"{where}: LSE rows never written ({kind})"
         for (z, h), ref in zip(heads, refs):
-            _check(f"o{' (persistent)' if persistent else ''}[{z},{h}]", o[z, h], ref[0], dtype, where)
-    nan_elsewhere = int(torch.isnan(o).sum().item())  # every head written, not only the checked ones
-    assert nan_elsewhere == 0, f"{where}: {nan_elsewhere} output elements never written"
+            _check(f"o ({kind})[{z},{h}]", o[z, h], ref[0], dtype, where)
+        nan_elsewhere = int(torch.isnan(o).sum().item())  # every head written, not only the checked ones
+        assert nan_elsewhere == 0, f"{where}: {nan_elsewhere} output elements never written ({kind})"
     dq, dk, dv = _backward(q, k, v, o, lse, do, causal)
     for (z, h), ref in zip(heads, refs):
         for name, got, want in (("dq", dq, ref[1]), ("dk", dk, ref[2]), ("dv", dv, ref[3])):
@@ -142,14 +149,14 @@ def test_attention_at_ragged_lengths(Z, H, N, D, dtype, causal):
     check_attention(Z, H, N, D, dtype, causal)
 
 
-@pytest.mark.parametrize("persistent", [False, True])
-def test_attention_repeats_bit_for_bit(persistent):
+@pytest.mark.parametrize("kind", _forward_kinds(128))
+def test_attention_repeats_bit_for_bit(kind):
     import torch
 
     _, q, k, v, do = _inputs(2, 16, 2048, 128, "bf16")
-    first = [x.clone() for x in _forward(q, k, v, True, persistent)]
+    first = [x.clone() for x in _forward(q, k, v, True, kind)]
     for _ in range(3):
-        again = _forward(q, k, v, True, persistent)
+        again = _forward(q, k, v, True, kind)
         assert all(torch.equal(a, b) for a, b in zip(first, again)), "the forward's output moved between runs"
     o, lse = first
     grads = [g.clone() for g in _backward(q, k, v, o, lse, do, True)]
@@ -183,6 +190,6 @@ def test_attention_through_torch_autograd(monkeypatch):
 
 def test_sanitized_attention_config():
     """The configuration tests/gpu/test_sanitizer.py runs under memcheck and racecheck: head_dim
-    128, causal, a sequence that ends mid-block (320 = 2.5 blocks); forward (both kernels) and
+    128, causal, a sequence that ends mid-block (320 = 2.5 blocks); forward (every kernel) and
     backward."""
     check_attention(1, 16, 320, 128, "fp16", True)

@@ -8,7 +8,7 @@ small shapes (racecheck is slow):
   shape and at one where the persistent kernels loop over several tiles per CTA
   (test_examples_gemm_gpu.py's ``test_sanitized_gemm_example``, shapes in
   tests/kernels/gemm_examples.py's ``SANITIZE_RUNS``);
-* ``attention``: the flash-attention forward, persistent forward and backward at head_dim 128,
+* ``attention``: the flash-attention forwards (plain, persistent, overlapped) and backward at head_dim 128,
   causal, a sequence ending mid-block (test_examples_attention_gpu.py's sanitized config);
 * ``acceptance``: one case of each acceptance kernel that moves data through TMA, wgmma and the
   multi-stage TMA GEMM (test_runtime_acceptance.py, the smaller shapes TLX_SANITIZE=1 selects).

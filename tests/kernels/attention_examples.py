@@ -12,6 +12,7 @@ tests/test_examples_attention.py reuse what tests/test_gpu_kernels_compile.py co
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
@@ -31,7 +32,9 @@ BENCH_SEQS = [512, 1024, 2048, 4096, 8192, 16384]
 RAGGED_SHAPES = [(2, 1040)]
 ODD_SHAPES = [(1, 1000)]
 ODD_HEAD_DIMS = [128]
-KINDS = ["forward", "persistent", "backward"]
+KINDS = ["forward", "persistent", "overlap", "backward"]
+#: head dims of the "overlap" forward (`ForwardConfig.OVERLAP_TILES`: at 256 its buffers do not fit)
+OVERLAP_HEAD_DIMS = [64, 128]
 
 
 def bench_shape(seq: int, head_dim: int) -> Tuple[int, int, int, int]:
@@ -47,7 +50,15 @@ def plan(kind: str, Z: int, H: int, N: int, D: int, dtype: str, causal: bool) ->
     if kind == "backward":
         lse = np.empty((Z, H, N), np.float32)
         return attention.plan_backward(x, x, x, x, lse, x, causal)
-    return attention.plan_forward(x, x, x, causal, persistent=kind == "persistent", sms=attention.DEFAULT_NUM_SMS)
+    return attention.plan_forward(x, x, x, causal, persistent=kind != "forward", config=forward_config(kind, D),
+                                  sms=attention.DEFAULT_NUM_SMS)
+
+
+def forward_config(kind: str, head_dim: int) -> attention.ForwardConfig:
+    """The forward config of `kind` ("forward", "persistent": the default; "overlap": with
+    OVERLAP_TILES)."""
+    cfg = attention.FORWARD_CONFIGS[head_dim]
+    return dataclasses.replace(cfg, OVERLAP_TILES=True) if kind == "overlap" else cfg
 
 
 @dataclass
@@ -81,7 +92,8 @@ def _key(launch: attention.KernelLaunch) -> Tuple:
 #: in every CI run
 CORE = {
     ("attn_fwd_kernel", "fp16", 128, True), ("attn_fwd_persistent_kernel", "bf16", 128, False),
-    ("attn_fwd_kernel", "bf16", 256, True), ("attn_bwd_dkdv_kernel", "fp16", 128, True),
+    ("attn_fwd_kernel", "bf16", 256, True), ("attn_fwd_overlap_kernel", "fp16", 128, True),
+    ("attn_bwd_dkdv_kernel", "fp16", 128, True),
     ("attn_bwd_dq_kernel", "fp16", 128, True), ("attn_bwd_preprocess_kernel", "fp16", 128, None),
 }
 
@@ -110,6 +122,8 @@ for _dtype in DTYPES:
     for _D in HEAD_DIMS:
         for _causal in (False, True):
             for _kind in KINDS:
+                if _kind == "overlap" and _D not in OVERLAP_HEAD_DIMS:
+                    continue
                 for _N in BENCH_SEQS:
                     _register(_kind, *bench_shape(_N, _D)[:3], _D, _dtype, _causal, True)
                 for _Z, _N in RAGGED_SHAPES + (ODD_SHAPES if _D in ODD_HEAD_DIMS else []):
