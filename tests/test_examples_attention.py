@@ -6,7 +6,8 @@
   product under -m slow) — outputs poisoned with NaN first, fresh random inputs, and no proxy or
   synchronization hazard; the persistent forward with several tiles per CTA and the ring
   wrapping across tiles; `attention()` with torch autograd on CPU tensors.
-* A kernel with its epilogue fences removed must report the race (so `hazards == []` means
+* A kernel with its epilogue fences removed must report the race, and the dK/dV kernel compiled
+  without the fence passes the WAR its producer's fence guards (so `hazards == []` means
   something).
 * The compiled kernels (the specializations of tests/kernels/attention_examples.py: the
   benchmark's and the GPU tests'): register budgets (setmaxnreg 24 / 240), no spills, the shared
@@ -228,6 +229,25 @@ def test_epilogue_without_its_fences_is_a_reported_race():
     hazards = run(module, launch.grid, launch.args, raise_on_hazard=False)
     assert ("raw", "tlx.local_store", "tlx.tma_store") in {(h.kind, h.first.op, h.second.op) for h in hazards}
 
+
+
+def test_dkdv_without_its_war_fence_is_a_reported_hazard():
+    """Compile the dK/dV kernel with the fence passes off: the interpreter must report the
+    consumers' ld.shared of a stage's LSE / Delta rows against the TMA that refills the stage (a
+    generic read, then an async write), the hazard the producer's one fence per stage guards.
+    (N=256, d64: four Q blocks through three stages, so the ring wraps.)"""
+    from tlx.interpreter.entry import prepare_module
+    from tlx.interpreter import run
+    from tlx.specialize import Specializer
+
+    x = np.zeros((1, 1, 256, 64), np.float16)
+    launch = attention.plan_backward(x, x, x, x, np.zeros((1, 1, 256), np.float32), x).launches[1]
+    assert launch.kernel.__name__ == "attn_bwd_dkdv_kernel"
+    bound, _ = Specializer(launch.kernel).bind(launch.args, launch.constexprs)
+    module = prepare_module(launch.kernel, bound, launch.signature(), launch.num_warps, fence_passes=False)
+    hazards = run(module, launch.grid, launch.args, raise_on_hazard=False)
+    found = {(h.kind, h.first.op, h.second.op) for h in hazards}
+    assert ("war", "tlx.local_load", "tlx.tma_load") in found, found
 
 # ---- the compiled kernels ------------------------------------------------------------------------
 
