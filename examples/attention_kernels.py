@@ -9,8 +9,9 @@ descriptors whose blocks are ``[1, 1, rows, D]``: a block that runs past ``N`` r
 store that runs past it is clipped by the TMA unit, so any sequence length works without padding
 and no tile ever touches another head. The log-sum-exp rows (``LSE``, fp32, natural log) and the
 backward's ``Delta`` rows are (Z, H, N) fp32 arrays; the forward writes LSE contiguous, the
-backward reads both with the rows of (batch, head) zh at zh * zh_stride, a multiple of 4 elements
-(a TMA stride must be 16-byte aligned), so that the dK/dV kernel can move them by TMA.
+backward reads both with the rows of (batch, head) zh at zh * zh_stride, N rounded up to a
+multiple of 4 (a TMA stride must be 16-byte aligned), so that the dK/dV kernel can move them by
+TMA.
 
 Forward (FlashAttention-3's design for Hopper):
 
@@ -29,7 +30,8 @@ Forward (FlashAttention-3's design for Hopper):
 
 Backward (FlashAttention-2's algorithm on Hopper's asynchronous units):
 
-* `attn_bwd_preprocess_kernel` — Delta = rowsum(dO * O).
+* `attn_bwd_preprocess_kernel` — Delta = rowsum(dO * O) (and LSE's rows copied to a 16-byte
+  aligned stride when N is not a multiple of 4).
 * `attn_bwd_dkdv_kernel` — one CTA per (K/V block, batch x head): a producer streams Q, dO and
   their LSE and Delta rows through a ring by TMA; the consumers recompute
   P^T = exp2(K Q^T * scale - LSE) and accumulate dV += P^T dO, dK += dS^T Q with
@@ -407,10 +409,12 @@ def attn_fwd_persistent_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale
 # ---- backward -------------------------------------------------------------------------------------
 
 @tlx.jit
-def attn_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, zh_stride, N_CTX, HEAD_DIM: tl.constexpr,
-                               BLOCK: tl.constexpr):
+def attn_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, lse_ptr, lse_rows_ptr, zh_stride, N_CTX,
+                               HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr, COPY_LSE: tl.constexpr):
     """Delta[zh, n] = sum_d O[zh, n, d] * dO[zh, n, d] in fp32 (O, dO contiguous (Z*H, N, D);
-    Delta's rows of (batch, head) zh start at zh * zh_stride): grid (cdiv(N, BLOCK), Z*H)."""
+    Delta's rows of (batch, head) zh start at zh * zh_stride): grid (cdiv(N, BLOCK), Z*H). With
+    COPY_LSE it also copies the contiguous LSE rows (`lse_ptr`, zh * N) to rows zh_stride apart
+    (`lse_rows_ptr`): the dK/dV kernel's TMA needs a 16-byte aligned row stride."""
     off_zh = tl.program_id(1)
     offs_m = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -420,6 +424,9 @@ def attn_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, zh_stride, N_CTX, HEAD_
     o = tl.load(o_ptr + ptrs, mask=rows[:, None], other=0.0).to(tl.float32)
     do = tl.load(do_ptr + ptrs, mask=rows[:, None], other=0.0).to(tl.float32)
     tl.store(delta_ptr + off_zh * zh_stride + offs_m, tl.sum(o * do, 1), mask=rows)
+    if COPY_LSE:
+        lse = tl.load(lse_ptr + off_zh * N_CTX + offs_m, mask=rows)
+        tl.store(lse_rows_ptr + off_zh * zh_stride + offs_m, lse, mask=rows)
 
 
 @tlx.jit

@@ -351,21 +351,29 @@ def test_producers_touch_shared_memory_only_by_tma():
 @pytest.mark.parametrize("N,copied", [(100, False), (102, True)])
 def test_backward_rows_have_tma_strides(N, copied):
     """The dK/dV kernel moves LSE and Delta rows by TMA, whose strides must be 16-byte aligned:
-    a contiguous lse is used in place when seq is a multiple of 4, else the plan copies it into
-    rows padded to a multiple of 4 (same values); Delta is made padded; the preprocess and dQ
-    kernels get the same row stride."""
-    x = np.zeros((2, 3, N, 64), np.float16)
+    a contiguous lse is read in place when seq is a multiple of 4, else the preprocess kernel
+    copies it into rows padded to a multiple of 4 (the padding rows stay unread: NaN here);
+    Delta is made padded; the preprocess and dQ kernels get the same row stride."""
+    x = random_array((2, 3, N, 64), "fp16")
     lse = rng.standard_normal((2, 3, N)).astype(np.float32)
     pre, dkdv, dq = attention.plan_backward(x, x, x, x, lse, x).launches
     lse_desc, delta_desc = dkdv.args[6:8]
     stride = -(-N // 4) * 4
-    assert (lse_desc.base is not lse) == copied
-    np.testing.assert_array_equal(lse_desc.base, lse)
+    assert (lse_desc.base is not lse) == copied and pre.constexprs["COPY_LSE"] == copied
     for d in (lse_desc, delta_desc):
         assert d.shape == [2, 3, N] and d.strides == [3 * stride, stride, 1] and d.block_shape == [1, 1, 64]
+        if d.base is not lse:
+            d.base[...] = np.nan  # poisoned: the preprocess kernel must write every row
+    want = lse.copy()
     assert dkdv.signature()["lse_desc"] == dkdv.signature()["delta_desc"] == "tensordesc<fp32[1, 1, 64]>"
-    assert pre.args[2] is delta_desc.base and pre.args[3] == stride
+    assert pre.args[2] is delta_desc.base and pre.args[3] is lse and pre.args[4] is lse_desc.base
+    assert pre.args[5] == stride
     assert dq.args[5] is lse_desc.base and dq.args[6] is delta_desc.base and dq.args[7] == stride
+    assert pre.run() == []
+    assert not np.isnan(lse_desc.base).any() and not np.isnan(delta_desc.base).any()
+    np.testing.assert_array_equal(lse_desc.base, want)
+    ref = (values(x) * values(x)).sum(-1)
+    np.testing.assert_allclose(delta_desc.base, ref, rtol=1e-5)
 
 
 # ---- bad inputs ----------------------------------------------------------------------------------
@@ -384,6 +392,8 @@ def test_bad_inputs_are_clear_errors():
         (lambda: attention.plan_forward(x, x, x, config=attention.ForwardConfig(128, 128, 8)), "shared memory"),
         (lambda: attention.plan_forward(x, x, x, config=attention.ForwardConfig(HEAD_GROUP=-1)), "HEAD_GROUP"),
         (lambda: attention.plan_backward(x, x, x, x, np.zeros((1, 2, 64), np.float32), x[:, :, :32]), "do must be"),
+        (lambda: attention.plan_backward(x, x, x, x, np.zeros((1, 64, 2), np.float32).transpose(0, 2, 1), x),
+         "lse has strides"),
         (lambda: attention.attention(x, x, x), "torch tensors"),
     ]
     for call, msg in bad:
