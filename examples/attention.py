@@ -184,6 +184,7 @@ def _backward_rows(lse: Any, Z: int, H: int, N: int) -> Tuple[Any, bool]:
 
 
 def _data_ptr(x: Any) -> int:
+    """The address of `x`'s first element (numpy, torch, or any array `describe` reads)."""
     if _is_numpy(x):
         return int(x.__array_interface__["data"][0])
     if hasattr(x, "data_ptr"):  # torch
