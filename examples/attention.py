@@ -16,7 +16,10 @@ interpreter, device arrays on the GPU):
   `AttentionLaunch` whose ``run()`` returns ``(o, lse)``; ``lse`` is (batch, heads, seq) fp32,
   the natural log of each row's softmax denominator (scores scaled by sm_scale).
 * ``plan_backward(q, k, v, o, lse, do, causal, sm_scale, config=None)`` -> the three launches
-  of the backward (preprocess, dK/dV, dQ); ``run()`` returns ``(dq, dk, dv)``.
+  of the backward (preprocess, dK/dV, dQ); ``run()`` returns ``(dq, dk, dv)``. The dK/dV kernel
+  moves the LSE and Delta rows by TMA, which needs a 16-byte aligned row stride: Delta is made
+  with rows padded to a multiple of 4, and when seq is not one the preprocess kernel copies
+  ``lse`` (contiguous) into such rows; an ``lse`` already laid out so is read in place.
 """
 
 from __future__ import annotations
@@ -157,6 +160,51 @@ def descriptor(x: Any, rows: int, head_dim: int) -> Any:
     return tlx.TensorDescriptor(x, list(shape), list(strides), [1, 1, rows, head_dim])
 
 
+def row_stride(N: int) -> int:
+    """Elements between the LSE / Delta rows of consecutive (batch, head) pairs in the backward:
+    N rounded up to a multiple of 4, so the stride is 16-byte aligned (what TMA needs)."""
+    return -(-N // 4) * 4
+
+
+def padded_rows(like: Any, Z: int, H: int, N: int) -> Any:
+    """An uninitialized (Z, H, N) fp32 array from like's library and device with rows
+    `row_stride(N)` elements apart: a view of a (Z, H, row_stride(N)) array."""
+    return _empty(like, (Z, H, row_stride(N)), fp32=True)[..., :N]
+
+
+def rows_descriptor(x: Any, rows: int) -> Any:
+    """A 3-D TMA descriptor over (batch, heads, seq) fp32 array `x` moving [1, 1, rows] blocks
+    (rows past seq read zeros)."""
+    shape, strides = _shape_strides(x)
+    return tlx.TensorDescriptor(x, list(shape), list(strides), [1, 1, rows])
+
+
+def _backward_rows(lse: Any, Z: int, H: int, N: int) -> Tuple[Any, bool]:
+    """(the LSE rows the backward kernels read, whether the preprocess kernel must copy `lse`
+    into them): `lse` itself when its strides are (H * s, s, 1) with s = row_stride(N) (a
+    contiguous lse when N is a multiple of 4) at a 16-byte aligned address, else new
+    `padded_rows` for a contiguous `lse` (anything else is an error)."""
+    s = row_stride(N)
+    strides = _shape_strides(lse)[1]
+    if strides == (H * s, s, 1) and _data_ptr(lse) % 16 == 0:
+        return lse, False
+    if strides != (H * N, N, 1):
+        raise AttentionArgumentError(f"lse has strides {strides}: the backward reads contiguous LSE rows",
+                                     hint="pass what the forward returned (.contiguous())")
+    return padded_rows(lse, Z, H, N), True
+
+
+def _data_ptr(x: Any) -> int:
+    """The address of `x`'s first element (numpy, torch, or any array `describe` reads)."""
+    if _is_numpy(x):
+        return int(x.__array_interface__["data"][0])
+    if hasattr(x, "data_ptr"):  # torch
+        return int(x.data_ptr())
+    from tlx.runtime.arrays import describe
+
+    return int(describe(x).ptr)
+
+
 def check_inputs(q: Any, k: Any, v: Any) -> Tuple[int, int, int, int, str]:
     """(Z, H, N, D, dtype) of an attention call, after every check the kernels and TMA need."""
     shapes = [_shape_strides(x) for x in (q, k, v)]
@@ -205,6 +253,8 @@ def num_sms(x: Any) -> int:
 
 def _signature_entry(arg: Any, dtype: str) -> str:
     if isinstance(arg, tlx.TensorDescriptor):
+        if str(arg.base.dtype).endswith("float32"):
+            dtype = "fp32"  # the LSE / Delta rows
         return f"tensordesc<{dtype}[{', '.join(str(int(b)) for b in arg.block_shape)}]>"
     if isinstance(arg, bool):
         return "i1"
@@ -387,21 +437,26 @@ def plan_backward(q: Any, k: Any, v: Any, o: Any, lse: Any, do: Any, causal: boo
     dq = dq if dq is not None else _empty(q, (Z, H, N, D))
     dk = dk if dk is not None else _empty(q, (Z, H, N, D))
     dv = dv if dv is not None else _empty(q, (Z, H, N, D))
-    delta = _empty(q, (Z, H, N), fp32=True)
+    lse_rows, copy_lse = _backward_rows(lse, Z, H, N)
+    delta = padded_rows(q, Z, H, N)
+    zh_stride = row_stride(N)
     qk_scale = scale * LOG2E
     pre_block = 8192 // D  # 64 fp32 of O and of dO per thread
-    pre = KernelLaunch(attn_bwd_preprocess_kernel, (tlx.cdiv(N, pre_block), Z * H), [o, do, delta, N],
-                       dict(HEAD_DIM=D, BLOCK=pre_block), dt)
+    pre = KernelLaunch(attn_bwd_preprocess_kernel, (tlx.cdiv(N, pre_block), Z * H),
+                       [o, do, delta, lse, lse_rows, zh_stride, N], dict(HEAD_DIM=D, BLOCK=pre_block, COPY_LSE=copy_lse),
+                       dt)
     dc = D // cfg.D_SPLIT
     dkdv_descs = [descriptor(q, cfg.BLOCK_M1, dc), descriptor(k, 64, dc), descriptor(v, 64, dc),
                   descriptor(do, cfg.BLOCK_M1, dc), descriptor(dk, 64, dc), descriptor(dv, 64, dc)]
     dkdv = KernelLaunch(attn_bwd_dkdv_kernel, (tlx.cdiv(N, cfg.BLOCK_N1), Z * H),
-                        [*dkdv_descs, lse, delta, qk_scale, scale, H, N],
+                        [*dkdv_descs, rows_descriptor(lse_rows, cfg.BLOCK_M1), rows_descriptor(delta, cfg.BLOCK_M1),
+                         qk_scale, scale, H, N],
                         dict(HEAD_DIM=D, BLOCK_M=cfg.BLOCK_M1, BLOCK_N=cfg.BLOCK_N1, D_SPLIT=cfg.D_SPLIT,
                              NUM_STAGES=cfg.STAGES1, CAUSAL=bool(causal)), dt)
     dq_descs = [descriptor(q, 64, D), descriptor(k, cfg.BLOCK_N2, D), descriptor(v, cfg.BLOCK_N2, D),
                 descriptor(do, 64, D), descriptor(dq, 64, D)]
-    dql = KernelLaunch(attn_bwd_dq_kernel, (tlx.cdiv(N, 128), Z * H), [*dq_descs, lse, delta, qk_scale, scale, H, N],
+    dql = KernelLaunch(attn_bwd_dq_kernel, (tlx.cdiv(N, 128), Z * H),
+                       [*dq_descs, lse_rows, delta, zh_stride, qk_scale, scale, H, N],
                        dict(HEAD_DIM=D, BLOCK_M=128, BLOCK_N=cfg.BLOCK_N2, NUM_STAGES=cfg.STAGES2,
                             CAUSAL=bool(causal)), dt)
     return AttentionLaunch([pre, dkdv, dql], (dq, dk, dv))

@@ -8,7 +8,10 @@ Tensors are (batch, heads, seq, head_dim) — ``Z, H, N, D`` — and reach the k
 descriptors whose blocks are ``[1, 1, rows, D]``: a block that runs past ``N`` reads zeros and a
 store that runs past it is clipped by the TMA unit, so any sequence length works without padding
 and no tile ever touches another head. The log-sum-exp rows (``LSE``, fp32, natural log) and the
-backward's ``Delta`` rows are flat ``Z * H * N`` arrays.
+backward's ``Delta`` rows are (Z, H, N) fp32 arrays; the forward writes LSE contiguous, the
+backward reads both with the rows of (batch, head) zh at zh * zh_stride, N rounded up to a
+multiple of 4 (a TMA stride must be 16-byte aligned), so that the dK/dV kernel can move them by
+TMA.
 
 Forward (FlashAttention-3's design for Hopper):
 
@@ -31,17 +34,22 @@ Forward (FlashAttention-3's design for Hopper):
 
 Backward (FlashAttention-2's algorithm on Hopper's asynchronous units):
 
-* `attn_bwd_preprocess_kernel` — Delta = rowsum(dO * O).
-* `attn_bwd_dkdv_kernel` — one CTA per (K/V block, batch x head): a producer streams Q, dO
-  through a ring; the consumers recompute P^T = exp2(K Q^T * scale - LSE) and accumulate
-  dV += P^T dO, dK += dS^T Q with dS^T = P^T * (V dO^T - Delta). For head_dim 256 the two
+* `attn_bwd_preprocess_kernel` — Delta = rowsum(dO * O) (and LSE's rows copied to a 16-byte
+  aligned stride when N is not a multiple of 4).
+* `attn_bwd_dkdv_kernel` — one CTA per (K/V block, batch x head): a producer streams Q, dO and
+  their LSE and Delta rows through a ring by TMA; the consumers recompute
+  P^T = exp2(K Q^T * scale - LSE) and accumulate dV += P^T dO, dK += dS^T Q with
+  dS^T = P^T * (V dO^T - Delta). For head_dim 256 the two
   consumers split the head dimension of dK/dV instead of the K/V rows (64 x 256 fp32 twice does
   not fit a warpgroup's registers).
 * `attn_bwd_dq_kernel` — one CTA per (Q block, batch x head): dQ += dS K over the K/V blocks.
 
-Proxy fences: every shared-memory access of the main loops is async-proxy (TMA writes, wgmma
-reads), ordered by mbarriers and wgmma waits; the only generic writes are the epilogues'
-register -> shared stores of O / dQ / dK / dV before their TMA stores, fenced there once.
+Proxy fences: every shared-memory write of the main loops is async-proxy (TMA), and every read
+is a wgmma's, ordered by mbarriers and wgmma waits — but for the dK/dV consumers' ld.shared of
+the LSE and Delta rows, which the next TMA into the stage overwrites: a generic read then an
+async write, so the dK/dV producer fences once per stage before that TMA. The only generic
+writes are the epilogues' register -> shared stores of O / dQ / dK / dV before their TMA
+stores, fenced there once.
 """
 import tlx
 import tlx.language as tl
@@ -662,9 +670,12 @@ def attn_fwd_overlap_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, Z
 # ---- backward -------------------------------------------------------------------------------------
 
 @tlx.jit
-def attn_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, N_CTX, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
-    """Delta[zh, n] = sum_d O[zh, n, d] * dO[zh, n, d] in fp32 (O, dO contiguous (Z*H, N, D)):
-    grid (cdiv(N, BLOCK), Z*H)."""
+def attn_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, lse_ptr, lse_rows_ptr, zh_stride, N_CTX,
+                               HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr, COPY_LSE: tl.constexpr):
+    """Delta[zh, n] = sum_d O[zh, n, d] * dO[zh, n, d] in fp32 (O, dO contiguous (Z*H, N, D);
+    Delta's rows of (batch, head) zh start at zh * zh_stride): grid (cdiv(N, BLOCK), Z*H). With
+    COPY_LSE it also copies the contiguous LSE rows (`lse_ptr`, zh * N) to rows zh_stride apart
+    (`lse_rows_ptr`): the dK/dV kernel's TMA needs a 16-byte aligned row stride."""
     off_zh = tl.program_id(1)
     offs_m = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -673,7 +684,10 @@ def attn_bwd_preprocess_kernel(o_ptr, do_ptr, delta_ptr, N_CTX, HEAD_DIM: tl.con
     ptrs = base + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
     o = tl.load(o_ptr + ptrs, mask=rows[:, None], other=0.0).to(tl.float32)
     do = tl.load(do_ptr + ptrs, mask=rows[:, None], other=0.0).to(tl.float32)
-    tl.store(delta_ptr + off_zh * N_CTX + offs_m, tl.sum(o * do, 1), mask=rows)
+    tl.store(delta_ptr + off_zh * zh_stride + offs_m, tl.sum(o * do, 1), mask=rows)
+    if COPY_LSE:
+        lse = tl.load(lse_ptr + off_zh * N_CTX + offs_m, mask=rows)
+        tl.store(lse_rows_ptr + off_zh * zh_stride + offs_m, lse, mask=rows)
 
 
 @tlx.jit
@@ -698,8 +712,9 @@ def _bwd_dkdv_step(q_smem, do_smem, k_smem, v_smem, lse_smem, delta_smem, full, 
                    CAUSAL: tl.constexpr, MASK: tl.constexpr):
     """Q block j (ring position `count`) against this consumer's K/V rows `offs_n`:
     S^T = K Q^T and dP^T = V dO^T issued together; P^T = exp2(S^T * qk_scale - LSE * log2(e))
-    while dP^T runs (LSE * log2(e) and Delta of the block are in the ring stage, put there by the
-    producer); dV += P^T dO issued; dS^T = P^T (dP^T - Delta) under it; dK += dS^T Q.
+    while dP^T runs (the block's LSE rows, natural log, and Delta rows came into the ring stage by
+    TMA with Q and dO; LSE goes to base 2 here, one multiply per row); dV += P^T dO issued;
+    dS^T = P^T (dP^T - Delta) under it; dK += dS^T Q.
     With D_SPLIT == 2 the head dimension is in two chunk buffers: S^T and dP^T sum over both,
     and this consumer accumulates the chunk `cid` of dK and dV."""
     DC: tl.constexpr = HEAD_DIM // D_SPLIT
@@ -718,7 +733,7 @@ def _bwd_dkdv_step(q_smem, do_smem, k_smem, v_smem, lse_smem, delta_smem, full, 
         dpt = tlx.async_dot(tlx.local_reshape(v_smem[1], (ROWS, DC)),
                             tlx.local_trans(tlx.local_reshape(do_smem[slot * D_SPLIT + 1], (BLOCK_M, DC))), dpt)
     offs_m = j * BLOCK_M + tl.arange(0, BLOCK_M)
-    lse2 = tlx.local_load(lse_smem[slot])
+    lse2 = tlx.local_load(tlx.local_reshape(lse_smem[slot], (BLOCK_M,))) * LOG2E
     st = tlx.async_dot_wait(D_SPLIT, st)  # S^T is done (wgmma groups retire in order), dP^T may still run
     pt = tl.math.exp2(st * qk_scale - lse2[None, :])
     if MASK:
@@ -730,7 +745,7 @@ def _bwd_dkdv_step(q_smem, do_smem, k_smem, v_smem, lse_smem, delta_smem, full, 
     pt16 = pt.to(tlx.dtype_of(q_smem))
     dv = tlx.async_dot(pt16, tlx.local_reshape(do_smem[slot * D_SPLIT + oc], (BLOCK_M, DC)), dv)
     dpt = tlx.async_dot_wait(1, dpt)  # dP^T is done, dV may still run
-    delta = tlx.local_load(delta_smem[slot])  # loaded here, not live across the exp2s
+    delta = tlx.local_load(tlx.local_reshape(delta_smem[slot], (BLOCK_M,)))  # here: not live across the exp2s
     dst = (pt * (dpt - delta[None, :])).to(tlx.dtype_of(q_smem))
     dk = tlx.async_dot(dst, tlx.local_reshape(q_smem[slot * D_SPLIT + oc], (BLOCK_M, DC)), dk)
     dk = tlx.async_dot_wait(0, dk)
@@ -740,26 +755,39 @@ def _bwd_dkdv_step(q_smem, do_smem, k_smem, v_smem, lse_smem, delta_smem, full, 
 
 
 @tlx.jit
-def attn_bwd_dkdv_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_ptr, delta_ptr, qk_scale, sm_scale,
+def attn_bwd_dkdv_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_desc, delta_desc, qk_scale, sm_scale,
                          H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                          D_SPLIT: tl.constexpr, NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr):
     """dK and dV of one K/V block per CTA: grid (cdiv(N, BLOCK_N), Z*H). A producer loads the
-    block's K and V once and streams (Q, dO) blocks of BLOCK_M rows through a ring (by TMA), with
-    their LSE and Delta rows (loaded and stored to the stage by the producer's threads); with
+    block's K and V once and streams (Q, dO) blocks of BLOCK_M rows and their LSE and Delta rows
+    through a ring, all by TMA (`lse_desc` / `delta_desc`: 3-D descriptors over the (Z, H, N)
+    fp32 rows moving [1, 1, BLOCK_M] blocks; rows past N read zeros); with
     D_SPLIT == 1 (head_dim <= 128, BLOCK_N 128) each consumer owns 64 K/V rows, with D_SPLIT == 2
     (head_dim 256, BLOCK_N 64) the two consumers share the 64 rows and own one half of the head
     dimension each. Every tile of head_dim columns lives as D_SPLIT chunk buffers (the descriptors
     move [1, 1, rows, head_dim / D_SPLIT] blocks). dK and dV go out by TMA store through the K and
-    V buffers, once both consumers are done reading them."""
+    V buffers, once both consumers are done reading them.
+
+    Why LSE and Delta come by TMA: the producer's threads make no shared-memory write at all, so
+    a stage is published by the TMA's complete_tx alone (`full` counts one arrive, the expect).
+    Stores by the producer's threads published by one thread's arrive after a named barrier are
+    ordered in PTX's model, but compute-sanitizer's racecheck cannot see that order and reports
+    them. The cost: the consumers read the rows with ld.shared (generic) and the next TMA into
+    the stage overwrites them (async), a WAR across proxies, so the fence passes put one
+    fence.proxy.async in the producer's loop, after its wait on `empty` (off the consumers'
+    path). Loading the rows from global memory in the consumers instead needs no shared memory
+    and no fence, but costs them registers they lack (ptxas spills at head_dim 128 and 256) or,
+    through a layout conversion, bar.syncs and an L2 round trip per block
+    (docs/performance.md)."""
     DC: tl.constexpr = HEAD_DIM // D_SPLIT
     q_smem = tlx.local_alloc((1, 1, BLOCK_M, DC), tlx.dtype_of(q_desc), NUM_STAGES * D_SPLIT)
     do_smem = tlx.local_alloc((1, 1, BLOCK_M, DC), tlx.dtype_of(do_desc), NUM_STAGES * D_SPLIT)
     k_smem = tlx.local_alloc((1, 1, 64, DC), tlx.dtype_of(k_desc), 2)
     v_smem = tlx.local_alloc((1, 1, 64, DC), tlx.dtype_of(v_desc), 2)
-    lse_smem = tlx.local_alloc((BLOCK_M,), tl.float32, NUM_STAGES)
-    delta_smem = tlx.local_alloc((BLOCK_M,), tl.float32, NUM_STAGES)
+    lse_smem = tlx.local_alloc((1, 1, BLOCK_M), tlx.dtype_of(lse_desc), NUM_STAGES)
+    delta_smem = tlx.local_alloc((1, 1, BLOCK_M), tlx.dtype_of(delta_desc), NUM_STAGES)
     kv_full = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
-    full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=2)  # the TMA bytes' arrive, LSE/Delta's
+    full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
     empty = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=2)
 
     with tlx.async_tasks():
@@ -776,7 +804,8 @@ def attn_bwd_dkdv_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_
                 tlx.async_descriptor_load(k_desc, k_smem[b], [off_z, off_h, start_n * BLOCK_N + row, col], kv_full[0])
                 tlx.async_descriptor_load(v_desc, v_smem[b], [off_z, off_h, start_n * BLOCK_N + row, col], kv_full[0])
             lo, full_lo, full_hi, hi = _bwd_q_blocks(start_n, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
-            STAGE_BYTES: tl.constexpr = 2 * BLOCK_M * HEAD_DIM * tlx.size_of(tlx.dtype_of(q_desc))
+            STAGE_BYTES: tl.constexpr = (2 * BLOCK_M * HEAD_DIM * tlx.size_of(tlx.dtype_of(q_desc))
+                                         + 2 * BLOCK_M * tlx.size_of(tlx.dtype_of(lse_desc)))
             count = 0
             for j in range(lo, hi):
                 slot = count % NUM_STAGES
@@ -787,13 +816,8 @@ def attn_bwd_dkdv_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, lse_
                                               full[slot])
                     tlx.async_descriptor_load(do_desc, do_smem[slot * D_SPLIT + d], [off_z, off_h, j * BLOCK_M, d * DC],
                                               full[slot])
-                # the block's LSE (in base 2) and Delta rows, behind the TMA issue, published by the
-                # stage's second arrive (generic writes read by generic loads: no proxy fence)
-                offs_m = j * BLOCK_M + tl.arange(0, BLOCK_M)
-                rows = offs_m < N_CTX
-                tlx.local_store(lse_smem[slot], tl.load(lse_ptr + off_zh * N_CTX + offs_m, mask=rows, other=0.0) * LOG2E)
-                tlx.local_store(delta_smem[slot], tl.load(delta_ptr + off_zh * N_CTX + offs_m, mask=rows, other=0.0))
-                tlx.barrier_arrive(full[slot])
+                tlx.async_descriptor_load(lse_desc, lse_smem[slot], [off_z, off_h, j * BLOCK_M], full[slot])
+                tlx.async_descriptor_load(delta_desc, delta_smem[slot], [off_z, off_h, j * BLOCK_M], full[slot])
                 count += 1
 
         with tlx.async_task(num_warps=4, replicate=2, registers=240):  # consumers: dK, dV
@@ -862,12 +886,14 @@ def _bwd_dq_step(q_view, do_view, k_smem, v_smem, full, empty, dq, lse2, delta, 
 
 
 @tlx.jit
-def attn_bwd_dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse_ptr, delta_ptr, qk_scale, sm_scale, H, N_CTX,
-                       HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+def attn_bwd_dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse_ptr, delta_ptr, zh_stride, qk_scale, sm_scale,
+                       H, N_CTX, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr):
     """dQ of one 128-row Q block per CTA: grid (cdiv(N, BLOCK_M), Z*H), the longest causal blocks
     first. A producer loads the consumers' Q and dO halves and streams (K, V) blocks through a
-    ring; each consumer owns 64 rows. dQ goes out by TMA store through the consumer's Q buffer."""
+    ring; each consumer owns 64 rows, and loads their LSE and Delta rows (which start at
+    zh * zh_stride for batch x head zh) once, into registers (no shared memory). dQ goes out by
+    TMA store through the consumer's Q buffer."""
     SPLIT: tl.constexpr = BLOCK_M // 2
     q_smem = tlx.local_alloc((1, 1, SPLIT, HEAD_DIM), tlx.dtype_of(q_desc), 2)
     do_smem = tlx.local_alloc((1, 1, SPLIT, HEAD_DIM), tlx.dtype_of(do_desc), 2)
@@ -903,8 +929,8 @@ def attn_bwd_dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, lse_ptr, delta_
             start_m = tl.num_programs(0) - 1 - tl.program_id(0)
             off_zh = tl.program_id(1)
             offs_m = start_m * BLOCK_M + cid * SPLIT + tl.arange(0, SPLIT)
-            lse2 = tl.load(lse_ptr + off_zh * N_CTX + offs_m, mask=offs_m < N_CTX, other=0.0) * LOG2E
-            delta = tl.load(delta_ptr + off_zh * N_CTX + offs_m, mask=offs_m < N_CTX, other=0.0)
+            lse2 = tl.load(lse_ptr + off_zh * zh_stride + offs_m, mask=offs_m < N_CTX, other=0.0) * LOG2E
+            delta = tl.load(delta_ptr + off_zh * zh_stride + offs_m, mask=offs_m < N_CTX, other=0.0)
             n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
             q_view = tlx.local_reshape(q_smem[cid], (SPLIT, HEAD_DIM))
             do_view = tlx.local_reshape(do_smem[cid], (SPLIT, HEAD_DIM))
