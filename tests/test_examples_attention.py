@@ -382,7 +382,7 @@ def test_compiled_kernel_budgets_and_fences(spec):
     assert report["fences"] == 2 * epilogues + war and report["fences_in_k_loop"] == war, report
     assert report["k_loops"] >= 3, report  # the producer's and each consumer's (found, so the count means something)
     user = [rec for rec in result.fences if rec.origin == "user"]
-    assert len(user) == 2, result.fences
+    assert len(user) == 2 * epilogues, result.fences
     for rec in user:  # each orders an epilogue tile's generic store before its TMA store
         assert any(r.startswith("tlx.tma_store ") for r in rec.readers), rec
     placed = [rec for rec in result.fences if rec.origin != "user"]
@@ -425,7 +425,7 @@ def test_producers_touch_shared_memory_only_by_tma():
         assert len(ws) == 1, spec.name
         producer = {op.name for op in preorder(ws[0].regions[0].block)}
         assert "tlx.tma_load" in producer and not producer & GENERIC_SHARED, (spec.name, producer & GENERIC_SHARED)
-    assert len(seen) == 4, seen
+    assert len(seen) == 5, seen  # three forwards, dK/dV, dQ
 
 
 @pytest.mark.parametrize("N,copied", [(100, False), (102, True)])
