@@ -266,19 +266,32 @@ def test_overlap_tile_order_covers_every_tile_once_and_balances_causal_work(num_
 
 
 def test_attention_autograd_on_torch_cpu_tensors(monkeypatch):
-    """`attention()` on CPU tensors: the forward and, through torch autograd, the backward run on
-    the interpreter; every output tensor starts as NaN (the allocations are poisoned)."""
+    """`attention()` on CPU tensors: the forward (each head dim's default kernel) and, through
+    torch autograd, the backward run on the interpreter; every output tensor starts as NaN (the
+    allocations are poisoned)."""
     import torch
 
     def nan_empty(shape, dtype, device):
         return torch.full(tuple(shape), float("nan"), dtype=dtype, device=device)
 
     monkeypatch.setattr(attention, "_torch_empty", nan_empty)
-    for dtype, tdt, causal in (("fp16", torch.float16, True), ("bf16", torch.bfloat16, False)):
-        q, k, v, do = (torch.randn(1, 2, 100, 64).to(tdt) for _ in range(4))
-        ro, _, rdq, rdk, rdv = reference(*(x.double().numpy() for x in (q, k, v, do)), causal, 0.125)
+    forwards = []
+    plan_forward = attention.plan_forward
+
+    def recording_plan_forward(*args, **kwargs):
+        plan = plan_forward(*args, **kwargs)
+        forwards.append(plan.launches[0].kernel.__name__)
+        return plan
+
+    monkeypatch.setattr(attention, "plan_forward", recording_plan_forward)
+    for dtype, tdt, causal, D in (("fp16", torch.float16, True, 64), ("bf16", torch.bfloat16, False, 64),
+                                  ("fp16", torch.float16, True, 128)):
+        q, k, v, do = (torch.randn(1, 2, 100, D).to(tdt) for _ in range(4))
+        ro, _, rdq, rdk, rdv = reference(*(x.double().numpy() for x in (q, k, v, do)), causal, D ** -0.5)
         q, k, v = (x.requires_grad_() for x in (q, k, v))
         o = attention.attention(q, k, v, causal=causal)
+        # the head dim's default forward: the overlapped persistent kernel at d128 (OVERLAP_BY_DEFAULT)
+        assert forwards[-1] == ("attn_fwd_overlap_kernel" if D == 128 else "attn_fwd_kernel"), forwards
         assert o.dtype == tdt and o.shape == q.shape
         o.backward(do)
         for name, got, ref in (("o", o, ro), ("dq", q.grad, rdq), ("dk", k.grad, rdk), ("dv", v.grad, rdv)):
