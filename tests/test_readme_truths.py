@@ -237,15 +237,22 @@ def test_only_the_newest_result_of_each_benchmark_is_committed():
     names = [p.name for p in RESULTS.glob("*.json")]
     benchmarks = [re.match(r"(.+?)-\d{8}-\d{6}", n).group(1) for n in names]
     assert sorted(benchmarks) == sorted(set(benchmarks)) == ["attention", "attention_sweep", "gemm", "gemm_sweep",
-                                                             "launch_overhead"], names
+                                                             "launch_overhead", "peer_tutorials"], names
 
 
 def test_the_attention_row_is_the_newest_sweeps_default_forward():
-    """The default forward against cuDNN of the same timing process, seq 8k. The 2026-12-06 07:33
-    sweep timed today's default lowering (ex2.approx.ftz) as its `ftz` variant, in a child of its
-    own (`ftz` on its rows); later sweeps time it as `base`."""
+    """The default forward (`attention()` at d128: the sweep variant whose kernel and options are
+    the code's default) against cuDNN of the same timing process, seq 8k."""
+    from tlx.examples import attention
+
     doc, date = newest("attention_sweep")
-    default = "ftz" if "ftz" in doc["variants"] else "base"
+    if 128 in attention.OVERLAP_BY_DEFAULT:
+        cfg, persistent = attention.OVERLAP_CONFIGS[128], True
+    else:
+        cfg, persistent = attention.FORWARD_CONFIGS[128], False
+    base = attention.ForwardConfig(BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, NUM_STAGES=cfg.NUM_STAGES)
+    options = {k: v for k, v in vars(cfg).items() if v != vars(base)[k]}
+    (default,) = [name for name, (pers, opts, _) in doc["variants"].items() if pers == persistent and opts == options]
     rows = [r for r in doc["results"] if r.get("kind") == "result" and r["seq"] == 8192 and r.get("tflops")]
     child = {r.get("ftz") for r in rows if r["kernel"] == default}
     assert len(child) == 1
