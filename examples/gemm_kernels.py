@@ -77,6 +77,20 @@ def store_in_chunks(c_desc, c_smem, first_buf: tl.constexpr, acc, off_m, off_n,
 
 
 @tlx.jit
+def store_c_tile(c_desc, c_smem, cid: tl.constexpr, acc, off_m, off_n,
+                 ROWS: tl.constexpr, BN: tl.constexpr, EPI_SPLIT: tl.constexpr):
+    """Consumer `cid`'s C tile (ROWS x BN) out by TMA: EPI_SPLIT 1, whole through c_smem[cid]
+    once its previous store has read it; else in chunks through c_smem[2 cid], [2 cid + 1]."""
+    if EPI_SPLIT == 1:
+        tlx.async_descriptor_store_wait(0)  # the previous tile's store has read c_smem[cid]
+        tlx.local_store(c_smem[cid], acc.to(tlx.dtype_of(c_desc)))
+        tlx.fence("async_shared")  # generic stores above, a TMA (async proxy) read below
+        tlx.async_descriptor_store(c_desc, c_smem[cid], [off_m, off_n])
+    else:
+        store_in_chunks(c_desc, c_smem, 2 * cid, acc, off_m, off_n, ROWS, BN, EPI_SPLIT)
+
+
+@tlx.jit
 def matmul_pipelined_kernel(a_desc, b_desc, c_desc, M, N, K,
                             BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                             GROUP_SIZE_M: tl.constexpr, NUM_STAGES: tl.constexpr):
@@ -249,13 +263,7 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
                 count += k_tiles
                 tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES])
 
-                if EPI_SPLIT == 1:
-                    tlx.async_descriptor_store_wait(0)  # the previous tile's store has read c_smem[cid]
-                    tlx.local_store(c_smem[cid], acc.to(tlx.dtype_of(c_desc)))
-                    tlx.fence("async_shared")  # generic stores above, a TMA (async proxy) read below
-                    tlx.async_descriptor_store(c_desc, c_smem[cid], [off_m, off_n])
-                else:
-                    store_in_chunks(c_desc, c_smem, 2 * cid, acc, off_m, off_n, BM_SPLIT, BN, EPI_SPLIT)
+                store_c_tile(c_desc, c_smem, cid, acc, off_m, off_n, BM_SPLIT, BN, EPI_SPLIT)
             tlx.async_descriptor_store_wait(0)  # the CTA's shared memory must outlive the last store
 
 
@@ -421,12 +429,6 @@ def matmul_persistent_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
                 tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES])
                 tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES], remote_cta_rank=partner)
 
-                if EPI_SPLIT == 1:
-                    tlx.async_descriptor_store_wait(0)  # the previous tile's store has read c_smem[cid]
-                    tlx.local_store(c_smem[cid], acc.to(tlx.dtype_of(c_desc)))
-                    tlx.fence("async_shared")  # generic stores above, a TMA (async proxy) read below
-                    tlx.async_descriptor_store(c_desc, c_smem[cid], [off_m, off_n])
-                else:
-                    store_in_chunks(c_desc, c_smem, 2 * cid, acc, off_m, off_n, BM_SPLIT, BN, EPI_SPLIT)
+                store_c_tile(c_desc, c_smem, cid, acc, off_m, off_n, BM_SPLIT, BN, EPI_SPLIT)
             tlx.async_descriptor_store_wait(0)
             tlx.cluster_barrier()
