@@ -152,68 +152,120 @@ def _line(op: Operation) -> str:
     return f"line {op.loc.line}" if op.loc is not None and op.loc.line > 0 else "an unknown line"
 
 
+class _Roots:
+    """The barrier arrays some ops may use: their roots, and whether any is not an
+    `alloc_barriers` result (a barrier chosen by an ``if`` or carried by a loop: any of them)."""
+
+    __slots__ = ("roots", "wild")
+
+    def __init__(self) -> None:
+        self.roots: set = set()
+        self.wild = False
+
+    def add(self, bid: BarrierId) -> None:
+        self.roots.add(bid.root)
+        self.wild = self.wild or not bid.allocated
+
+    def may_be(self, bid: BarrierId) -> bool:
+        """Whether one of these barriers may be `bid` (`_relation` is not 'other')."""
+        return bool(self.roots) and (bid.root in self.roots or self.wild or not bid.allocated)
+
+
 class BarrierBytes:
-    """The check over one module (see the module docstring)."""
+    """The check over one module (see the module docstring). Linear in the module's size: each
+    block's ops are indexed once by the barrier arrays they touch, and each barrier's segments
+    look only at the ops of its array (a kernel of 100 000 ops has thousands of arrays)."""
 
     def __init__(self, module: Module):
         self.module = module
         self.num = _Numbering()
+        self.nested: Dict[int, _Roots] = {}  # id(region op) -> the barriers used inside it
 
     def run(self) -> None:
-        # every op that changes a barrier's transaction count
-        self.traffic: List[Operation] = []
-        self.module.walk(lambda op: self.traffic.append(op) if op.name in _TRAFFIC else None)
-        self.cross_cta: List[BarrierId] = []
-        self.module.walk(lambda op: self.cross_cta.append(self.num.barrier(op.arg("bar")))
-                         if op.name in CROSS_CTA else None)
-        self.module.walk(self._visit_op_regions)
+        # every op that changes a barrier's transaction count, by barrier array
+        self.traffic: Dict[int, List[Operation]] = {}
+        self.wild_traffic: List[Operation] = []  # on a barrier that may be any array's
+        self.cross_cta = _Roots()
+        ops: List[Operation] = []
+        self.module.walk(ops.append)
+        for op in ops:
+            if op.name in _TRAFFIC:
+                bid = self.num.barrier(op.arg("bar"))
+                (self.traffic.setdefault(bid.root, []) if bid.allocated else self.wild_traffic).append(op)
+            elif op.name in CROSS_CTA:
+                self.cross_cta.add(self.num.barrier(op.arg("bar")))
+        for op in ops:
+            for r in op.regions:
+                self._block(r.block, op)
 
-    def _visit_op_regions(self, op: Operation) -> None:
-        for r in op.regions:
-            self._block(r.block, op)
+    def _inner(self, op: Operation) -> _Roots:
+        """The barriers `op` or anything nested in it uses (computed once per op)."""
+        hit = self.nested.get(id(op))
+        if hit is None:
+            hit = _Roots()
+
+            def visit(o: Operation) -> None:
+                for v in o.operands:
+                    if isinstance(v.type, T.BarrierType):
+                        hit.add(self.num.barrier(v))
+            op.walk(visit)
+            self.nested[id(op)] = hit
+        return hit
 
     def _touches(self, op: Operation, bid: BarrierId) -> bool:
         """Whether `op` or anything nested in it uses a barrier that may be `bid`'s."""
-        found = False
-
-        def visit(o: Operation) -> None:
-            nonlocal found
-            if found:
-                return
-            for v in o.operands:
-                if isinstance(v.type, T.BarrierType) and _relation(self.num.barrier(v), bid) != "other":
-                    found = True
-                    return
-        op.walk(visit)
-        return found
+        return self._inner(op).may_be(bid)
 
     def _block(self, block: Block, owner: Optional[Operation]) -> None:
         ops = [o for o in block.ops]
-        targets: List[BarrierId] = []
+        targets: Dict[BarrierId, None] = {}  # in order of first expect
         for o in ops:
             if o.name == EXPECT and _always(o):
+                targets.setdefault(self.num.barrier(o.arg("bar")), None)
+        if not targets:
+            return
+        # the positions of the ops that may matter to a barrier, by array: traffic, waits, regions
+        by_root: Dict[int, List[int]] = {}
+        wild: List[int] = []
+        for i, o in enumerate(ops):
+            if o.regions:
+                inner = self._inner(o)
+                for r in inner.roots:
+                    by_root.setdefault(r, []).append(i)
+                if inner.wild:
+                    wild.append(i)
+            elif o.name in _TRAFFIC or o.name == WAIT:
                 bid = self.num.barrier(o.arg("bar"))
-                if bid not in targets:
-                    targets.append(bid)
+                (by_root.setdefault(bid.root, []) if bid.allocated else wild).append(i)
+        everything = sorted({i for pos in by_root.values() for i in pos} | set(wild))
         for bid in targets:
-            self._check(block, owner, ops, bid)
+            near = sorted(set(by_root.get(bid.root, ())) | set(wild)) if bid.allocated else everything
+            self._check(block, owner, ops, near, bid)
 
-    def _check(self, block: Block, owner: Optional[Operation], ops: List[Operation], bid: BarrierId) -> None:
-        if any(_relation(x, bid) != "other" for x in self.cross_cta):
+    def _check(self, block: Block, owner: Optional[Operation], ops: List[Operation], near: List[int],
+               bid: BarrierId) -> None:
+        if self.cross_cta.may_be(bid):
             return  # other CTAs deliver bytes to it: not provable from this CTA's code
         # (a predicated wait may not happen: it does not split the phases; merging two phases
         # keeps a mismatch provable, since one of them then mismatches too)
-        waits = [i for i, o in enumerate(ops)
-                 if o.name == WAIT and _always(o) and _relation(self.num.barrier(o.arg("bar")), bid) == "same"]
+        waits = [i for i in near
+                 if ops[i].name == WAIT and _always(ops[i]) and _relation(self.num.barrier(ops[i].arg("bar")), bid) == "same"]
         bounds = [-1] + waits + [len(ops)]
+        k = 0  # the ops of `near` between two bounds, in one sweep
         for lo, hi in zip(bounds, bounds[1:]):
-            self._segment(block, owner, ops, bid, lo, hi, waits)
+            while k < len(near) and near[k] <= lo:
+                k += 1
+            j = k
+            while j < len(near) and near[j] < hi:
+                j += 1
+            self._segment(block, owner, ops, near, [ops[i] for i in near[k:j]], bid, lo, hi, waits)
+            k = j
 
-    def _segment(self, block: Block, owner: Optional[Operation], ops: List[Operation], bid: BarrierId,
-                 lo: int, hi: int, waits: List[int]) -> None:
+    def _segment(self, block: Block, owner: Optional[Operation], ops: List[Operation], near: List[int],
+                 inside: List[Operation], bid: BarrierId, lo: int, hi: int, waits: List[int]) -> None:
         expects: List[Operation] = []
         loads: List[Tuple[Operation, int]] = []
-        for o in ops[lo + 1:hi]:
+        for o in inside:
             if o.regions:
                 if self._touches(o, bid):
                     return  # a branch or loop may add or skip bytes: not provable
@@ -234,7 +286,8 @@ class BarrierBytes:
                 loads.append((o, n))
         if not expects:
             return
-        if (lo < 0 or hi >= len(ops)) and not self._edge_is_closed(block, owner, ops, bid, waits, lo < 0, hi >= len(ops)):
+        if (lo < 0 or hi >= len(ops)) and not self._edge_is_closed(block, owner, ops, near, bid, waits, lo < 0,
+                                                                   hi >= len(ops)):
             return
         expected = sum(int(e.attrs["bytes"]) for e in expects)
         delivered = sum(n for _, n in loads)
@@ -268,8 +321,8 @@ class BarrierBytes:
                 return False
         return True
 
-    def _edge_is_closed(self, block: Block, owner: Optional[Operation], ops: List[Operation], bid: BarrierId,
-                        waits: List[int], at_start: bool, at_end: bool) -> bool:
+    def _edge_is_closed(self, block: Block, owner: Optional[Operation], ops: List[Operation], near: List[int],
+                        bid: BarrierId, waits: List[int], at_start: bool, at_end: bool) -> bool:
         """Whether a segment that reaches the block's start or end sees every byte of its phase:
         the kernel's body begins and ends there; a partition or a loop body does when no op
         outside it changes the transaction count of the same barrier array — and, for a loop body
@@ -279,14 +332,16 @@ class BarrierBytes:
         if owner is None or owner.name == "tt.func":
             return True
         if owner.name == "scf.for" or (owner.name == "scf.while" and block is owner.regions[1].block):
-            if waits and at_start and not self._quiet(ops[waits[-1] + 1:], bid):
+            if waits and at_start and not self._quiet([ops[i] for i in near if i > waits[-1]], bid):
                 return False  # the previous iteration's tail belongs to this phase
-            if waits and at_end and not self._quiet(ops[:waits[0]], bid):
+            if waits and at_end and not self._quiet([ops[i] for i in near if i < waits[0]], bid):
                 return False  # so does the next iteration's head
         elif owner.name != "tlx.warp_specialize":
             return False
-        return all(self._inside(o, block) for o in self.traffic
-                   if _relation(self.num.barrier(o.arg("bar")), BarrierId(bid.root, None, bid.allocated)) != "other")
+        # every op anywhere that may change the array's transaction count is inside this block
+        same_array = (self.traffic.get(bid.root, []) + self.wild_traffic if bid.allocated else
+                      [o for group in self.traffic.values() for o in group] + self.wild_traffic)
+        return all(self._inside(o, block) for o in same_array)
 
     @staticmethod
     def _inside(op: Operation, block: Block) -> bool:
