@@ -526,6 +526,41 @@ def test_a_wait_then_the_leaders_arrive_on_that_mbarrier_get_a_barrier_between_t
     """, ALL)
 
 
+def test_a_wait_then_the_leaders_arrive_on_another_mbarrier_get_a_barrier_between_them():
+    """A ring consumer: every thread polls full[s], and the leader alone releases the stage on
+    empty[s] — another mbarrier. The producer then refills the slot and completes full[s] again,
+    and once more a lap later, while a slower warp of the consumer may still poll the first phase:
+    its parity is back, and it waits a whole cycle more (the ping-pong GEMM's hang). So a CTA
+    barrier between the wait and the leader's arrive on any mbarrier; and the producer's side
+    likewise (a wait on empty[s], the leader's expect on full[s])."""
+    ir = module("""
+    %c0 = arith.constant {value = 0} : i32
+    %c1 = arith.constant {value = 1} : i32
+    %s = tlx.local_alloc : !smem<64x64xf16, mutable>
+    %full = tlx.alloc_barriers {num = 1, arrive_count = 1} : !mbarriers<1>
+    %empty = tlx.alloc_barriers {num = 1, arrive_count = 1} : !mbarriers<1>
+    %f = tlx.memdesc_index %full, %c0 : !mbarrier
+    %e = tlx.memdesc_index %empty, %c0 : !mbarrier
+    tlx.barrier_arrive %f loc(#f0:10:4)
+    tlx.barrier_wait %f, %c0 loc(#f0:11:4)
+    tlx.barrier_arrive %e loc(#f0:12:4)
+    tlx.barrier_wait %e, %c0 loc(#f0:13:4)
+    tlx.barrier_expect_bytes %f {bytes = 8192} loc(#f0:14:4)
+    tlx.tma_load %d, %s, %f offsets(%c0, %c0) loc(#f0:15:4)
+    tlx.barrier_wait %f, %c1 loc(#f0:16:4)""", "%d: !tensordesc<64x64xf16>")
+    check(ir, """
+    CHECK: tlx.barrier_wait %f, %c0
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.barrier_arrive %e
+    CHECK-NEXT: tlx.barrier_wait %e, %c0
+    CHECK-NEXT: tlx.cta_barrier
+    CHECK-NEXT: tlx.barrier_expect_bytes %f
+    CHECK-NEXT: tlx.tma_load %d, %s, %f
+    CHECK-NEXT: tlx.barrier_wait %f, %c1
+    CHECK-NEXT: tt.return
+    """, ALL)
+
+
 def test_per_thread_arrivals_after_a_wait_need_no_barrier():
     """On a per-thread barrier (alloc_warp_barrier) the phase completes only when every thread,
     each past its own wait, has arrived: no barrier between the wait and the arrive."""

@@ -24,6 +24,8 @@ from tlx.compiler.ir import Operation
 from tlx.examples import gemm
 from tlx.examples.ptx_fences import PtxCfg, fence_report, k_loops
 
+from filecheck import filecheck
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 WGMMA = "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%f1}, %rd1, %rd2, 1, 1, 1, 0, 1;"
@@ -242,3 +244,76 @@ def test_pipelined_refill_waits_for_both_warpgroups():
             assert barrier_after_wait, "TMA refill issued with no CTA barrier after the wgmma wait"
             return
     pytest.fail("no refill found after the wgmma wait")
+
+
+def _unsynced_leader_arrives(ptx: str) -> list:
+    """The leader-only mbarrier arrives / expects (predicated on a `%leader` register) that some
+    thread's mbarrier wait or wgmma wait may precede with no partition barrier in between:
+    scanning back from the arrive, a `bar.sync` must come before any `mbarrier.try_wait`,
+    `wgmma.wait_group` or label."""
+    lines = [ln.strip() for ln in ptx.splitlines()]
+    bad = []
+    for i, ln in enumerate(lines):
+        if not (ln.startswith("@%leader") and "mbarrier.arrive" in ln):
+            continue
+        for prev in reversed(lines[:i]):
+            if prev.startswith("bar.sync"):
+                break
+            if prev.startswith(("mbarrier.try_wait", "wgmma.wait_group")) or prev.endswith(":"):
+                bad.append(ln)
+                break
+    return bad
+
+
+@pytest.mark.parametrize("kind", list(OUR_FENCES))
+def test_every_leader_arrive_follows_a_partition_barrier(kind):
+    """Only the partition's leader thread arrives, and a warp of the partition may lag behind it
+    (mbarrier and wgmma waits are per thread / per warp): the leader's arrive must wait for every
+    warp to be past its waits, or the phase it lets complete (through the partner partition:
+    release slot s, refill, full[s] again) can overtake a warp still polling."""
+    ck = compiled(kind)
+    assert "cubin" in ck.asm  # ptxas assembled it
+    assert _unsynced_leader_arrives(ck.asm["ptx"]) == []
+
+
+def test_pingpong_consumers_sync_before_releasing_a_stage():
+    """The ping-pong GEMM at the launch that hung on the GPU (bf16 520x392x200 on 2 CTAs: 5 tiles
+    per consumer, 4 k-tiles through a 5-stage ring, so a stage's next fill belongs to the other
+    consumer's tile). Each consumer's leader releases stage kt-1 after its warp's
+    `wgmma.wait_group 1`, the last stage after `wait_group 0`: a bar.sync of the consumer's 128
+    threads right before each release, so that no warp of the consumer still polls full[s] when
+    the producer refills the slot; the producer's leader likewise syncs its partition after the
+    empty wait before it arms full[s]."""
+    a, b = np.zeros((520, 200), np.uint16), np.zeros((200, 392), np.uint16)
+    ck = gemm.plan_pingpong(a, b, sms=2).compile()
+    assert "cubin" in ck.asm
+    filecheck(ck.asm["ptx"], """
+    CHECK-LABEL: $L_partition0_{{[0-9]+}}:
+    CHECK: bar.sync 9, 256;
+    CHECK: mbarrier.try_wait.parity.shared::cta.b64
+    CHECK: wgmma.wait_group.sync.aligned 1;
+    CHECK-NOT: mbarrier.arrive
+    CHECK: bar.sync [[C0:[0-9]+]], 128;
+    CHECK-NEXT: @%leader_p0_0 mbarrier.arrive.shared::cta.b64
+    CHECK: bar.arrive 10, 256;
+    CHECK-NEXT: .loc
+    CHECK-NEXT: wgmma.wait_group.sync.aligned 0;
+    CHECK-NOT: mbarrier.arrive
+    CHECK: bar.sync [[C0]], 128;
+    CHECK-NEXT: @%leader_p0_0 mbarrier.arrive.shared::cta.b64
+    CHECK-LABEL: $L_partition1_{{[0-9]+}}:
+    CHECK: wgmma.wait_group.sync.aligned 1;
+    CHECK-NOT: mbarrier.arrive
+    CHECK: bar.sync [[C1:[0-9]+]], 128;
+    CHECK-NEXT: @%leader_p1_0 mbarrier.arrive.shared::cta.b64
+    CHECK: bar.arrive 9, 256;
+    CHECK: wgmma.wait_group.sync.aligned 0;
+    CHECK-NOT: mbarrier.arrive
+    CHECK: bar.sync [[C1]], 128;
+    CHECK-NEXT: @%leader_p1_0 mbarrier.arrive.shared::cta.b64
+    CHECK-LABEL: $L_ws_default_{{[0-9]+}}:
+    CHECK: mbarrier.try_wait.parity.shared::cta.b64
+    CHECK-NOT: mbarrier.arrive
+    CHECK: bar.sync 0, 128;
+    CHECK-NEXT: @%leader_0 mbarrier.arrive.expect_tx.shared::cta.b64 _, [{{%r[0-9]+}}], 32768;
+    """)

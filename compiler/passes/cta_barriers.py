@@ -38,11 +38,17 @@ orders what made explicit:
   arrive (a barrier made by `alloc_warp_barrier`) needs none: every thread arrives after its own
   accesses, and the phase completes only when all have.
 * A `barrier_wait` (every thread polls the phase parity) followed by the leader's
-  `barrier_arrive` / `barrier_expect_bytes` on the same mbarrier: a barrier between them. The
-  leader's arrive may complete the next phase, and the one after it brings the parity back: a
-  thread still polling when two phases have completed waits a whole cycle more, a hang (Triton's
-  Membar orders this wait-then-arrive pair too). Per-thread arrivals (`alloc_warp_barrier`) need
-  none: the phase cannot complete before every thread, each past its own wait, has arrived.
+  `barrier_arrive` / `barrier_expect_bytes` on any mbarrier: a barrier between them. The leader
+  runs ahead of the other warps of its partition (nothing but a barrier holds them together: an
+  mbarrier wait, a `wgmma.wait_group` and the leader's own arrive are per thread or per warp),
+  and its arrive may let the waited mbarrier complete two more phases while a slower warp still
+  polls the old one: on the same mbarrier directly; on another through a partner — a consumer
+  releases ring slot s on empty[s], the producer refills it, full[s] completes again, and so
+  does it a lap later. A thread still polling when two phases have completed sees its parity
+  back and waits a whole cycle more, a hang (or, where the cycle does come, a read of the next
+  lap's data). Triton syncs the partition before every leader arrive for this reason. Per-thread
+  arrivals (`alloc_warp_barrier`) need none: the phase cannot complete before every thread,
+  each past its own wait, has arrived.
 
 Placement: right before the op that conflicts, hoisted out of enclosing loops whose every
 conflicting access happened (and was fenced, for async ops) before the loop, so a K loop does not
@@ -401,6 +407,11 @@ class _Walker:
             lo, hi, w, o, cls, s, fl = it
             if lo in los and (lo, hi, w, cls, fl, o.name if cls == "a" else "") in keys:
                 gone.append(it)
+            if leader_arrive and cls == "u" and s in ("U", "F") and o.name == "tlx.barrier_wait":
+                # a wait, then the leader's arrive or expect on *any* mbarrier: another thread of
+                # the partition may still poll the waited phase (see the module docstring)
+                hits.append(it)
+                continue
             if not (lo < ehi and elo < hi):  # touches none of the op's bytes
                 if publishes and cls == "g" and s in ("U", "F", "SF"):
                     hits.append(it)
@@ -409,10 +420,8 @@ class _Walker:
                 if s in ("U", "F") and any(a < hi and lo < b for a, b in buse):
                     hits.append(it)
                 continue
-            if cls == "u":  # a use (any thread) before a re-init/inval (one thread), a wait before the leader's arrive
-                if s in ("U", "F") and (any(a < hi and lo < b for a, b in binit)
-                                        or (leader_arrive and o.name == "tlx.barrier_wait"
-                                            and any(a < hi and lo < b for a, b in buse))):
+            if cls == "u":  # a use (any thread) before a re-init/inval (one thread)
+                if s in ("U", "F") and any(a < hi and lo < b for a, b in binit):
                     hits.append(it)
                 continue
             if publishes and s in ("U", "F", "SF") and cls == "g":
