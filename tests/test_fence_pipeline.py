@@ -571,3 +571,45 @@ def test_per_thread_arrivals_after_a_wait_need_no_barrier():
     CHECK-NEXT: tlx.barrier_arrive %o
     CHECK-NEXT: tlx.barrier_wait %b, %c1
     """, ALL)
+
+
+# ---- a barrier the pass would need inside a thread-dependent branch: refused, not a hang -----------
+
+import pytest  # noqa: E402
+import tlx  # noqa: E402
+import tlx.language as tl  # noqa: E402
+from tlx.compiler.errors import TLXCompileError  # noqa: E402
+
+
+@tlx.jit
+def _arrive_after_wait(out_ptr, PER_THREAD_BRANCH: tl.constexpr):
+    full = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
+    empty = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
+    tlx.barrier_arrive(full[0])
+    tlx.barrier_wait(full[0], 0)
+    if PER_THREAD_BRANCH:
+        if tlx.thread_id(0) == 0:
+            tlx.barrier_arrive(empty[0])  # the pass needs a bar.sync before it: only thread 0 is here
+    else:
+        if tl.program_id(0) == 0:
+            tlx.barrier_arrive(empty[0])  # a branch every thread of the CTA takes alike
+    tl.store(out_ptr + tl.program_id(0), 1)
+
+
+def test_a_barrier_needed_inside_a_thread_dependent_branch_is_a_clear_error():
+    with pytest.raises(TLXCompileError) as e:
+        tlx.compile(_arrive_after_wait, signature={"out_ptr": "*i32"}, constexprs={"PER_THREAD_BRANCH": True})
+    err = e.value
+    assert "depends on tlx.thread_id" in str(err) and "alloc_warp_barrier" in err.hint
+    src = open(err.loc.file).read().splitlines()[err.loc.line - 1]
+    assert "tlx.barrier_arrive(empty[0])" in src and "only thread 0" in src
+
+
+def test_the_same_arrive_in_a_uniform_branch_gets_its_barrier_and_assembles():
+    k = tlx.compile(_arrive_after_wait, signature={"out_ptr": "*i32"}, constexprs={"PER_THREAD_BRANCH": False})
+    assert isinstance(k.asm.get("cubin"), bytes), "ptxas did not assemble the PTX"
+    ptx = k.asm["ptx"]
+    # the partition barrier sits between the wait loop and the leader's arrive on `empty`
+    wait = ptx.index("mbarrier.try_wait")
+    arrives = [i for i in range(len(ptx)) if ptx.startswith("mbarrier.arrive", i)]
+    assert "bar.sync" in ptx[wait:arrives[-1]]

@@ -50,6 +50,10 @@ orders what made explicit:
   arrivals (`alloc_warp_barrier`) need none: the phase cannot complete before every thread,
   each past its own wait, has arrived.
 
+A barrier that would land inside a branch (or a loop) whose condition (bounds) derive from
+`tlx.thread_id` is refused with an error at the op that needs it: only some threads of the
+partition would reach the bar.sync, a hang.
+
 Placement: right before the op that conflicts, hoisted out of enclosing loops whose every
 conflicting access happened (and was fenced, for async ops) before the loop, so a K loop does not
 pay a bar.sync per iteration for writes made before it. Barriers never leave a warp-specialize
@@ -66,7 +70,8 @@ from typing import Dict, FrozenSet, List, NamedTuple, Optional, Tuple
 from ..analysis.access_index import AccessIndex, trip_count
 from ..analysis.flights import FLIGHT_CAP
 from ..analysis.memory import ASYNC, BARRIER, EFFECT_NAMES, FENCE, GENERIC, const_int
-from ..ir.core import Block, Module, Operation
+from ..errors import TLXCompileError
+from ..ir.core import Block, Module, Operation, Value
 from .manager import PassContext
 
 
@@ -466,6 +471,7 @@ class _Walker:
                 if not all(it in pre[0] and not loop.is_ancestor_of(it.op) for it in hits):
                     break
                 anchor = loop
+        _refuse_divergent(anchor, op, hits)
         if anchor in self.planned:  # already planned there (a state from another path)
             return self.sync(st) if anchor is op else st
         bar = Operation("tlx.cta_barrier", [], [], loc=op.loc)
@@ -474,6 +480,44 @@ class _Walker:
         if anchor is op:
             return self.sync(st)
         raise _Restart(anchor)  # the rest of this walk of the loop is moot: it restarts from the barrier
+
+
+def _per_thread(v: Value, seen: Optional[Dict[int, bool]] = None) -> bool:
+    """Whether `v` may differ between the threads of a partition: it derives from
+    `tlx.thread_id` (through pure ops; a block argument or an op with regions stops the search)."""
+    seen = {} if seen is None else seen
+    k = id(v)
+    if k not in seen:
+        seen[k] = False  # (cycles: through block arguments only, which stop the search anyway)
+        op = v.defining_op
+        seen[k] = op is not None and not op.regions and (
+            op.name == "tlx.thread_id" or any(_per_thread(x, seen) for x in op.operands))
+    return seen[k]
+
+
+def _refuse_divergent(anchor: Operation, op: Operation, hits) -> None:
+    """A barrier before `anchor` inside a thread-dependent `if` or loop would hang the partition
+    (only some threads reach it): a clear error at `op` instead."""
+    inner = anchor.parent.parent_op if anchor.parent is not None else None
+    while inner is not None and inner.name not in ("tlx.warp_specialize", "tt.func"):
+        if inner.name == "scf.if":
+            conds = [inner.arg("cond")]
+        elif inner.name == "scf.for":
+            conds = [inner.arg("lb"), inner.arg("ub"), inner.arg("step")]
+        else:
+            conds = []
+        if any(_per_thread(c) for c in conds):
+            first = min(hits, key=lambda it: (it.op.loc.line if it.op.loc is not None else 0))
+            after = (f" after the {first.op.name.split('.')[-1]} at line {first.op.loc.line}"
+                     if first.op.loc is not None and first.op.loc.line > 0 else "")
+            raise TLXCompileError(
+                f"{op.name.split('.')[-1]} needs every thread of its partition to meet first{after}, but it is inside "
+                f"a {'branch' if inner.name == 'scf.if' else 'loop'} that depends on tlx.thread_id: only some threads "
+                f"would reach that barrier, and the partition would hang", op.loc,
+                hint="move it out of the thread-dependent branch (a barrier_arrive is one arrival for the whole "
+                     "partition); for one arrival per thread make the barrier with alloc_warp_barrier")
+        blk = inner.parent
+        inner = blk.parent_op if blk is not None else None
 
 
 class _Restart(Exception):
