@@ -77,6 +77,37 @@ def store_in_chunks(c_desc, c_smem, first_buf: tl.constexpr, acc, off_m, off_n,
 
 
 @tlx.jit
+def release_stage(empty, slot, partner):
+    """Hand ring slot `slot` back: on this CTA's empty barrier, and with a `partner` rank (2-CTA
+    clusters, whose producers multicast into both CTAs) on the partner's too."""
+    tlx.barrier_arrive(empty[slot])
+    if partner is not None:
+        tlx.barrier_arrive(empty[slot], remote_cta_rank=partner)
+
+
+@tlx.jit
+def consume_tile(a_smem, b_smem, full, empty, count, k_tiles, cid: tl.constexpr, NUM_STAGES: tl.constexpr,
+                 NUM_MMA_GROUPS: tl.constexpr, partner=None):
+    """A cooperative consumer's K loop over one tile whose first k-tile sits at ring position
+    `count`: wait full, wgmma on its A rows and the whole B tile, release each stage as soon as
+    the wgmma after it is issued and the one reading it is done (`release_stage`); returns the
+    finished accumulator and the ring position after the tile."""
+    slot = count % NUM_STAGES
+    tlx.barrier_wait(full[slot], (count // NUM_STAGES) & 1)  # k-tile 0, peeled
+    acc = tlx.async_dot(a_smem[slot * NUM_MMA_GROUPS + cid], b_smem[slot])
+    for kt in range(1, k_tiles):
+        slot = (count + kt) % NUM_STAGES
+        tlx.barrier_wait(full[slot], ((count + kt) // NUM_STAGES) & 1)
+        acc = tlx.async_dot(a_smem[slot * NUM_MMA_GROUPS + cid], b_smem[slot], acc)
+        acc = tlx.async_dot_wait(1, acc)  # the wgmma of k-tile kt-1 is done with its stage
+        release_stage(empty, (count + kt - 1) % NUM_STAGES, partner)
+    acc = tlx.async_dot_wait(0, acc)
+    count += k_tiles
+    release_stage(empty, (count - 1) % NUM_STAGES, partner)
+    return acc, count
+
+
+@tlx.jit
 def store_c_tile(c_desc, c_smem, cid: tl.constexpr, acc, off_m, off_n,
                  ROWS: tl.constexpr, BN: tl.constexpr, EPI_SPLIT: tl.constexpr):
     """Consumer `cid`'s C tile (ROWS x BN) out by TMA: EPI_SPLIT 1, whole through c_smem[cid]
@@ -250,18 +281,7 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
                 pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_SIZE_M)
                 off_m = pid_m * BM + cid * BM_SPLIT
                 off_n = pid_n * BN
-                slot = count % NUM_STAGES
-                tlx.barrier_wait(full[slot], (count // NUM_STAGES) & 1)  # k-tile 0, peeled
-                acc = tlx.async_dot(a_smem[slot * NUM_MMA_GROUPS + cid], b_smem[slot])
-                for kt in range(1, k_tiles):
-                    slot = (count + kt) % NUM_STAGES
-                    tlx.barrier_wait(full[slot], ((count + kt) // NUM_STAGES) & 1)
-                    acc = tlx.async_dot(a_smem[slot * NUM_MMA_GROUPS + cid], b_smem[slot], acc)
-                    acc = tlx.async_dot_wait(1, acc)  # the wgmma of k-tile kt-1 is done with its stage
-                    tlx.barrier_arrive(empty[(count + kt - 1) % NUM_STAGES])
-                acc = tlx.async_dot_wait(0, acc)
-                count += k_tiles
-                tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES])
+                acc, count = consume_tile(a_smem, b_smem, full, empty, count, k_tiles, cid, NUM_STAGES, NUM_MMA_GROUPS)
 
                 store_c_tile(c_desc, c_smem, cid, acc, off_m, off_n, BM_SPLIT, BN, EPI_SPLIT)
             tlx.async_descriptor_store_wait(0)  # the CTA's shared memory must outlive the last store
@@ -413,21 +433,8 @@ def matmul_persistent_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
                 pid_m2, pid_n = grouped_tile(tile_id, num_pid_m2, num_pid_n, GROUP_SIZE_M)
                 off_m = (pid_m2 * 2 + rank) * BM + cid * BM_SPLIT
                 off_n = pid_n * BN
-                slot = count % NUM_STAGES
-                tlx.barrier_wait(full[slot], (count // NUM_STAGES) & 1)  # k-tile 0, peeled
-                acc = tlx.async_dot(a_smem[slot * NUM_MMA_GROUPS + cid], b_smem[slot])
-                for kt in range(1, k_tiles):
-                    slot = (count + kt) % NUM_STAGES
-                    tlx.barrier_wait(full[slot], ((count + kt) // NUM_STAGES) & 1)
-                    acc = tlx.async_dot(a_smem[slot * NUM_MMA_GROUPS + cid], b_smem[slot], acc)
-                    acc = tlx.async_dot_wait(1, acc)  # the wgmma of k-tile kt-1 is done with its stage
-                    done = (count + kt - 1) % NUM_STAGES
-                    tlx.barrier_arrive(empty[done])
-                    tlx.barrier_arrive(empty[done], remote_cta_rank=partner)
-                acc = tlx.async_dot_wait(0, acc)
-                count += k_tiles
-                tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES])
-                tlx.barrier_arrive(empty[(count - 1) % NUM_STAGES], remote_cta_rank=partner)
+                acc, count = consume_tile(a_smem, b_smem, full, empty, count, k_tiles, cid, NUM_STAGES,
+                                          NUM_MMA_GROUPS, partner)
 
                 store_c_tile(c_desc, c_smem, cid, acc, off_m, off_n, BM_SPLIT, BN, EPI_SPLIT)
             tlx.async_descriptor_store_wait(0)
