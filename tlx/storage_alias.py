@@ -146,13 +146,12 @@ class storage_alias_spec_type_class:
     `set_buffer_overlap` (see the module docstring). Kernels make one with
     `tlx.storage_alias_spec(...)`; its storage and size never change."""
 
-    __slots__ = ("_handle", "_storage", "_buffer_size_bytes", "_type", "_members", "_overlap_set")
+    __slots__ = ("_handle", "_type", "_members", "_overlap_set")
 
     def __init__(self, handle: Any, storage: Any, buffer_size_bytes: Optional[int] = None):
-        object.__setattr__(self, "_storage", _check_storage(storage))
         object.__setattr__(self, "_handle", handle)
-        object.__setattr__(self, "_buffer_size_bytes", buffer_size_bytes)
-        object.__setattr__(self, "_type", storage_alias_spec_type(self._storage, buffer_size_bytes))
+        # the storage and size live in the type (one copy): the properties below read them there
+        object.__setattr__(self, "_type", storage_alias_spec_type(_check_storage(storage), buffer_size_bytes))
         object.__setattr__(self, "_members", [])  # the tlx.local_alias ops of its allocations
         object.__setattr__(self, "_overlap_set", False)
 
@@ -166,19 +165,19 @@ class storage_alias_spec_type_class:
 
     @property
     def storage(self) -> storage_kind:
-        return self._storage
+        return self._type.storage
 
     @property
     def buffer_size_bytes(self) -> Optional[int]:
-        return self._buffer_size_bytes
+        return self._type.buffer_size_bytes
 
     @property
     def type(self) -> storage_alias_spec_type:
         return self._type
 
     def __repr__(self) -> str:
-        size = f", size={self._buffer_size_bytes}" if self._buffer_size_bytes else ""
-        return f"storage_alias_spec(storage={self._storage.value}{size})"
+        size = f", size={self.buffer_size_bytes}" if self.buffer_size_bytes else ""
+        return f"storage_alias_spec(storage={self.storage.value}{size})"
 
     # -- inside a kernel -------------------------------------------------------------------------
 
@@ -248,12 +247,12 @@ class storage_alias_spec_type_class:
         if layout:
             need = max(need, layout["groups"] * layout["stride"])
         size = need
-        if self._buffer_size_bytes is not None:
-            if need > self._buffer_size_bytes:
-                raise TLXCompileError(f"storage_alias_spec buffer_size_bytes {self._buffer_size_bytes} is too small: "
+        if self.buffer_size_bytes is not None:
+            if need > self.buffer_size_bytes:
+                raise TLXCompileError(f"storage_alias_spec buffer_size_bytes {self.buffer_size_bytes} is too small: "
                                       f"its allocations need {need} bytes",
                                       hint=f"raise buffer_size_bytes to at least {need}, or omit it")
-            size = self._buffer_size_bytes
+            size = self.buffer_size_bytes
         backing = self._handle.owner
         backing.attrs["alignment"] = align
         self._handle.type = _bytes_type(max(size, 1))
