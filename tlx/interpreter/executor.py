@@ -1130,9 +1130,14 @@ def _reinterp(it, th, op):
 
 @handler("tlx.local_store")
 def _local_store(it, th, op):
+    _generic_store(it, th, op, "generic write")
+
+
+def _generic_store(it, th, op, what: str) -> None:
+    """A generic-proxy store of `src` into the view `dst` (this CTA's or, through a remote view,
+    another's): recorded for the hazard checker as `what`, then written."""
     dst = th.env[op.arg("dst")]
-    r = th.record(op, "generic write")
-    it.checker.generic_write(dst, r)
+    it.checker.generic_write(dst, th.record(op, what))
     dst.write(th.env[op.arg("src")])
 
 
@@ -1607,10 +1612,7 @@ def _remote_view(it, th, op):
 
 @handler("tlx.remote_store")
 def _remote_store(it, th, op):
-    dst = th.env[op.arg("dst")]
-    r = th.record(op, "remote generic write (st.shared::cluster)")
-    it.checker.generic_write(dst, r)
-    dst.write(th.env[op.arg("src")])
+    _generic_store(it, th, op, "remote generic write (st.shared::cluster)")
 
 
 @handler("tlx.async_remote_store")
