@@ -11,7 +11,8 @@ import numpy as np
 
 from tlx.examples import gemm
 
-from . import Spec, spec
+from . import Spec
+from .gemm_examples import spec_of_plan
 
 DTYPES = ["bf16", "fp16"]
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (1000, 776, 1000), (130, 264, 40)]
@@ -36,14 +37,7 @@ for _dtype in DTYPES:
         _plan = plan(_M, _N, _K, _dtype)
         _k = _key(_plan)
         if _k not in SPECS:
-            _names = [p.name for p in _plan.kernel.params if not p.is_constexpr]
-            _sig = {n: f"tensordesc<{_dtype}[{', '.join(str(int(s)) for s in d.block_shape)}]>"
-                    for n, d in zip(_names, _plan.args[:3])}
-            _sig.update({n: "i32" for n in _names[3:]})
-            SPECS[_k] = spec(f"GEMM example persistent_cluster {_dtype} {_M}x{_N}x{_K}", _plan.kernel, _sig,
-                             _plan.constexprs, _plan.num_warps,
-                             divisible=[n for n, v in zip(_names[3:], (_M, _N, _K)) if v % 16 == 0],
-                             cluster=_plan.cluster)
+            SPECS[_k] = spec_of_plan(f"GEMM example persistent_cluster {_dtype} {_M}x{_N}x{_K}", _plan, _dtype)
 
 
 def spec_for(launch_plan: Any) -> Spec:

@@ -40,6 +40,18 @@ def plan(kind: str, M: int, N: int, K: int, dtype: str, sms: Any = None) -> Any:
     return gemm.ALL_PLANS[kind](a, b, **kw)
 
 
+def spec_of_plan(name: str, launch_plan: Any, dtype: str) -> Spec:
+    """The Spec of a GEMM example plan: its three descriptors as tensordesc types, M, N, K as i32
+    (divisible by 16 where the plan's are), its constexprs, warps and cluster shape."""
+    names = [p.name for p in launch_plan.kernel.params if not p.is_constexpr]
+    sig = {n: f"tensordesc<{dtype}[{', '.join(str(int(s)) for s in d.block_shape)}]>"
+           for n, d in zip(names, launch_plan.args[:3])}
+    sig.update({n: "i32" for n in names[3:]})
+    return spec(name, launch_plan.kernel, sig, launch_plan.constexprs, launch_plan.num_warps,
+                divisible=[n for n, v in zip(names[3:], launch_plan.args[3:6]) if v % 16 == 0],
+                cluster=launch_plan.cluster)
+
+
 SPECS: Dict[Tuple, Spec] = {}
 for _kind in KINDS:
     for _dtype in DTYPES:
@@ -48,13 +60,7 @@ for _kind in KINDS:
             _plan = plan(_kind, _M, _N, _K, _dtype, _sms)
             _k = _key(_plan)
             if _k not in SPECS:
-                _names = [p.name for p in _plan.kernel.params if not p.is_constexpr]
-                _sig = {n: f"tensordesc<{_dtype}[{', '.join(str(int(s)) for s in d.block_shape)}]>"
-                        for n, d in zip(_names, _plan.args[:3])}
-                _sig.update({n: "i32" for n in _names[3:]})
-                SPECS[_k] = spec(f"GEMM example {_kind} {_dtype} {_M}x{_N}x{_K}", _plan.kernel, _sig,
-                                 _plan.constexprs, _plan.num_warps,
-                                 divisible=[n for n, v in zip(_names[3:], (_M, _N, _K)) if v % 16 == 0])
+                SPECS[_k] = spec_of_plan(f"GEMM example {_kind} {_dtype} {_M}x{_N}x{_K}", _plan, _dtype)
 
 
 def spec_for(launch_plan: Any) -> Spec:
