@@ -12,7 +12,6 @@ tests/test_examples_attention.py reuse what tests/test_gpu_kernels_compile.py co
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
@@ -55,10 +54,9 @@ def plan(kind: str, Z: int, H: int, N: int, D: int, dtype: str, causal: bool) ->
 
 
 def forward_config(kind: str, head_dim: int) -> attention.ForwardConfig:
-    """The forward config of `kind` ("forward", "persistent": the default; "overlap": with
-    OVERLAP_TILES)."""
-    cfg = attention.FORWARD_CONFIGS[head_dim]
-    return dataclasses.replace(cfg, OVERLAP_TILES=True) if kind == "overlap" else cfg
+    """The forward config of `kind` ("forward", "persistent": FORWARD_CONFIGS; "overlap":
+    OVERLAP_CONFIGS, the config `attention()` and the benchmark run)."""
+    return (attention.OVERLAP_CONFIGS if kind == "overlap" else attention.FORWARD_CONFIGS)[head_dim]
 
 
 @dataclass
