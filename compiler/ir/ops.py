@@ -21,7 +21,7 @@ Shared-memory effects (`Effect`) say which operand an op reads or writes and thr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from ..errors import IRVerifyError
 from . import layouts as L

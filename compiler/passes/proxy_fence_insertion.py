@@ -45,8 +45,9 @@ from __future__ import annotations
 from typing import Dict, FrozenSet, List, NamedTuple, Optional, Set, Tuple
 
 from ..analysis.access_index import ORDERING_OPS, AccessIndex, trip_count
+from ..analysis.dataflow import if_join, loop_fixpoint, while_fixpoint
 from ..analysis.flights import NO_FLIGHTS, commit, is_empty, land, union as union_flights
-from ..analysis.memory import (ASYNC, EFFECT_NAMES, FENCE, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE, const_int,
+from ..analysis.memory import (ASYNC, EFFECT_NAMES, FENCE, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE,
                                is_cluster_access, overlap_detail, REMOTE_WRITERS)
 from ..fences import Guard, make_fence, op_text
 from ..ir.core import Block, Module, Operation
@@ -91,27 +92,6 @@ class AsyncAccess(NamedTuple):
 
 
 # the forward state: (landed items, in-flight items, marks), see `_Forward`
-
-
-def loop_fixpoint(block, union, op: Operation, n: Optional[int], st):
-    """The state after (forward) or before (backward) the `scf.for` `op` of trip count `n` (None:
-    not a constant) from state `st`: its body walked to a fixpoint over the back edge (at most 50
-    rounds); a loop known to run zero times leaves `st`, one known to run once walks the body
-    once, one of unknown trip count may also be skipped (so `st` joins the result — a zero-trip
-    loop must not hide a hazard)."""
-    body = op.regions[0].block
-    if n == 0:
-        return st
-    if n == 1:
-        return block(body, st)
-    inn = out = st
-    for _ in range(50):
-        out = block(body, inn)
-        nxt = union(st, out)
-        if nxt == inn:
-            break
-        inn = nxt
-    return out if n is not None else union(st, out)
 
 
 EMPTY = (frozenset(), NO_FLIGHTS, frozenset())
@@ -509,22 +489,9 @@ class _Forward:
         if k == K_FOR:
             return loop_fixpoint(self.block, self.union, op, data, st)
         if k == K_IF:
-            c = const_int(op.arg("cond"))
-            if c is not None:
-                return self.block(op.regions[0 if c else 1].block, st)
-            a = self.block(op.regions[0].block, st)
-            b = self.block(op.regions[1].block, st)
-            return self.union(a, b)
+            return if_join(self.block, self.union, op, st)
         if k == K_WHILE:
-            inn = st
-            for _ in range(50):
-                ob = self.block(op.regions[0].block, inn)
-                oa = self.block(op.regions[1].block, ob)
-                nxt = self.union(st, oa)
-                if nxt == inn:
-                    break
-                inn = nxt
-            return ob
+            return while_fixpoint(self.block, self.union, op, st)
         if k == K_WS:
             return walk_partitions(self, op, st)
         return st
@@ -639,10 +606,7 @@ class _Backward:
         if k == K_FOR:
             return loop_fixpoint(self.block, self.union, op, data, st)
         if k == K_IF:
-            c = const_int(op.arg("cond"))
-            if c is not None:
-                return self.block(op.regions[0 if c else 1].block, st)
-            return self.union(self.block(op.regions[0].block, st), self.block(op.regions[1].block, st))
+            return if_join(self.block, self.union, op, st)
         if k == K_WHILE:
             # before -> (exit | after -> before)
             before_entry = frozenset()
