@@ -506,11 +506,8 @@ class _Forward:
         fence = self.after.get(op)
         if fence is not None:
             return fence
-        fence, rec = make_fence("proxy_fence_insertion", self.ctx.fences, op.loc, True)
+        fence, rec = self._new_fence(op, True)
         self.after[op] = fence
-        self.m.kind[fence] = K_FENCE
-        self.m.fences.append(fence)
-        self.inserted.append(fence)
         rec.add_writer(op)
         rec.hazard = "RAW"
         rec.reason = (f"{op_text(op)} writes another CTA's shared memory, which an async-proxy op (TMA, bulk "
@@ -520,12 +517,17 @@ class _Forward:
         rec.notes.append("cluster scope: the generic write lands in another CTA's shared memory")
         return fence
 
-    def _insert_before(self, op: Operation, hits, cluster: bool) -> Operation:
+    def _new_fence(self, op: Operation, cluster: bool):
+        """A fence of this pass for `op` (not yet in the IR) and its record."""
         fence, rec = make_fence("proxy_fence_insertion", self.ctx.fences, op.loc, cluster)
-        self.planned.setdefault(op, []).append(fence)
         self.m.kind[fence] = K_FENCE
         self.m.fences.append(fence)
         self.inserted.append(fence)
+        return fence, rec
+
+    def _insert_before(self, op: Operation, hits, cluster: bool) -> Operation:
+        fence, rec = self._new_fence(op, cluster)
+        self.planned.setdefault(op, []).append(fence)
         kinds = set()
         hits = _in_program_order(list(hits), self.m)
         for it, a in hits:
@@ -533,10 +535,9 @@ class _Forward:
             kinds.add(_hazard_kind(it, a))
         rec.add_reader(op)
         rec.hazard = "/".join(sorted(kinds))
-        lo = min(max(it.lo, a.lo) for it, a in hits)
-        hi = max(min(it.hi, a.hi) for it, a in hits)
-        rec.byte_range = (lo, hi)
-        rec.buffer = self.m_describe(hits)
+        rec.byte_range = _byte_range(hits)
+        descs = (_describe_root(self.m, self.m.roots.get((a.lo, a.hi))) for _, a in hits)
+        rec.buffer = ", ".join(dict.fromkeys(d for d in descs if d))  # each once, in order
         rec.reason = (f"{rec.hazard}: on some path {', '.join(rec.writers)} reach(es) {op_text(op)} over overlapping "
                       f"shared-memory bytes with no proxy fence in between")
         rec.placement = ["right before the async op (ProxyFenceInsertion, after allocation)"]
@@ -544,16 +545,20 @@ class _Forward:
             rec.notes.append("cluster scope: the async op reaches another CTA's shared memory (multicast)")
         return fence
 
-    def m_describe(self, hits) -> str:
-        roots = []
-        for it, a in hits:
-            r = self.m.roots.get((a.lo, a.hi))
-            if not isinstance(r, Operation):
-                continue
-            d = self.m.ra.describe(r) if r.name in ("tlx.local_alloc", "tlx.alloc_barriers") else f"scratch of {op_text(r)}"
-            if d not in roots:
-                roots.append(d)
-        return ", ".join(roots)
+
+
+def _describe_root(model: _Model, root) -> Optional[str]:
+    """The text naming allocation or scratch owner `root` in a record (None: not an op)."""
+    if not isinstance(root, Operation):
+        return None
+    if root.name in ("tlx.local_alloc", "tlx.alloc_barriers"):
+        return model.ra.describe(root)
+    return f"scratch of {op_text(root)}"
+
+
+def _byte_range(gs) -> Tuple[int, int]:
+    """The bytes from the first to the last overlap of the (generic item, async access) pairs `gs`."""
+    return min(max(it.lo, a.lo) for it, a in gs), max(min(it.hi, a.hi) for it, a in gs)
 
 
 def _hazard_kind(item: Pending, acc: AsyncAccess) -> str:
@@ -708,9 +713,7 @@ def run(module: Module, ctx: PassContext) -> None:
                                model)
         rec.guards = _guard_records(gs, model)
         if gs:
-            lo = min(max(it.lo, a.lo) for it, a in gs)
-            hi = max(min(it.hi, a.hi) for it, a in gs)
-            rec.byte_range = (lo, hi)
+            rec.byte_range = _byte_range(gs)
             if not rec.writers:
                 for it, _ in gs:
                     rec.add_writer(it.op)
@@ -785,13 +788,7 @@ def _guard_records(gs, model: _Model) -> List[Guard]:
         if key in seen:
             continue
         seen.add(key)
-        root = model.roots.get((a.lo, a.hi)) or model.roots.get((it.lo, it.hi))
-        if isinstance(root, Operation) and root.name in ("tlx.local_alloc", "tlx.alloc_barriers"):
-            buf = model.ra.describe(root)
-        elif isinstance(root, Operation):
-            buf = f"scratch of {op_text(root)}"
-        else:
-            buf = "?"
+        buf = _describe_root(model, model.roots.get((a.lo, a.hi)) or model.roots.get((it.lo, it.hi))) or "?"
         out.append(Guard(_hazard_kind(it, a), op_text(it.op), it.op.loc, op_text(a.op), a.op.loc, buf,
                          (max(it.lo, a.lo), min(it.hi, a.hi))))
     return out
