@@ -134,9 +134,6 @@ class FenceLog:
         fence.attrs["fence_id"] = rec.id
         return rec
 
-    def live(self) -> List[FenceRecord]:
-        return [r for r in self.records.values() if not r.removed]
-
 
 def make_fence(origin: str, log: FenceLog, loc: Location, cluster: bool = False) -> Tuple[Operation, FenceRecord]:
     """A new `tlx.fence_async_shared` op (not inserted anywhere) and its record."""

@@ -165,7 +165,7 @@ class AxisAnalysis:
             self._set(res, self._rule(op, res))
 
     def _for(self, op: Operation) -> None:
-        lb, ub, st = op.arg("lb"), op.arg("ub"), op.arg("step")
+        lb, st = op.arg("lb"), op.arg("step")
         blk = op.regions[0].block
         iv = blk.args[0]
         self._set(iv, _scalar(gcd(self.info(lb).div(), self.info(st).div())))

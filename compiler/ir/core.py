@@ -220,16 +220,12 @@ class Operation:
         """True when `other` is nested (at any depth) inside one of this op's regions."""
         return any(a is self for a in other.ancestors())
 
-    def walk(self, fn: Callable[["Operation"], Any], post_order: bool = False) -> None:
-        """Call `fn` on this op and every op nested in it (pre-order unless `post_order`); `fn` may
-        erase the op it is given."""
-        if not post_order:
-            fn(self)
+    def walk(self, fn: Callable[["Operation"], Any]) -> None:
+        """Call `fn` on this op and every op nested in it, pre-order; `fn` may erase the op it is given."""
+        fn(self)
         for r in self.regions:
             for op in r.block.ops:
-                op.walk(fn, post_order)
-        if post_order:
-            fn(self)
+                op.walk(fn)
 
     def iter_nested(self) -> List["Operation"]:
         """Every op nested in this op's regions, pre-order (this op excluded), as a list."""
@@ -483,9 +479,9 @@ class Module:
         assert self.func is not None
         return self.func.regions[0].block
 
-    def walk(self, fn: Callable[[Operation], Any], post_order: bool = False) -> None:
+    def walk(self, fn: Callable[[Operation], Any]) -> None:
         if self.func is not None:
-            self.func.walk(fn, post_order)
+            self.func.walk(fn)
 
     def ops(self) -> List[Operation]:
         """Every op of the function body, pre-order (a list: see `preorder`)."""
@@ -507,14 +503,6 @@ class Builder:
 
     def set_insertion_point_to_end(self, block: Block) -> None:
         self.block, self.index = block, None
-
-    def set_insertion_point_before(self, op: Operation) -> None:
-        assert op.parent is not None
-        self.block, self.index = op.parent, op.parent.index(op)
-
-    def set_insertion_point_after(self, op: Operation) -> None:
-        assert op.parent is not None
-        self.block, self.index = op.parent, op.parent.index(op) + 1
 
     def insert(self, op: Operation) -> Operation:
         assert self.block is not None, "builder has no insertion point"

@@ -21,7 +21,7 @@ Shared-memory effects (`Effect`) say which operand an op reads or writes and thr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from ..errors import IRVerifyError
 from . import layouts as L
@@ -135,28 +135,16 @@ def _same_shape(a: T.Type, b: T.Type) -> bool:
     return T.shape_of(a) == T.shape_of(b) and isinstance(a, T.TensorType) == isinstance(b, T.TensorType)
 
 
-def _v_same_type_binary(kind: str):
+def _v_elementwise(kind: str):
+    """Operands and result share one type, of integer (`kind` 'int') or computable float ('float') elements."""
     def v(op: Operation) -> None:
-        a, b = op.operands
-        need(op, a.type == b.type, f"operand types differ: {a.type} vs {b.type}")
+        a = op.operands[0]
+        for b in op.operands[1:]:
+            need(op, a.type == b.type, f"operand types differ: {a.type} vs {b.type}")
         need(op, op.result.type == a.type, f"result type {op.result.type} != operand type {a.type}")
         e = _elem(a.type)
-        if kind == "int":
-            need(op, isinstance(e, T.ScalarType) and e.is_int, f"needs integer operands, got {a.type}")
-        elif kind == "float":
-            need(op, isinstance(e, T.ScalarType) and e.is_float and not e.storage_only, f"needs float operands, got {a.type}")
-    return v
-
-
-def _v_unary(kind: str):
-    def v(op: Operation) -> None:
-        (a,) = op.operands
-        need(op, op.result.type == a.type, f"result type {op.result.type} != operand type {a.type}")
-        e = _elem(a.type)
-        if kind == "float":
-            need(op, isinstance(e, T.ScalarType) and e.is_float and not e.storage_only, f"needs a float operand, got {a.type}")
-        elif kind == "int":
-            need(op, isinstance(e, T.ScalarType) and e.is_int, f"needs an integer operand, got {a.type}")
+        ok = isinstance(e, T.ScalarType) and (e.is_int if kind == "int" else e.is_float and not e.storage_only)
+        need(op, ok, f"needs {'integer' if kind == 'int' else 'float'} operands, got {a.type}")
     return v
 
 
@@ -430,20 +418,20 @@ def _v_offsets(op: Operation, rank: int) -> None:
         need(op, o.type == T.i32, f"offsets are i32 scalars, got {o.type}")
 
 
-def _v_desc_load(op: Operation) -> None:
+def _v_desc_block(op: Operation, t: T.Type, what: str) -> None:
+    """A register-level TMA op: one offset per dimension, and `t` (its `what`) is the descriptor's block."""
     dt = _desc(op)
     _v_offsets(op, dt.rank)
-    rt = op.result.type
-    need(op, isinstance(rt, T.TensorType) and rt.shape == dt.block_shape and rt.element == dt.element,
-         f"result must be the descriptor's block {dt.block_shape}x{dt.element}")
+    need(op, isinstance(t, T.TensorType) and t.shape == dt.block_shape and t.element == dt.element,
+         f"{what} must be the descriptor's block {dt.block_shape}x{dt.element}, got {t}")
+
+
+def _v_desc_load(op: Operation) -> None:
+    _v_desc_block(op, op.result.type, "result")
 
 
 def _v_desc_store(op: Operation) -> None:
-    dt = _desc(op)
-    _v_offsets(op, dt.rank)
-    v = op.arg("value")
-    need(op, isinstance(v.type, T.TensorType) and v.type.shape == dt.block_shape and v.type.element == dt.element,
-         f"value must be the descriptor's block {dt.block_shape}x{dt.element}, got {v.type}")
+    _v_desc_block(op, op.arg("value").type, "value")
 
 
 def _memdesc(op: Operation, v: Value, what: str, remote: Optional[bool] = False) -> T.MemDescType:
@@ -586,7 +574,7 @@ def _v_tokens(op: Operation) -> None:
 
 def _v_wait_group(op: Operation) -> None:
     _v_tokens(op)
-    need(op, isinstance(op.attrs.get("pendings"), int) and op.attrs["pendings"] >= 0, "pendings is a constant >= 0")
+    _v_pendings(op)
 
 
 def _barrier(op: Operation, v: Value, remote: Optional[bool] = False) -> T.BarrierType:
@@ -596,14 +584,18 @@ def _barrier(op: Operation, v: Value, remote: Optional[bool] = False) -> T.Barri
     return v.type  # type: ignore[return-value]
 
 
-def _v_tma_load(op: Operation) -> None:
+def _v_tma_buffer(op: Operation, group: str, what: str) -> None:
+    """A TMA load / store: buffer operand `group` holds the descriptor's block; one offset per dimension."""
     dt = _desc(op)
-    buf = _memdesc(op, op.arg("dst"), "destination")
+    buf = _memdesc(op, op.arg(group), what)
     need(op, buf.shape == dt.block_shape and buf.element == dt.element,
          f"buffer {buf.shape}x{buf.element} does not match the descriptor block {dt.block_shape}x{dt.element}")
-    b = _barrier(op, op.arg("bar"))
-    need(op, not b.array, "barrier must be one mbarrier (index the array)")
     _v_offsets(op, dt.rank)
+
+
+def _v_tma_load(op: Operation) -> None:
+    _v_tma_buffer(op, "dst", "destination")
+    _one_barrier(op)
     mask = op.arg("mask")
     need(op, (mask is not None) == bool(op.attrs.get("multicast")),
          "a multicast load (multicast = true) has a CTA mask operand, and only it")
@@ -611,14 +603,10 @@ def _v_tma_load(op: Operation) -> None:
 
 
 def _v_tma_store(op: Operation) -> None:
-    dt = _desc(op)
-    buf = _memdesc(op, op.arg("src"), "source")
-    need(op, buf.shape == dt.block_shape and buf.element == dt.element,
-         f"buffer {buf.shape}x{buf.element} does not match the descriptor block {dt.block_shape}x{dt.element}")
-    _v_offsets(op, dt.rank)
+    _v_tma_buffer(op, "src", "source")
 
 
-def _v_store_wait(op: Operation) -> None:
+def _v_pendings(op: Operation) -> None:
     need(op, isinstance(op.attrs.get("pendings"), int) and op.attrs["pendings"] >= 0, "pendings is a constant >= 0")
 
 
@@ -641,27 +629,25 @@ def _v_bar_pred(op: Operation) -> None:
         need(op, p.type == T.i1, "pred is an i1 scalar")
 
 
+def _one_barrier(op: Operation, remote: Optional[bool] = False) -> None:
+    """Operand `bar` is one mbarrier, not an array (`remote` as for `_memdesc`)."""
+    need(op, not _barrier(op, op.arg("bar"), remote).array, "barrier must be one mbarrier (index the array)")
+
+
 def _v_expect_bytes(op: Operation) -> None:
-    b = _barrier(op, op.arg("bar"))
-    need(op, not b.array, "barrier must be one mbarrier")
+    _one_barrier(op)
     need(op, isinstance(op.attrs.get("bytes"), int) and op.attrs["bytes"] > 0, "bytes is a positive constant")
     _v_bar_pred(op)
 
 
 def _v_barrier_wait(op: Operation) -> None:
-    b = _barrier(op, op.arg("bar"))
-    need(op, not b.array, "barrier must be one mbarrier")
+    _one_barrier(op)
     need(op, op.arg("phase").type in (T.i32, T.i1), "phase is an i32 scalar")
     _v_bar_pred(op)
 
 
-def _v_barrier_inval(op: Operation) -> None:
-    need(op, not _barrier(op, op.arg("bar")).array, "barrier must be one mbarrier (index the array)")
-
-
 def _v_barrier_arrive(op: Operation) -> None:
-    b = _barrier(op, op.arg("bar"), remote=None)  # a remote arrive signals another CTA's barrier
-    need(op, not b.array, "barrier must be one mbarrier")
+    _one_barrier(op, remote=None)  # a remote arrive signals another CTA's barrier
     need(op, isinstance(op.attrs.get("count", 1), int) and op.attrs.get("count", 1) > 0, "count is a positive constant")
     _v_bar_pred(op)
 
@@ -686,16 +672,22 @@ def _v_async_dot(op: Operation) -> None:
         need(op, acc.type == rt, f"accumulator type {acc.type} != result type {rt}")
 
 
-def _v_local_gather(op: Operation) -> None:
-    st = _memdesc(op, op.arg("src"), "source")
-    idx, rt = op.arg("indices").type, op.result.type
-    ax = op.attrs.get("axis")
+def _v_indices(op: Operation, buf: T.MemDescType, what: str) -> T.TensorType:
+    """The `indices` of a gather / scatter over `buf` (its `what`): an integer tensor of the
+    buffer's rank, within it along every dimension but `axis`."""
+    idx, ax = op.arg("indices").type, op.attrs.get("axis")
     need(op, isinstance(idx, T.TensorType) and idx.element.is_int and not idx.element.is_bool,
          f"indices must be an integer tensor, got {idx}")
-    need(op, len(idx.shape) == len(st.shape), f"indices {idx} and source {st} differ in rank")
-    need(op, isinstance(ax, int) and 0 <= ax < len(st.shape), f"axis {ax!r} is not a dimension of {st}")
-    need(op, all(i <= s for d, (i, s) in enumerate(zip(idx.shape, st.shape)) if d != ax),
-         f"indices {idx} exceed the source {st} along a dimension other than the axis")
+    need(op, len(idx.shape) == len(buf.shape), f"indices {idx} and {what} {buf} differ in rank")
+    need(op, isinstance(ax, int) and 0 <= ax < len(buf.shape), f"axis {ax!r} is not a dimension of {buf}")
+    need(op, all(i <= s for d, (i, s) in enumerate(zip(idx.shape, buf.shape)) if d != ax),
+         f"indices {idx} exceed the {what} {buf} along a dimension other than the axis")
+    return idx  # type: ignore[return-value]
+
+
+def _v_local_gather(op: Operation) -> None:
+    st = _memdesc(op, op.arg("src"), "source")
+    idx, rt = _v_indices(op, st, "source"), op.result.type
     need(op, isinstance(rt, T.TensorType) and rt.shape == idx.shape and rt.element == st.element,
          f"result must be tensor of {idx.shape} x {st.element}, got {rt}")
     need(op, rt.layout == idx.layout, "indices and result share one layout")
@@ -703,14 +695,7 @@ def _v_local_gather(op: Operation) -> None:
 
 def _v_local_scatter(op: Operation) -> None:
     dt = _memdesc(op, op.arg("dst"), "destination")
-    vals, idx = op.arg("values").type, op.arg("indices").type
-    ax = op.attrs.get("axis")
-    need(op, isinstance(idx, T.TensorType) and idx.element.is_int and not idx.element.is_bool,
-         f"indices must be an integer tensor, got {idx}")
-    need(op, len(idx.shape) == len(dt.shape), f"indices {idx} and destination {dt} differ in rank")
-    need(op, isinstance(ax, int) and 0 <= ax < len(dt.shape), f"axis {ax!r} is not a dimension of {dt}")
-    need(op, all(i <= s for d, (i, s) in enumerate(zip(idx.shape, dt.shape)) if d != ax),
-         f"indices {idx} exceed the destination {dt} along a dimension other than the axis")
+    vals, idx = op.arg("values").type, _v_indices(op, dt, "destination")
     need(op, isinstance(vals, T.TensorType) and vals.shape == idx.shape and vals.element == dt.element,
          f"values must be tensor of {idx.shape} x {dt.element}, got {vals}")
     need(op, vals.layout == idx.layout, "values and indices share one layout")
@@ -762,7 +747,7 @@ def _v_dot_wait(op: Operation) -> None:
     need(op, len(vals) == len(op.results), "one result per value")
     for v, r in zip(vals, op.results):
         need(op, v.type == r.type, "results keep the value types")
-    need(op, isinstance(op.attrs.get("pendings"), int) and op.attrs["pendings"] >= 0, "pendings is a constant >= 0")
+    _v_pendings(op)
 
 
 def _v_i32_result(op: Operation) -> None:
@@ -856,10 +841,9 @@ def _v_remote_store(op: Operation) -> None:
     need(op, isinstance(v, T.TensorType) and v.shape == dt.shape and v.element == dt.element,
          f"value must be tensor<{'x'.join(map(str, dt.shape))}x{dt.element}>, got {v}")
     if op.name == "tlx.async_remote_store":
-        b = _barrier(op, op.arg("bar"), remote=True)
+        _barrier(op, op.arg("bar"), remote=True)
         need(op, dt.element.bits in (32, 64) or dt.element.bits * v.shape[-1] % 32 == 0,  # type: ignore[union-attr]
              "st.async moves 32- or 64-bit words: a narrower element needs a multiple of 4 bytes per row")
-        del b
 
 
 def _v_remote_copy(op: Operation) -> None:
@@ -882,13 +866,13 @@ _def("arith.constant", traits=["pure"], verify=_v_constant, summary="a scalar or
 
 for _n in ("addi", "subi", "muli", "divsi", "divui", "remsi", "remui", "andi", "ori", "xori", "shli", "shrsi",
            "shrui", "maxsi", "maxui", "minsi", "minui"):
-    _def(f"arith.{_n}", [("lhs", "one"), ("rhs", "one")], traits=["pure"], verify=_v_same_type_binary("int"))
+    _def(f"arith.{_n}", [("lhs", "one"), ("rhs", "one")], traits=["pure"], verify=_v_elementwise("int"))
 for _n in ("addf", "subf", "mulf", "divf", "remf", "maximumf", "minimumf", "maxnumf", "minnumf"):
-    _def(f"arith.{_n}", [("lhs", "one"), ("rhs", "one")], traits=["pure"], verify=_v_same_type_binary("float"))
-_def("arith.negf", [("src", "one")], traits=["pure"], verify=_v_unary("float"))
+    _def(f"arith.{_n}", [("lhs", "one"), ("rhs", "one")], traits=["pure"], verify=_v_elementwise("float"))
+_def("arith.negf", [("src", "one")], traits=["pure"], verify=_v_elementwise("float"))
 for _n in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "absf", "floor", "ceil", "erf", "tanh"):
-    _def(f"math.{_n}", [("src", "one")], traits=["pure"], verify=_v_unary("float"))
-_def("math.absi", [("src", "one")], traits=["pure"], verify=_v_unary("int"))
+    _def(f"math.{_n}", [("src", "one")], traits=["pure"], verify=_v_elementwise("float"))
+_def("math.absi", [("src", "one")], traits=["pure"], verify=_v_elementwise("int"))
 _def("math.fma", [("a", "one"), ("b", "one"), ("c", "one")], traits=["pure"], verify=_v_ternary_float)
 _def("arith.cmpi", [("lhs", "one"), ("rhs", "one")], traits=["pure"], verify=_v_cmp(CMPI_PREDS, "int"))
 _def("arith.cmpf", [("lhs", "one"), ("rhs", "one")], traits=["pure"], verify=_v_cmp(CMPF_PREDS, "float"))
@@ -983,7 +967,7 @@ _def("tlx.tma_load", [("desc", "one"), ("dst", "one"), ("bar", "one"), ("offsets
      results=0, effects=[Effect("dst", "write", "async"), Effect("bar", "write", "barrier")], verify=_v_tma_load)
 _def("tlx.tma_store", [("desc", "one"), ("src", "one"), ("offsets", "var")], results=0,
      effects=[Effect("src", "read", "async")], verify=_v_tma_store)
-_def("tlx.tma_store_wait", results=0, verify=_v_store_wait)
+_def("tlx.tma_store_wait", results=0, verify=_v_pendings)
 _def("tlx.async_store", [("dst", "one"), ("src", "one"), ("size", "one")], results=0,
      effects=[Effect("src", "read", "async")], verify=_v_bulk_store, summary="cp.async.bulk shared -> global")
 _def("tlx.tma_prefetch", [("desc", "one"), ("offsets", "var")], results=0)
@@ -996,7 +980,7 @@ _def("tlx.barrier_wait", [("bar", "one"), ("phase", "one"), ("pred", "opt")], re
 _def("tlx.barrier_arrive", [("bar", "one"), ("pred", "opt")], results=0,
      effects=[Effect("bar", "write", "barrier")], verify=_v_barrier_arrive)
 _def("tlx.barrier_inval", [("bar", "one")], results=0, effects=[Effect("bar", "write", "barrier")],
-     verify=_v_barrier_inval, summary="mbarrier.inval (leader thread): the barrier's memory may be "
+     verify=_one_barrier, summary="mbarrier.inval (leader thread): the barrier's memory may be "
      "initialized again")
 _def("tlx.named_barrier_wait", results=0, verify=_v_named_barrier)
 _def("tlx.named_barrier_arrive", results=0, verify=_v_named_barrier)

@@ -98,10 +98,25 @@ class Parser:
         return self.lookup(self.value_name())
 
     def operand_list(self) -> List[Value]:
-        vals = [self.operand()]
-        while self.accept(","):
-            vals.append(self.operand())
-        return vals
+        return self.items(self.operand)
+
+    def items(self, item: Callable[[], Any], close: Optional[str] = None) -> List[Any]:
+        """`item, item, ...` (at least one); with `close`, a possibly empty list up to `close`
+        (consumed)."""
+        out: List[Any] = []
+        if close is None or not self.peek(close):
+            out.append(item())
+            while self.accept(","):
+                out.append(item())
+        if close is not None:
+            self.expect(close)
+        return out
+
+    def block_arg(self, block: Block) -> None:
+        """`%name : type`, defined as a new argument of `block`."""
+        n = self.value_name()
+        self.expect(":")
+        self.define(n, block.add_arg(self.type()))
 
     # -- types and layouts ------------------------------------------------------------------------
     def shape_and_element(self) -> Tuple[Tuple[int, ...], Any]:
@@ -196,13 +211,7 @@ class Parser:
         if self.peek("#"):
             return self.layout()
         if self.accept("["):
-            items: List[Any] = []
-            if not self.peek("]"):
-                items.append(self.layout_value())
-                while self.accept(","):
-                    items.append(self.layout_value())
-            self.expect("]")
-            return items
+            return self.items(self.layout_value, "]")
         if self.accept("true"):
             return True
         if self.accept("false"):
@@ -221,13 +230,7 @@ class Parser:
             return json.loads(m.group(0))
         if c == "[":
             self.i += 1
-            items: List[Any] = []
-            if not self.peek("]"):
-                items.append(self.attr_value())
-                while self.accept(","):
-                    items.append(self.attr_value())
-            self.expect("]")
-            return items
+            return self.items(self.attr_value, "]")
         if c == "#":
             return self.layout()
         for word, val in (("true", True), ("false", False), ("none", None), ("nan", float("nan")),
@@ -247,17 +250,13 @@ class Parser:
 
     def keyed_values(self, open_: str, close: str, value: Callable[[], Any]) -> Dict[str, Any]:
         """`open_ key = value, ... close` (possibly empty) as a dict; `value` parses one value."""
+        def pair() -> Tuple[str, Any]:
+            k = self.ident()
+            self.expect("=")
+            return k, value()
+
         self.expect(open_)
-        vals: Dict[str, Any] = {}
-        if not self.peek(close):
-            while True:
-                k = self.ident()
-                self.expect("=")
-                vals[k] = value()
-                if not self.accept(","):
-                    break
-        self.expect(close)
-        return vals
+        return dict(self.items(pair, close))
 
     def at_region(self) -> bool:
         """`{` opens a region when a block header `^` follows it; otherwise attributes."""
@@ -293,15 +292,7 @@ class Parser:
             self.expect("^")
             self.ident()
             if self.accept("("):
-                if not self.peek(")"):
-                    while True:
-                        n = self.value_name()
-                        self.expect(":")
-                        a = block.add_arg(self.type())
-                        self.define(n, a)
-                        if not self.accept(","):
-                            break
-                self.expect(")")
+                self.items(lambda: self.block_arg(block), ")")
             self.expect(":")
         while not self.accept("}"):
             if self.i >= len(self.s):
@@ -312,9 +303,7 @@ class Parser:
         self.ws()
         names: List[str] = []
         if self.peek("%"):
-            names.append(self.value_name())
-            while self.accept(","):
-                names.append(self.value_name())
+            names = self.items(self.value_name)
             self.expect("=")
         opname = self.ident()
         if opname == "tt.func":
@@ -338,19 +327,12 @@ class Parser:
                     operands.append(self.operand())
                     first = False
                 else:
-                    vals: List[Value] = []
-                    if self.accept(f"{g}("):
-                        vals = self.operand_list() if not self.peek(")") else []
-                        self.expect(")")
+                    vals: List[Value] = self.items(self.operand, ")") if self.accept(f"{g}(") else []
                     operands.append(vals if kind == "var" else (vals[0] if vals else None))
         attrs: Dict[str, Any] = {}
         if self.peek("{") and not self.at_region():
             attrs = self.attr_dict()
-        rtypes: List[T.Type] = []
-        if self.accept(":"):
-            rtypes.append(self.type())
-            while self.accept(","):
-                rtypes.append(self.type())
+        rtypes: List[T.Type] = self.items(self.type) if self.accept(":") else []
         if len(rtypes) != len(names):
             raise self.error(f"{opname}: {len(names)} result names but {len(rtypes)} result types")
         op = Operation(opname, operands, rtypes, attrs, 0, UNKNOWN_LOC)
@@ -378,14 +360,7 @@ class Parser:
         blk = op.regions[0].block
         self.scopes.append({})
         self.expect("(")
-        if not self.peek(")"):
-            while True:
-                n = self.value_name()
-                self.expect(":")
-                self.define(n, blk.add_arg(self.type()))
-                if not self.accept(","):
-                    break
-        self.expect(")")
+        self.items(lambda: self.block_arg(blk), ")")
         if self.accept("attributes"):
             op.attrs.update(self.attr_dict())
         self.expect("{")

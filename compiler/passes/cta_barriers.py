@@ -68,8 +68,9 @@ from __future__ import annotations
 from typing import Dict, FrozenSet, List, NamedTuple, Optional, Tuple
 
 from ..analysis.access_index import AccessIndex, trip_count
+from ..analysis.dataflow import if_join, loop_fixpoint, while_fixpoint
 from ..analysis.flights import FLIGHT_CAP
-from ..analysis.memory import ASYNC, BARRIER, EFFECT_NAMES, FENCE, GENERIC, const_int
+from ..analysis.memory import ASYNC, BARRIER, EFFECT_NAMES, FENCE, GENERIC
 from ..errors import TLXCompileError
 from ..ir.core import Block, Module, Operation, Value
 from .manager import PassContext
@@ -324,12 +325,9 @@ class _Walker:
         if k == K_FOR:
             return self.loop(op, data, st)
         if k == K_IF:
-            c = const_int(op.arg("cond"))
-            if c is not None:
-                return self.block(op.regions[0 if c else 1].block, st)
-            return _union(self.block(op.regions[0].block, st), self.block(op.regions[1].block, st))
+            return if_join(self.block, _union, op, st)
         if k == K_WHILE:
-            return self.while_loop(op, st)
+            return self.loop(op, None, st)
         if k == K_WS:
             out: State = EMPTY
             saved = self.pre_states
@@ -354,46 +352,18 @@ class _Walker:
                            for it in st[0]]), st[1])
 
     def loop(self, op: Operation, n: Optional[int], st: State) -> State:
+        """The state after loop `op` (`n`: an `scf.for`'s trip count) from `st`, walked again from
+        a synchronized `st` whenever a barrier is hoisted before it (`insert_barrier`)."""
         while True:
-            body = op.regions[0].block
             self.pre_states.append((op, st))
             try:
-                if n == 0:
-                    return st
-                if n == 1:
-                    return self.block(body, st)
-                inn, out = st, st
-                for _ in range(50):
-                    out = self.block(body, inn)
-                    nxt = _union(st, out)
-                    if nxt == inn:
-                        break
-                    inn = nxt
-                return out if n is not None else _union(st, out)
+                if op.name == "scf.while":
+                    return while_fixpoint(self.block, _union, op, st)
+                return loop_fixpoint(self.block, _union, op, n, st)
             except _Restart as r:
                 if r.loop is not op:
                     raise
                 st = self.sync(st)  # a barrier was hoisted before this loop: walk it again from there
-            finally:
-                self.pre_states.pop()
-
-    def while_loop(self, op: Operation, st: State) -> State:
-        while True:
-            self.pre_states.append((op, st))
-            try:
-                inn, ob = st, st
-                for _ in range(50):
-                    ob = self.block(op.regions[0].block, inn)
-                    oa = self.block(op.regions[1].block, ob)
-                    nxt = _union(st, oa)
-                    if nxt == inn:
-                        break
-                    inn = nxt
-                return ob
-            except _Restart as r:
-                if r.loop is not op:
-                    raise
-                st = self.sync(st)
             finally:
                 self.pre_states.pop()
 

@@ -37,6 +37,7 @@ Rule. Runs after the fence passes' structured stage and before shared-memory all
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -287,12 +288,6 @@ class LayoutPass:
             return R.dot_operand_layout(acc, op.operands[idx].type.element.bits, idx)  # type: ignore[union-attr]
         return L.DotOperandLayout(idx, acc, 1)
 
-    def _walk(self, ops, fn) -> None:
-        for op in ops:
-            fn(op)
-            for r in op.regions:
-                self._walk(r.block.ops, fn)
-
     # -- run ----------------------------------------------------------------------------------
     def run(self) -> None:
         f = self.m.func
@@ -301,8 +296,7 @@ class LayoutPass:
         self.axis = AxisAnalysis(self.m)
         for o in f.regions[0].block.ops:
             self._collect(o, self.nw)
-        all_ops: List[Operation] = []
-        self._walk(f.regions[0].block.ops, all_ops.append)
+        all_ops = self.m.ops()  # pre-order
         # register layouts the user pinned (local_load(layout=...)) come before everything
         for op in all_ops:
             if op.name == "tlx.local_load" and op.attrs.get("layout") is not None:
@@ -608,10 +602,7 @@ def alloc_layout(t: T.MemDescType) -> L.SharedLayout:
     bits = t.element.bits
     lay = L.default_shared_layout(shape, bits)
     if isinstance(lay, L.NVMMASharedLayout) and lay.swizzle:
-        rows = 1
-        for s in shape[:-1]:
-            rows *= s
-        if rows < 8:
+        if math.prod(shape[:-1]) < 8:
             lay = L.NVMMASharedLayout(0, bits, False)
     return lay
 
@@ -655,9 +646,7 @@ def _check_shared(t: T.MemDescType, loc) -> None:
         if inner % atom:
             raise TLXCompileError(f"buffer {t}: its contiguous row is {inner} bytes, not a multiple of the "
                                   f"{atom}-byte swizzle atom", loc, hint="use a wider tile or a smaller swizzle")
-        nbytes = t.element.bits // 8
-        for s in shape:
-            nbytes *= s
+        nbytes = t.element.bits // 8 * math.prod(shape)
         if lay.swizzle and nbytes % (8 * lay.swizzle):
             raise TLXCompileError(f"buffer {t}: {nbytes} bytes do not hold whole {lay.swizzle}-byte swizzle "
                                   f"patterns ({8 * lay.swizzle} bytes each)", loc,
@@ -766,37 +755,31 @@ def _assign_shared_layouts(m: Module) -> None:
 # ---------------------------------------------------------------------------------------------
 
 def _assign_scratch(m: Module) -> None:
-    def walk(ops) -> None:
-        for op in ops:
-            n = op.name
-            nbytes, align = 0, 16
-            if n == "tt.convert_layout":
-                s, r = op.arg("src").type, op.result.type
-                sm, dm = LM.to_map(s.layout, s.shape), LM.to_map(r.layout, r.shape)
-                if R.convert_kind(sm, dm) == "smem":
-                    rounds = R.convert_rounds(sm, dm, R.elem_bytes(s.element))
-                    nbytes = R.convert_scratch_bytes(s.shape, s.element, len(rounds))
-            elif n == "tt.reduce":
-                s = op.arg("src").type
-                nbytes = R.reduce_scratch_bytes(LM.to_map(s.layout, s.shape), op.attrs["axis"], s.element,
-                                                op.attrs["kind"] in ("argmax", "argmin"))
-            elif n in ("tt.atomic_rmw", "tt.atomic_cas"):
-                if not _is_tensor(op.arg("ptr")) and op.result.uses:
-                    nbytes = 8
-            elif n == "tt.make_tensor_descriptor":
-                # a 128-byte tensormap, 128-byte aligned (the code aligns inside 256 bytes)
-                nbytes, align = 256, 128
-            if nbytes:
-                op.attrs["scratch_bytes"] = int(nbytes)
-                op.attrs["scratch_align"] = align
-            else:
-                op.attrs.pop("scratch_bytes", None)
-                op.attrs.pop("scratch_align", None)
-            for r in op.regions:
-                walk(r.block.ops)
-
-    if m.func is not None:
-        walk(m.func.regions[0].block.ops)
+    for op in m.ops():
+        n = op.name
+        nbytes, align = 0, 16
+        if n == "tt.convert_layout":
+            s, r = op.arg("src").type, op.result.type
+            sm, dm = LM.to_map(s.layout, s.shape), LM.to_map(r.layout, r.shape)
+            if R.convert_kind(sm, dm) == "smem":
+                rounds = R.convert_rounds(sm, dm, R.elem_bytes(s.element))
+                nbytes = R.convert_scratch_bytes(s.shape, s.element, len(rounds))
+        elif n == "tt.reduce":
+            s = op.arg("src").type
+            nbytes = R.reduce_scratch_bytes(LM.to_map(s.layout, s.shape), op.attrs["axis"], s.element,
+                                            op.attrs["kind"] in ("argmax", "argmin"))
+        elif n in ("tt.atomic_rmw", "tt.atomic_cas"):
+            if not _is_tensor(op.arg("ptr")) and op.result.uses:
+                nbytes = 8
+        elif n == "tt.make_tensor_descriptor":
+            # a 128-byte tensormap, 128-byte aligned (the code aligns inside 256 bytes)
+            nbytes, align = 256, 128
+        if nbytes:
+            op.attrs["scratch_bytes"] = int(nbytes)
+            op.attrs["scratch_align"] = align
+        else:
+            op.attrs.pop("scratch_bytes", None)
+            op.attrs.pop("scratch_align", None)
 
 
 def run(module: Module, ctx=None) -> Module:

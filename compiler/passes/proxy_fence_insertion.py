@@ -45,8 +45,9 @@ from __future__ import annotations
 from typing import Dict, FrozenSet, List, NamedTuple, Optional, Set, Tuple
 
 from ..analysis.access_index import ORDERING_OPS, AccessIndex, trip_count
+from ..analysis.dataflow import if_join, loop_fixpoint, while_fixpoint
 from ..analysis.flights import NO_FLIGHTS, commit, is_empty, land, union as union_flights
-from ..analysis.memory import (ASYNC, EFFECT_NAMES, FENCE, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE, const_int,
+from ..analysis.memory import (ASYNC, EFFECT_NAMES, FENCE, GENERIC, HANDOFF_ACQUIRE, HANDOFF_RELEASE,
                                is_cluster_access, overlap_detail, REMOTE_WRITERS)
 from ..fences import Guard, make_fence, op_text
 from ..ir.core import Block, Module, Operation
@@ -91,27 +92,6 @@ class AsyncAccess(NamedTuple):
 
 
 # the forward state: (landed items, in-flight items, marks), see `_Forward`
-
-
-def loop_fixpoint(block, union, op: Operation, n: Optional[int], st):
-    """The state after (forward) or before (backward) the `scf.for` `op` of trip count `n` (None:
-    not a constant) from state `st`: its body walked to a fixpoint over the back edge (at most 50
-    rounds); a loop known to run zero times leaves `st`, one known to run once walks the body
-    once, one of unknown trip count may also be skipped (so `st` joins the result — a zero-trip
-    loop must not hide a hazard)."""
-    body = op.regions[0].block
-    if n == 0:
-        return st
-    if n == 1:
-        return block(body, st)
-    inn = out = st
-    for _ in range(50):
-        out = block(body, inn)
-        nxt = union(st, out)
-        if nxt == inn:
-            break
-        inn = nxt
-    return out if n is not None else union(st, out)
 
 
 EMPTY = (frozenset(), NO_FLIGHTS, frozenset())
@@ -509,22 +489,9 @@ class _Forward:
         if k == K_FOR:
             return loop_fixpoint(self.block, self.union, op, data, st)
         if k == K_IF:
-            c = const_int(op.arg("cond"))
-            if c is not None:
-                return self.block(op.regions[0 if c else 1].block, st)
-            a = self.block(op.regions[0].block, st)
-            b = self.block(op.regions[1].block, st)
-            return self.union(a, b)
+            return if_join(self.block, self.union, op, st)
         if k == K_WHILE:
-            inn = st
-            for _ in range(50):
-                ob = self.block(op.regions[0].block, inn)
-                oa = self.block(op.regions[1].block, ob)
-                nxt = self.union(st, oa)
-                if nxt == inn:
-                    break
-                inn = nxt
-            return ob
+            return while_fixpoint(self.block, self.union, op, st)
         if k == K_WS:
             return walk_partitions(self, op, st)
         return st
@@ -539,11 +506,8 @@ class _Forward:
         fence = self.after.get(op)
         if fence is not None:
             return fence
-        fence, rec = make_fence("proxy_fence_insertion", self.ctx.fences, op.loc, True)
+        fence, rec = self._new_fence(op, True)
         self.after[op] = fence
-        self.m.kind[fence] = K_FENCE
-        self.m.fences.append(fence)
-        self.inserted.append(fence)
         rec.add_writer(op)
         rec.hazard = "RAW"
         rec.reason = (f"{op_text(op)} writes another CTA's shared memory, which an async-proxy op (TMA, bulk "
@@ -553,12 +517,17 @@ class _Forward:
         rec.notes.append("cluster scope: the generic write lands in another CTA's shared memory")
         return fence
 
-    def _insert_before(self, op: Operation, hits, cluster: bool) -> Operation:
+    def _new_fence(self, op: Operation, cluster: bool):
+        """A fence of this pass for `op` (not yet in the IR) and its record."""
         fence, rec = make_fence("proxy_fence_insertion", self.ctx.fences, op.loc, cluster)
-        self.planned.setdefault(op, []).append(fence)
         self.m.kind[fence] = K_FENCE
         self.m.fences.append(fence)
         self.inserted.append(fence)
+        return fence, rec
+
+    def _insert_before(self, op: Operation, hits, cluster: bool) -> Operation:
+        fence, rec = self._new_fence(op, cluster)
+        self.planned.setdefault(op, []).append(fence)
         kinds = set()
         hits = _in_program_order(list(hits), self.m)
         for it, a in hits:
@@ -566,10 +535,9 @@ class _Forward:
             kinds.add(_hazard_kind(it, a))
         rec.add_reader(op)
         rec.hazard = "/".join(sorted(kinds))
-        lo = min(max(it.lo, a.lo) for it, a in hits)
-        hi = max(min(it.hi, a.hi) for it, a in hits)
-        rec.byte_range = (lo, hi)
-        rec.buffer = self.m_describe(hits)
+        rec.byte_range = _byte_range(hits)
+        descs = (_describe_root(self.m, self.m.roots.get((a.lo, a.hi))) for _, a in hits)
+        rec.buffer = ", ".join(dict.fromkeys(d for d in descs if d))  # each once, in order
         rec.reason = (f"{rec.hazard}: on some path {', '.join(rec.writers)} reach(es) {op_text(op)} over overlapping "
                       f"shared-memory bytes with no proxy fence in between")
         rec.placement = ["right before the async op (ProxyFenceInsertion, after allocation)"]
@@ -577,16 +545,20 @@ class _Forward:
             rec.notes.append("cluster scope: the async op reaches another CTA's shared memory (multicast)")
         return fence
 
-    def m_describe(self, hits) -> str:
-        roots = []
-        for it, a in hits:
-            r = self.m.roots.get((a.lo, a.hi))
-            if not isinstance(r, Operation):
-                continue
-            d = self.m.ra.describe(r) if r.name in ("tlx.local_alloc", "tlx.alloc_barriers") else f"scratch of {op_text(r)}"
-            if d not in roots:
-                roots.append(d)
-        return ", ".join(roots)
+
+
+def _describe_root(model: _Model, root) -> Optional[str]:
+    """The text naming allocation or scratch owner `root` in a record (None: not an op)."""
+    if not isinstance(root, Operation):
+        return None
+    if root.name in ("tlx.local_alloc", "tlx.alloc_barriers"):
+        return model.ra.describe(root)
+    return f"scratch of {op_text(root)}"
+
+
+def _byte_range(gs) -> Tuple[int, int]:
+    """The bytes from the first to the last overlap of the (generic item, async access) pairs `gs`."""
+    return min(max(it.lo, a.lo) for it, a in gs), max(min(it.hi, a.hi) for it, a in gs)
 
 
 def _hazard_kind(item: Pending, acc: AsyncAccess) -> str:
@@ -639,10 +611,7 @@ class _Backward:
         if k == K_FOR:
             return loop_fixpoint(self.block, self.union, op, data, st)
         if k == K_IF:
-            c = const_int(op.arg("cond"))
-            if c is not None:
-                return self.block(op.regions[0 if c else 1].block, st)
-            return self.union(self.block(op.regions[0].block, st), self.block(op.regions[1].block, st))
+            return if_join(self.block, self.union, op, st)
         if k == K_WHILE:
             # before -> (exit | after -> before)
             before_entry = frozenset()
@@ -744,9 +713,7 @@ def run(module: Module, ctx: PassContext) -> None:
                                model)
         rec.guards = _guard_records(gs, model)
         if gs:
-            lo = min(max(it.lo, a.lo) for it, a in gs)
-            hi = max(min(it.hi, a.hi) for it, a in gs)
-            rec.byte_range = (lo, hi)
+            rec.byte_range = _byte_range(gs)
             if not rec.writers:
                 for it, _ in gs:
                     rec.add_writer(it.op)
@@ -821,13 +788,7 @@ def _guard_records(gs, model: _Model) -> List[Guard]:
         if key in seen:
             continue
         seen.add(key)
-        root = model.roots.get((a.lo, a.hi)) or model.roots.get((it.lo, it.hi))
-        if isinstance(root, Operation) and root.name in ("tlx.local_alloc", "tlx.alloc_barriers"):
-            buf = model.ra.describe(root)
-        elif isinstance(root, Operation):
-            buf = f"scratch of {op_text(root)}"
-        else:
-            buf = "?"
+        buf = _describe_root(model, model.roots.get((a.lo, a.hi)) or model.roots.get((it.lo, it.hi))) or "?"
         out.append(Guard(_hazard_kind(it, a), op_text(it.op), it.op.loc, op_text(a.op), a.op.loc, buf,
                          (max(it.lo, a.lo), min(it.hi, a.hi))))
     return out
