@@ -119,8 +119,7 @@ def kind_of(arg: Any) -> str:
     tp = type(arg)
     kind = _KINDS.get(tp)
     if kind is None:
-        kind = _kind_of(tp, arg)
-        _KINDS[tp] = kind
+        kind = _KINDS[tp] = _kind_of(tp, arg)
     return kind
 
 
@@ -265,8 +264,7 @@ def pointer_and_dtype(arg: Any, stream: int = -1) -> Tuple[int, str]:
     `stream` is the launch stream (for the producer's stream ordering; -1: no ordering)."""
     getter = _GETTER_BY_TYPE.get(type(arg))
     if getter is None:
-        getter = _GETTERS[kind_of(arg)]
-        _GETTER_BY_TYPE[type(arg)] = getter
+        getter = _GETTER_BY_TYPE[type(arg)] = _GETTERS[kind_of(arg)]
     return getter(arg, stream)
 
 

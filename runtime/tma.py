@@ -359,7 +359,9 @@ class DescriptorEncoder:
                 entry[1] = ptr
                 self.replacements += 1
             return entry[0]
-        tmap = self._encode(desc, ptr, dtype, stream)
+        self._check(desc, ptr, dtype, stream)
+        enc = tiled_encoding(dtype, desc.shape, desc.strides, self.encoding, desc.padding, desc.round_f32_to_tf32)
+        tmap = encode_tiled(enc, ptr, kernel=self.kernel)
         self._maps[key] = [tmap, ptr]
         if len(self._maps) > self.capacity:
             self._maps.popitem(last=False)
@@ -375,12 +377,6 @@ class DescriptorEncoder:
                         round_f32_to_tf32=desc.round_f32_to_tf32, encoding=self.encoding,
                         base_extent=_base_extent(info.shape, info.strides), param=self.param,
                         kernel=self.kernel)
-
-    def _encode(self, desc: TensorDescriptor, ptr: int, dtype: str, stream: int) -> Any:
-        self._check(desc, ptr, dtype, stream)
-        enc = tiled_encoding(dtype, desc.shape, desc.strides, self.encoding, desc.padding,
-                             desc.round_f32_to_tf32)
-        return encode_tiled(enc, ptr, kernel=self.kernel)
 
     def _replace_address(self, tmap: Any, ptr: int) -> None:
         from . import driver

@@ -315,21 +315,18 @@ class Autotuner(_KernelWrapper):
         for what, hook in (("pre_hook", pre_hook), ("post_hook", post_hook), ("do_bench", do_bench)):
             if hook is not None and not callable(hook):
                 raise AutotuneError(f"@tlx.autotune({what}={hook!r}) is not callable", self._where)
-        self.perf_model: Optional[Callable[..., Any]] = None
-        self.configs_top_k: Any = 1.0
-        self.early_config_prune: Optional[Callable[..., Any]] = None
-        if prune_configs_by is not None:
-            if not isinstance(prune_configs_by, dict) or set(prune_configs_by) - set(_PRUNE_FIELDS):
-                raise AutotuneError(f"@tlx.autotune(prune_configs_by={prune_configs_by!r}): give a dict with "
-                                    f"{', '.join(_PRUNE_FIELDS)}", self._where)
-            self.perf_model = prune_configs_by.get("perf_model")
-            self.configs_top_k = prune_configs_by.get("top_k", 1.0)
-            self.early_config_prune = prune_configs_by.get("early_config_prune")
-            top_k = self.configs_top_k
-            if isinstance(top_k, bool) or not (isinstance(top_k, int) and top_k >= 1
-                                               or isinstance(top_k, float) and 0.0 < top_k <= 1.0):
-                raise AutotuneError(f"@tlx.autotune: prune_configs_by top_k={top_k!r} must be an int >= 1 (that "
-                                    "many configs) or a float in (0, 1] (that fraction)", self._where)
+        prune = {} if prune_configs_by is None else prune_configs_by
+        if not isinstance(prune, dict) or set(prune) - set(_PRUNE_FIELDS):
+            raise AutotuneError(f"@tlx.autotune(prune_configs_by={prune_configs_by!r}): give a dict with "
+                                f"{', '.join(_PRUNE_FIELDS)}", self._where)
+        self.perf_model: Optional[Callable[..., Any]] = prune.get("perf_model")
+        self.configs_top_k: Any = prune.get("top_k", 1.0)
+        self.early_config_prune: Optional[Callable[..., Any]] = prune.get("early_config_prune")
+        top_k = self.configs_top_k
+        if isinstance(top_k, bool) or not (isinstance(top_k, int) and top_k >= 1
+                                           or isinstance(top_k, float) and 0.0 < top_k <= 1.0):
+            raise AutotuneError(f"@tlx.autotune: prune_configs_by top_k={top_k!r} must be an int >= 1 (that "
+                                "many configs) or a float in (0, 1] (that fraction)", self._where)
         self._user_pre_hook = pre_hook
         self._user_post_hook = post_hook
         self._restore_copies: Dict[str, Any] = {}
