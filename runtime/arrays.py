@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, NamedTuple, Tuple
 
 import numpy as np
 
-from .dtypes import ELEMENT_BYTES, dtype_of_numpy, dtype_of_torch, dtype_of_typestr
+from .dtypes import ELEMENT_BYTES, dtype_of_numpy, dtype_of_typestr, require_dtype
 from .errors import TLXRuntimeError
 
 
@@ -55,12 +55,9 @@ class HostCopy:
         if write_back and not array.flags.writeable:
             raise TLXRuntimeError("host_copy(write_back=True) needs a writeable array",
                                   hint="pass write_back=False for inputs")
-        dtype = dtype_of_numpy(array.dtype)
-        if dtype is None:
-            raise TLXRuntimeError(f"numpy dtype {array.dtype} has no kernel type")
         self.array = array
         self.write_back = write_back
-        self.dtype = dtype
+        self.dtype = require_dtype(array.dtype, "numpy")
 
     @property
     def nbytes(self) -> int:
@@ -122,8 +119,7 @@ def kind_of(arg: Any) -> str:
     tp = type(arg)
     kind = _KINDS.get(tp)
     if kind is None:
-        kind = _kind_of(tp, arg)
-        _KINDS[tp] = kind
+        kind = _KINDS[tp] = _kind_of(tp, arg)
     return kind
 
 
@@ -149,10 +145,7 @@ def _torch_pointer_slow(t: Any) -> Tuple[int, str]:
         raise TLXRuntimeError(f"a torch tensor on '{t.device}' was passed where a device array is "
                               "expected", hint="move it to the GPU first (x.cuda()), or pin it "
                               "(x.pin_memory()) to pass host-mapped memory")
-    dtype = dtype_of_torch(t.dtype)
-    if dtype is None:
-        raise TLXRuntimeError(f"torch dtype {t.dtype} has no kernel type")
-    _TORCH_DTYPES[t.dtype] = dtype
+    dtype = _TORCH_DTYPES[t.dtype] = require_dtype(t.dtype, "torch")
     return t.data_ptr(), dtype
 
 
@@ -163,23 +156,21 @@ def _is_pinned(t: Any) -> bool:
         return False
 
 
-def _cai_of(arg: Any) -> Dict[str, Any]:
+def _cai_of(arg: Any, stream: int) -> Tuple[Dict[str, Any], str]:
+    """A CAI array's interface dict and dtype, the launch `stream` ordered after its producer."""
     try:
         cai = arg.__cuda_array_interface__
     except Exception as exc:  # e.g. torch refuses for requires_grad; others may refuse too
         raise TLXRuntimeError(f"{type(arg).__name__}.__cuda_array_interface__ failed: {exc}") from exc
     if cai.get("mask") is not None:
         raise TLXRuntimeError("masked CUDA arrays (CAI 'mask') cannot be kernel arguments")
-    return cai
-
-
-def _cai_dtype(cai: Dict[str, Any], arg: Any) -> str:
+    _wait_for_producer(cai.get("stream"), stream)
     dtype = dtype_of_typestr(cai["typestr"])
     if dtype is None:
         raise TLXRuntimeError(f"{type(arg).__name__} has element type '{cai['typestr']}', "
                               "which has no kernel type", hint="use a little-endian integer, "
                               "float16/32/64 or bool array")
-    return dtype
+    return cai, dtype
 
 
 def _wait_for_producer(producer: Any, stream: int) -> None:
@@ -214,12 +205,12 @@ def _order_event() -> Any:
 
 
 def _cai_pointer(arg: Any, stream: int) -> Tuple[int, str]:
-    cai = _cai_of(arg)
-    _wait_for_producer(cai.get("stream"), stream)
-    return int(cai["data"][0]), _cai_dtype(cai, arg)
+    cai, dtype = _cai_of(arg, stream)
+    return int(cai["data"][0]), dtype
 
 
-def _dlpack_view(arg: Any, stream: int) -> Any:
+def _dlpack_view(arg: Any, stream: int) -> Tuple[Any, str]:
+    """A DLPack producer's device memory view (handed the launch `stream`) and its dtype."""
     device_type = arg.__dlpack_device__()[0]
     if int(device_type) == 1:  # kDLCPU
         raise TLXRuntimeError(f"a {type(arg).__name__} in host memory (DLPack device CPU) was "
@@ -235,14 +226,14 @@ def _dlpack_view(arg: Any, stream: int) -> Any:
     if not view.is_device_accessible:
         raise TLXRuntimeError(f"{type(arg).__name__} is not accessible from the GPU",
                               hint=_HOST_HINT)
-    return view
-
-
-def _dlpack_pointer(arg: Any, stream: int) -> Tuple[int, str]:
-    view = _dlpack_view(arg, stream)
     dtype = dtype_of_numpy(view.dtype) if view.dtype is not None else None
     if dtype is None:
         raise TLXRuntimeError(f"{type(arg).__name__} has a DLPack element type with no kernel type")
+    return view, dtype
+
+
+def _dlpack_pointer(arg: Any, stream: int) -> Tuple[int, str]:
+    view, dtype = _dlpack_view(arg, stream)
     return int(view.ptr), dtype
 
 
@@ -273,8 +264,7 @@ def pointer_and_dtype(arg: Any, stream: int = -1) -> Tuple[int, str]:
     `stream` is the launch stream (for the producer's stream ordering; -1: no ordering)."""
     getter = _GETTER_BY_TYPE.get(type(arg))
     if getter is None:
-        getter = _GETTERS[kind_of(arg)]
-        _GETTER_BY_TYPE[type(arg)] = getter
+        getter = _GETTER_BY_TYPE[type(arg)] = _GETTERS[kind_of(arg)]
     return getter(arg, stream)
 
 
@@ -295,9 +285,7 @@ def describe(arg: Any, stream: int = -1) -> ArrayInfo:
         return ArrayInfo(ptr, dtype, tuple(int(s) for s in arg.shape),
                          tuple(int(s) for s in arg.stride()))
     if kind == "cai":
-        cai = _cai_of(arg)
-        _wait_for_producer(cai.get("stream"), stream)
-        dtype = _cai_dtype(cai, arg)
+        cai, dtype = _cai_of(arg, stream)
         shape = tuple(int(s) for s in cai["shape"])
         byte_strides = cai.get("strides")
         if byte_strides is None:
@@ -310,10 +298,7 @@ def describe(arg: Any, stream: int = -1) -> ArrayInfo:
             strides = tuple(int(s) // size for s in byte_strides)
         return ArrayInfo(int(cai["data"][0]), dtype, shape, strides)
     if kind == "dlpack":
-        view = _dlpack_view(arg, stream)
-        dtype = dtype_of_numpy(view.dtype) if view.dtype is not None else None
-        if dtype is None:
-            raise TLXRuntimeError(f"{type(arg).__name__} has a DLPack element type with no kernel type")
+        view, dtype = _dlpack_view(arg, stream)
         shape = tuple(int(s) for s in view.shape)
         strides = tuple(int(s) for s in view.strides) if view.strides is not None \
             else _contiguous_strides(shape)

@@ -44,6 +44,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import struct
 import socket
 import tempfile
@@ -288,6 +289,29 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o666) -> None:
         raise
 
 
+def remove_files(folder: Path, doomed: Callable[[Path], bool], counted: Callable[[Path], bool]) -> int:
+    """Delete what `doomed` picks in `folder` (a folder with all it holds), then `folder` itself
+    when nothing else is left in it; returns how many removed files `counted` picks. What
+    cannot be removed stays (`tlx cache clear` and the other clear-outs use this)."""
+    removed = 0
+    if folder.is_dir():
+        for path in folder.iterdir():
+            if doomed(path):
+                try:
+                    if path.is_dir():
+                        shutil.rmtree(path)
+                    else:
+                        path.unlink()
+                        removed += counted(path)
+                except OSError:
+                    pass
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
+    return removed
+
+
 # -- the store ---------------------------------------------------------------------------------
 
 class Cache:
@@ -325,26 +349,23 @@ class Cache:
         entry = self._read(key)
         if entry is None:
             self.stats["misses"] += 1
-            return None
-        self.stats["disk_hits"] += 1
-        self._memory[key] = entry
         return entry
 
     def _read(self, key: str) -> Optional[CacheEntry]:
+        """The entry on disk (kept in memory from then on), or None: missing, unreadable, corrupt."""
         if not self.disk:
             return None
         path = self.path_of(key)
         try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return None
+            entry = decode_entry(key, path.read_bytes(), str(path))
         except OSError:
             return None
-        try:
-            return decode_entry(key, data, str(path))
         except CacheCorruptError:
             self.stats["corrupt"] += 1
             return None
+        self.stats["disk_hits"] += 1
+        self._memory[key] = entry
+        return entry
 
     def put(self, key: str, entry: CacheEntry) -> Optional[Path]:
         """Store `entry` in memory and, atomically, on disk; returns the file (None if the disk
@@ -375,8 +396,6 @@ class Cache:
                       self.lock_timeout):
             entry = self._read(key)  # another process may have compiled it while we waited
             if entry is not None:
-                self.stats["disk_hits"] += 1
-                self._memory[key] = entry
                 return entry
             start = time.perf_counter()
             entry = compile()
@@ -412,24 +431,8 @@ class Cache:
         """Remove every entry (memory and disk, all format versions) and stale temporaries and
         locks; returns the number of entries removed from disk."""
         self._memory.clear()
-        removed = 0
-        if not self.root.is_dir():
-            return 0
-        for folder in self.root.glob("v*"):
-            if not folder.is_dir():
-                continue
-            for path in folder.iterdir():
-                if path.suffix in (SUFFIX, ".lock", ".tmp"):
-                    try:
-                        path.unlink()
-                        removed += path.suffix == SUFFIX
-                    except OSError:
-                        pass
-            try:
-                folder.rmdir()  # (only when nothing else is left in it)
-            except OSError:
-                pass
-        return removed
+        return sum(remove_files(folder, lambda p: p.suffix in (SUFFIX, ".lock", ".tmp"), lambda p: p.suffix == SUFFIX)
+                   for folder in self.root.glob("v*"))
 
 
 class FileLock:

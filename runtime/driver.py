@@ -32,18 +32,9 @@ def bindings() -> Any:
     return _DRV
 
 
-def unpack(result: Any, call: str, kernel: Optional[str] = None) -> Any:
-    """Check a cuda.bindings result tuple ``(CUresult, *outputs)``: raise the `driver_error`
-    on failure, else return the single output, the tuple of outputs, or None."""
-    if result[0]:
-        raise driver_error(result[0], call, kernel)
-    if len(result) == 1:
-        return None
-    return result[1] if len(result) == 2 else result[1:]
-
-
 def call(name: str, *args: Any, kernel: Optional[str] = None) -> Any:
-    """Run ``cuda.bindings.driver.<name>(*args)`` and return its outputs (see `unpack`)."""
+    """Run ``cuda.bindings.driver.<name>(*args)``, which returns ``(CUresult, *outputs)``: raise
+    the `driver_error` on failure, else return the single output, the tuple of outputs, or None."""
     fn = getattr(bindings(), name)
     try:
         result = fn(*args)
@@ -52,7 +43,9 @@ def call(name: str, *args: Any, kernel: Optional[str] = None) -> Any:
             raise no_device_error(kernel, exc) from None  # (numba's chain is noise)
         raise TLXRuntimeError(f"{name} raised {type(exc).__name__}: {exc}", kernel=kernel,
                               call=name) from exc
-    return unpack(result, name, kernel)
+    if result[0]:
+        raise driver_error(result[0], name, kernel)
+    return None if len(result) == 1 else result[1] if len(result) == 2 else result[1:]
 
 
 def current_context(kernel: Optional[str] = None) -> Any:

@@ -12,6 +12,8 @@ from typing import Any, Dict, Optional
 
 from tlx.compiler.abi import ABI_DTYPE
 
+from .errors import TLXRuntimeError
+
 #: bytes per element, by Triton spelling
 ELEMENT_BYTES: Dict[str, int] = {
     "i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
@@ -80,3 +82,12 @@ def dtype_of_torch(dtype: Any) -> Optional[str]:
         result = _ALIASES.get(name, name if name in ELEMENT_BYTES else None)
         _TORCH_CACHE[dtype] = result
         return result
+
+
+def require_dtype(dtype: Any, library: str, what: str = "dtype") -> str:
+    """The Triton spelling of a numpy or torch (`library`) dtype; a `TLXRuntimeError` naming it
+    (``numpy dtype complex64 has no kernel type``) where it has none."""
+    found = dtype_of_torch(dtype) if library == "torch" else dtype_of_numpy(dtype)
+    if found is None:
+        raise TLXRuntimeError(f"{library} {what} {dtype} has no kernel type")
+    return found

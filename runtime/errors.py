@@ -74,17 +74,12 @@ def is_no_device_exception(exc: BaseException) -> bool:
     return "CUDA_ERROR_NO_DEVICE" in text or "CUDA driver library cannot be found" in text
 
 
-def cuda_error_name(result: Any) -> str:
-    """The CUresult's enum name (``CUDA_ERROR_INVALID_VALUE``), or its number if unknown."""
-    name = getattr(result, "name", None)
-    return name if isinstance(name, str) else f"CUresult {int(result)}"
-
-
 def driver_error(result: Any, call: str, kernel: Optional[str] = None,
                  hint: Optional[str] = None) -> TLXRuntimeError:
     """The error for a driver call that returned `result` (a CUresult other than success):
     it names the call, the kernel and the CUDA error with the driver's own description."""
-    name = cuda_error_name(result)
+    name = getattr(result, "name", None)  # the CUresult's enum name, or its number if unknown
+    name = name if isinstance(name, str) else f"CUresult {int(result)}"
     description = ""
     try:  # the driver's text for the error ("invalid argument"); needs libcuda, so best effort
         from cuda.bindings import driver as drv

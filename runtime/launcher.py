@@ -135,14 +135,14 @@ class Launcher:
                 err = self._call(grid, values, s)
             if err:
                 raise self._launch_error(err, grid, s)
-            self._scratch_free(held, s)
+            scratch.release(held, s, self.name)
             held = 0
             if staged:
                 self._finish_staging(staged, s)
         finally:
             for _, ptr in staged:
                 driver.call("cuMemFree", ptr, kernel=self.name)
-            self._scratch_free(held, s)
+            scratch.release(held, s, self.name)
 
     def relaunch_after(self, err: int, grid: Any, args: Sequence[Any], stream: int) -> None:
         """The frontend's fast call returned driver error `err`: recover (a thread without a
@@ -310,6 +310,3 @@ class Launcher:
         if per_program <= 0 or gx * gy * gz == 0:
             return 0, 0
         return scratch.allocate(per_program * gx * gy * gz, stream, self.name)
-
-    def _scratch_free(self, handle: Any, stream: int) -> None:
-        scratch.release(handle, stream, self.name)

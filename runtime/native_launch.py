@@ -39,7 +39,7 @@ from types import ModuleType
 from typing import Any, Callable, List, Optional
 
 from . import streams
-from .cache import FileLock, default_cache_dir, write_atomic
+from .cache import FileLock, default_cache_dir, remove_files, write_atomic
 
 SOURCE = Path(__file__).with_name("native_launch.c")
 MODULE_NAME = "_tlx_native_launch"
@@ -159,24 +159,8 @@ def remove_builds(directory: Optional[Path] = None) -> int:
     """Delete the built modules, their records, locks, temporaries and the build folders a
     killed build left (`tlx cache clear`); returns how many files were removed. A process that
     loaded a module keeps its copy (the file's data lives until it is unmapped)."""
-    folder = directory or build_directory()
-    removed = 0
-    if folder.is_dir():
-        for path in folder.iterdir():
-            if path.name.startswith(("native_launch-", ".native_launch-")):
-                try:
-                    if path.is_dir():
-                        shutil.rmtree(path)
-                    else:
-                        path.unlink()
-                        removed += 1
-                except OSError:
-                    pass
-        try:
-            folder.rmdir()  # (only when nothing else is left in it)
-        except OSError:
-            pass
-    return removed
+    return remove_files(directory or build_directory(), lambda p: p.name.startswith(("native_launch-", ".native_launch-")),
+                        lambda p: True)
 
 
 def driver_entry_address() -> int:

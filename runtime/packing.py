@@ -101,7 +101,6 @@ class ParamSlot(NamedTuple):
     size: int
     code: Optional[str]
     convert: Optional[Callable[[Any], Any]]
-    hidden: bool
     native: Tuple[str, int]
 
 
@@ -127,7 +126,7 @@ class ArgLayout:
                     raise TLXRuntimeError(f"parameter '{p.name}': a tensor descriptor takes "
                                           f"{TENSOR_MAP_BYTES} bytes, the ABI says {p.size}")
                 offset = _align(offset, DESCRIPTOR_ALIGN)
-                slots[i] = ParamSlot(i, p.name, p.kind, p.dtype, offset, p.size, None, None, p.hidden, ("d", 0))
+                slots[i] = ParamSlot(i, p.name, p.kind, p.dtype, offset, p.size, None, None, ("d", 0))
                 offset += p.size
         self.values_offset = offset
         fmt = ["<"]
@@ -148,7 +147,7 @@ class ArgLayout:
             if start > cursor:
                 fmt.append(f"{start - cursor}x")
             fmt.append(sc.code)
-            slots[i] = ParamSlot(i, p.name, p.kind, p.dtype, start, p.size, sc.code, sc.convert, p.hidden, sc.native)
+            slots[i] = ParamSlot(i, p.name, p.kind, p.dtype, start, p.size, sc.code, sc.convert, sc.native)
             cursor = start + p.size
         self.size = max(_align(cursor, 8), 8)
         self.slots: Tuple[ParamSlot, ...] = tuple(s for s in slots if s is not None)

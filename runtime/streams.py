@@ -117,8 +117,7 @@ def stream_handle(stream: Any) -> int:
     else:
         resolver = _RESOLVERS.get(tp)
         if resolver is None:
-            resolver = _resolver_for(tp, stream)
-            _RESOLVERS[tp] = resolver
+            resolver = _RESOLVERS[tp] = _resolver_for(tp, stream)
         try:
             handle = resolver(stream)
         except TLXRuntimeError:

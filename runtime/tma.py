@@ -23,7 +23,7 @@ from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
 from tlx.compiler.abi import TMA_DATA_TYPE, TMA_SWIZZLE, TMA_TFLOAT32, TMAEncoding
 
-from .dtypes import ELEMENT_BYTES, FLOAT_DTYPES, canonical_dtype
+from .dtypes import ELEMENT_BYTES, FLOAT_DTYPES, canonical_dtype, require_dtype
 from .errors import TLXRuntimeError
 
 MAX_RANK = 5
@@ -137,19 +137,9 @@ def _described_pointer(base: Any) -> Tuple[int, str]:
     import numpy as np
 
     if isinstance(base, np.ndarray):
-        from .dtypes import dtype_of_numpy
-
-        dt = dtype_of_numpy(base.dtype)
-        if dt is None:
-            raise TLXRuntimeError(f"numpy dtype {base.dtype} has no kernel type")
-        return base.ctypes.data, dt
+        return base.ctypes.data, require_dtype(base.dtype, "numpy")
     if _host_tensor(base):
-        from .dtypes import dtype_of_torch
-
-        dt = dtype_of_torch(base.dtype)
-        if dt is None:
-            raise TLXRuntimeError(f"torch dtype {base.dtype} has no kernel type")
-        return base.data_ptr(), dt
+        return base.data_ptr(), require_dtype(base.dtype, "torch")
     return base_pointer(base, -1)
 
 
@@ -369,7 +359,9 @@ class DescriptorEncoder:
                 entry[1] = ptr
                 self.replacements += 1
             return entry[0]
-        tmap = self._encode(desc, ptr, dtype, stream)
+        self._check(desc, ptr, dtype, stream)
+        enc = tiled_encoding(dtype, desc.shape, desc.strides, self.encoding, desc.padding, desc.round_f32_to_tf32)
+        tmap = encode_tiled(enc, ptr, kernel=self.kernel)
         self._maps[key] = [tmap, ptr]
         if len(self._maps) > self.capacity:
             self._maps.popitem(last=False)
@@ -385,12 +377,6 @@ class DescriptorEncoder:
                         round_f32_to_tf32=desc.round_f32_to_tf32, encoding=self.encoding,
                         base_extent=_base_extent(info.shape, info.strides), param=self.param,
                         kernel=self.kernel)
-
-    def _encode(self, desc: TensorDescriptor, ptr: int, dtype: str, stream: int) -> Any:
-        self._check(desc, ptr, dtype, stream)
-        enc = tiled_encoding(dtype, desc.shape, desc.strides, self.encoding, desc.padding,
-                             desc.round_f32_to_tf32)
-        return encode_tiled(enc, ptr, kernel=self.kernel)
 
     def _replace_address(self, tmap: Any, ptr: int) -> None:
         from . import driver

@@ -43,7 +43,6 @@ import copy
 import difflib
 import functools
 import hashlib
-import inspect
 import json
 import math
 import os
@@ -59,6 +58,7 @@ from tlx.compiler.ptxas import PTXASError
 
 from .compile import compiler_fingerprint
 from .jit import JITFunction
+from .launch import interpret_requested
 
 INF_TIMING = (math.inf, math.inf, math.inf)
 BENCH_QUANTILES = (0.5, 0.2, 0.8)  # what the timer is asked for; the median decides, as in Triton
@@ -87,17 +87,20 @@ def _caller_location(depth: int = 2) -> Optional[Location]:
     return Location(frame.f_code.co_filename, frame.f_lineno, 0)
 
 
+def _unwrapped(kernel: Any) -> List[Any]:
+    """`kernel`, the object its `fn` holds, that one's `fn`, ... (a wrapper, its @tlx.jit
+    kernel, the Python function; at most 16, in case a `fn` leads back)."""
+    chain = []
+    while kernel is not None and len(chain) < 16:
+        chain.append(kernel)
+        kernel = getattr(kernel, "fn", None)
+    return chain
+
+
 def _kernel_location(kernel: Any) -> Optional[Location]:
     """The `def` line of the Python function under `kernel` (through any wrappers)."""
-    obj = kernel
-    for _ in range(16):
-        code = getattr(obj, "__code__", None)
-        if code is not None:
-            return Location(code.co_filename, code.co_firstlineno, 0)
-        obj = getattr(obj, "fn", None)
-        if obj is None:
-            break
-    return None
+    code = next((o.__code__ for o in _unwrapped(kernel) if hasattr(o, "__code__")), None)
+    return Location(code.co_filename, code.co_firstlineno, 0) if code is not None else None
 
 
 # ---- Config ----------------------------------------------------------------------------------------
@@ -227,37 +230,6 @@ def _frozen(v: Any) -> Any:
 
 # ---- what the wrappers need of the kernel they wrap (tlx/jit.py's public surface) ------------------
 
-def _arg_names(kernel: Any) -> List[str]:
-    """The kernel's parameter names, in order: `params` of a JITFunction, `arg_names` of a wrapper."""
-    names = getattr(kernel, "arg_names", None)
-    if isinstance(names, list):
-        return list(names)
-    return [p.name for p in kernel.params]
-
-
-def _base_kernel(kernel: Any) -> Optional[JITFunction]:
-    """The @tlx.jit kernel under any autotune / heuristics wrappers (None if there is none)."""
-    obj = kernel
-    for _ in range(16):
-        if isinstance(obj, JITFunction):
-            return obj
-        obj = getattr(obj, "fn", None)
-        if obj is None:
-            return None
-    return None
-
-
-def _compile_only(kernel: Any, grid: Any, args: Sequence[Any], kwargs: Dict[str, Any]) -> Any:
-    """Compile, without launching, the specialization ``kernel[grid](*args, **kwargs)`` would
-    launch (`warmup`, Triton's name: JITFunction and the autotune / heuristics wrappers have it)."""
-    return kernel.warmup(*args, grid=grid, **kwargs)
-
-
-def _interpreting() -> bool:
-    """TLX_INTERPRET asks for the CPU interpreter (set, and neither "" nor "0")."""
-    return os.environ.get("TLX_INTERPRET", "") not in ("", "0")
-
-
 def _verbose() -> bool:
     return os.environ.get("TLX_PRINT_AUTOTUNING", "") not in ("", "0")
 
@@ -274,8 +246,9 @@ class _KernelWrapper:
                                 _kernel_location(fn) or _caller_location(4),
                                 hint=f"put @tlx.{decorator}(...) above @tlx.jit")
         self.fn = fn
-        self.base_fn = _base_kernel(fn)
-        self.arg_names = _arg_names(fn)
+        # the @tlx.jit kernel under any autotune / heuristics wrappers (None if there is none)
+        self.base_fn = next((o for o in _unwrapped(fn) if isinstance(o, JITFunction)), None)
+        self.arg_names = [p.name for p in fn.params]
         self.params = fn.params
         self.__name__ = fn.__name__
         self.__qualname__ = getattr(fn, "__qualname__", fn.__name__)
@@ -342,21 +315,18 @@ class Autotuner(_KernelWrapper):
         for what, hook in (("pre_hook", pre_hook), ("post_hook", post_hook), ("do_bench", do_bench)):
             if hook is not None and not callable(hook):
                 raise AutotuneError(f"@tlx.autotune({what}={hook!r}) is not callable", self._where)
-        self.perf_model: Optional[Callable[..., Any]] = None
-        self.configs_top_k: Any = 1.0
-        self.early_config_prune: Optional[Callable[..., Any]] = None
-        if prune_configs_by is not None:
-            if not isinstance(prune_configs_by, dict) or set(prune_configs_by) - set(_PRUNE_FIELDS):
-                raise AutotuneError(f"@tlx.autotune(prune_configs_by={prune_configs_by!r}): give a dict with "
-                                    f"{', '.join(_PRUNE_FIELDS)}", self._where)
-            self.perf_model = prune_configs_by.get("perf_model")
-            self.configs_top_k = prune_configs_by.get("top_k", 1.0)
-            self.early_config_prune = prune_configs_by.get("early_config_prune")
-            top_k = self.configs_top_k
-            if isinstance(top_k, bool) or not (isinstance(top_k, int) and top_k >= 1
-                                               or isinstance(top_k, float) and 0.0 < top_k <= 1.0):
-                raise AutotuneError(f"@tlx.autotune: prune_configs_by top_k={top_k!r} must be an int >= 1 (that "
-                                    "many configs) or a float in (0, 1] (that fraction)", self._where)
+        prune = {} if prune_configs_by is None else prune_configs_by
+        if not isinstance(prune, dict) or set(prune) - set(_PRUNE_FIELDS):
+            raise AutotuneError(f"@tlx.autotune(prune_configs_by={prune_configs_by!r}): give a dict with "
+                                f"{', '.join(_PRUNE_FIELDS)}", self._where)
+        self.perf_model: Optional[Callable[..., Any]] = prune.get("perf_model")
+        self.configs_top_k: Any = prune.get("top_k", 1.0)
+        self.early_config_prune: Optional[Callable[..., Any]] = prune.get("early_config_prune")
+        top_k = self.configs_top_k
+        if isinstance(top_k, bool) or not (isinstance(top_k, int) and top_k >= 1
+                                           or isinstance(top_k, float) and 0.0 < top_k <= 1.0):
+            raise AutotuneError(f"@tlx.autotune: prune_configs_by top_k={top_k!r} must be an int >= 1 (that "
+                                "many configs) or a float in (0, 1] (that fraction)", self._where)
         self._user_pre_hook = pre_hook
         self._user_post_hook = post_hook
         self._restore_copies: Dict[str, Any] = {}
@@ -488,20 +458,18 @@ class Autotuner(_KernelWrapper):
         configs = self.prune_configs(kwargs, nargs)
         for c in configs:
             self._launch_kwargs(kwargs, nargs, c)  # a clash is the caller's error: say so before timing
-        if _interpreting():
-            if not self._warned_interpret:
-                warnings.warn(f"tlx.autotune: kernel {self.__name__} runs on the CPU interpreter (TLX_INTERPRET=1), "
-                              f"which cannot time it; it uses the first of its {len(configs)} configs: {configs[0]}",
-                              RuntimeWarning, stacklevel=4)
-                self._warned_interpret = True
-            self.cache[key] = configs[0]
-            return configs[0]
-        if len(configs) == 1:
+        interpreting = interpret_requested()
+        if interpreting and not self._warned_interpret:
+            warnings.warn(f"tlx.autotune: kernel {self.__name__} runs on the CPU interpreter (TLX_INTERPRET=1), "
+                          f"which cannot time it; it uses the first of its {len(configs)} configs: {configs[0]}",
+                          RuntimeWarning, stacklevel=4)
+            self._warned_interpret = True
+        if interpreting or len(configs) == 1:
             self.cache[key] = configs[0]
             return configs[0]
         store = TuningStore() if self.cache_results else None
-        digest = store.digest(self, key, configs) if store is not None else None
         if store is not None:
+            digest = store.digest(self, key, configs)
             hit = store.load(digest, configs)
             if hit is not None:
                 best, timings = hit
@@ -553,8 +521,8 @@ class Autotuner(_KernelWrapper):
             jobs.append((c, call_args, call_kwargs))
 
         def compile_one(job: Tuple[Config, List[Any], Dict[str, Any]]) -> Tuple[Any, Optional[BaseException]]:
-            try:
-                return _compile_only(self.fn, grid, job[1], job[2]), None
+            try:  # (`warmup`: compile, without launching, what ``fn[grid](*args, **kwargs)`` would launch)
+                return self.fn.warmup(*job[1], grid=grid, **job[2]), None
             except AutotuneError:
                 raise
             except (TLXCompileError, PTXASError) as e:
@@ -566,9 +534,9 @@ class Autotuner(_KernelWrapper):
         if workers > 1:
             # What every compile reads and caches lazily, computed once here: JITFunction's
             # source hash guards its recursion with a placeholder another thread could read.
-            if self.base_fn is not None and callable(getattr(self.base_fn, "cache_hash", None)):
+            if self.base_fn is not None:
                 self.base_fn.cache_hash()
-            _compiler_fingerprint()
+            compiler_fingerprint()
             with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="tlx-autotune") as pool:
                 results = list(pool.map(compile_one, jobs))
         else:
@@ -649,7 +617,7 @@ class Heuristics(_KernelWrapper):
 
     def warmup(self, *args: Any, grid: Any = None, **kwargs: Any) -> Any:
         """Compile, without launching, the specialization these arguments select."""
-        return _compile_only(self.fn, grid, args, self._with_values(args, kwargs))
+        return self.fn.warmup(*args, grid=grid, **self._with_values(args, kwargs))
 
 
 def autotune(configs: Sequence[Config], key: Sequence[str], prune_configs_by: Optional[Dict[str, Any]] = None,
@@ -763,8 +731,8 @@ class TuningStore:
     def digest(self, tuner: Autotuner, key: Tuple[Any, ...], configs: Sequence[Config]) -> str:
         """What a choice depends on, hashed: the kernel's source (with its helpers), the compiler,
         the GPU, the tuning key and the configs tried (with their pre_hooks)."""
-        blob = json.dumps({"format": self.FORMAT, "kernel": tuner.__qualname__, "source": _source_hash(tuner),
-                           "compiler": _compiler_fingerprint(), "device": _device_identity(),
+        blob = json.dumps({"format": self.FORMAT, "kernel": tuner.__qualname__, "source": tuner.base_fn.cache_hash() if tuner.base_fn else "",
+                           "compiler": compiler_fingerprint(), "device": _device_identity(),
                            "key": [repr(k) for k in key], "configs": [config_identity(c) for c in configs]})
         return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -797,20 +765,9 @@ class TuningStore:
 
     def clear(self) -> int:
         """Remove every stored choice; returns how many."""
-        removed = 0
-        if self.directory.is_dir():
-            for path in self.directory.iterdir():
-                if path.suffix in (".json", ".tmp"):
-                    try:
-                        path.unlink()
-                        removed += path.suffix == ".json"
-                    except OSError:
-                        pass
-            try:
-                self.directory.rmdir()  # (only when nothing else is left in it)
-            except OSError:
-                pass
-        return removed
+        from tlx.runtime.cache import remove_files
+
+        return remove_files(self.directory, lambda p: p.suffix in (".json", ".tmp"), lambda p: p.suffix == ".json")
 
 
 def config_identity(config: Config) -> str:
@@ -822,22 +779,6 @@ def config_identity(config: Config) -> str:
     code = getattr(hook, "__code__", None)
     body = hashlib.sha256(code.co_code + repr(code.co_consts).encode()).hexdigest()[:16] if code is not None else ""
     return f"{config}, pre_hook: {name}:{body}"
-
-
-def _source_hash(tuner: Autotuner) -> str:
-    """The kernel's source digest, helpers included (JITFunction.cache_hash), else its own text."""
-    base = tuner.base_fn
-    if base is None:
-        return ""
-    h = getattr(base, "cache_hash", None)
-    if callable(h):
-        return str(h())
-    return hashlib.sha256(inspect.getsource(base.fn).encode()).hexdigest()
-
-
-def _compiler_fingerprint() -> str:
-    """The compiler's digest, as the kernel cache keys on it."""
-    return compiler_fingerprint()
 
 
 def _device_identity() -> str:

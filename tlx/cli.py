@@ -53,11 +53,7 @@ def parse_pairs(items: Optional[Sequence[str]], what: str, literal: bool) -> Dic
             if "=" not in pair:
                 raise TLXError(f"{what} entries are name=value, got {pair!r}")
             k, v = pair.split("=", 1)
-            k, v = k.strip(), v.strip()
-            if literal:
-                out[k] = _literal(v)
-            else:
-                out[k] = v
+            out[k.strip()] = _literal(v.strip()) if literal else v.strip()
     return out
 
 

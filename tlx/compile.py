@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import tlx.compiler
 from tlx.compiler.errors import TLXCompileError, TLXError
@@ -167,9 +167,15 @@ def compile(fn: Any, signature: Optional[Dict[str, str]] = None, constexprs: Opt
                           print_ir_after_all=options.pop("print_ir_after_all",
                                                          os.environ.get("TLX_PRINT_IR_AFTER_ALL", "") not in ("", "0")),
                           **options)
+    return trace_and_compile(fn, types, dict(constexprs or {}), opts, dict(divisibility or {}))
+
+
+def trace_and_compile(fn: KernelFunction, types: Dict[str, Any], constexprs: Dict[str, Any], opts: CompileOptions,
+                      divisibility: Dict[str, int], equal_to_one: Sequence[str] = ()) -> CompiledKernel:
+    """Trace `fn` for these parameter types and constexprs and run the pass pipeline on it."""
     t0 = time.perf_counter()
-    module = trace(fn, types, dict(constexprs or {}), num_warps=num_warps, target=target, num_ctas=num_ctas,
-                   divisibility=dict(divisibility or {}))
+    module = trace(fn, types, constexprs, num_warps=opts.num_warps, target=opts.target, num_ctas=opts.num_ctas,
+                   divisibility=divisibility, equal_to_one=equal_to_one)
     trace_time = time.perf_counter() - t0
     return CompiledKernel.from_result(fn.__name__, run_pipeline(module, opts), opts, trace_time)
 
@@ -177,13 +183,10 @@ def compile(fn: Any, signature: Optional[Dict[str, str]] = None, constexprs: Opt
 def compile_fresh(fn: KernelFunction, spec: Specialization) -> Tuple[CacheEntry, CompiledKernel]:
     """Trace and compile one specialization: the disk cache's entry and the kernel."""
     t0 = time.perf_counter()
-    opts = spec.options
     types = {k: type_from_signature(v, k) for k, v in spec.signature.items()}
-    module = trace(fn, types, spec.constexprs, num_warps=opts.num_warps, target=opts.target, num_ctas=opts.num_ctas,
-                   divisibility=spec.divisibility, equal_to_one=spec.equal_to_one)
-    compiled = CompiledKernel.from_result(fn.__name__, run_pipeline(module, opts), opts, time.perf_counter() - t0)
+    compiled = trace_and_compile(fn, types, spec.constexprs, spec.options, spec.divisibility, spec.equal_to_one)
     entry = entry_from_compile_result(fn.__name__, compiled.result, time.perf_counter() - t0,
-                                      meta={"options": repr(opts), "metadata": dict(compiled.metadata),
+                                      meta={"options": repr(spec.options), "metadata": dict(compiled.metadata),
                                             "pass_times": compiled.pass_times})
     return entry, compiled
 

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import difflib
 import html
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, List, Optional
 
 from tlx.compiler.fences import loc_text
 from tlx.compiler.ir import parse_module, print_module
-
-
-def _records_by_id(fences: List[Any]) -> Dict[int, Any]:
-    return {r.id: r for r in fences}
 
 
 def fence_note(rec: Any) -> str:
@@ -52,7 +48,7 @@ def fenced_ir_text(k: Any, stage: Optional[str] = None, fence_ids: bool = True) 
     its source location. ``fence_ids=False`` leaves the ``fence_id`` attribute out (the note above
     each fence names it), so that stage-to-stage diffs show only real changes."""
     key, text = _stage_module(k, stage)
-    recs = _records_by_id(k.fences)
+    recs = {r.id: r for r in k.fences}
     user_by_loc = {r.loc: r for r in k.fences if r.origin == "user"}
     module = parse_module(text)
 
@@ -109,39 +105,40 @@ class _IRView:
         return ir_html(fenced_ir_text(self.k, self.stage), key)
 
 
-def ir_html(text: str, title: str) -> str:
-    """IR text as HTML: fence ops and their explanations highlighted."""
+def _is_fence(line: str) -> bool:
+    return "tlx.fence_async_shared" in line or "tlx.fence " in line
+
+
+def _styled_pre(text: str, title: str, style_of: Callable[[str], str]) -> str:
+    """`text` as an HTML block under `title`, each line in a span of the CSS `style_of` gives it."""
     out = []
     for line in text.splitlines():
-        esc = html.escape(line)
-        s = line.lstrip()
-        if s.startswith("//"):
-            out.append(f'<span style="color:#8a5a00">{esc}</span>')
-        elif "tlx.fence_async_shared" in line or "tlx.fence " in line:
-            out.append(f'<span style="background:#ffe9a8;font-weight:bold">{esc}</span>')
-        else:
-            out.append(esc)
+        style = style_of(line)
+        out.append(f'<span style="{style}">{html.escape(line)}</span>' if style else html.escape(line))
     return (f"<div><b>{html.escape(title)}</b><pre style='font-size:11px;line-height:1.25'>" + "\n".join(out)
             + "</pre></div>")
+
+
+def ir_html(text: str, title: str) -> str:
+    """IR text as HTML: fence ops and their explanations highlighted."""
+    return _styled_pre(text, title, lambda line: "color:#8a5a00" if line.lstrip().startswith("//") else
+                       "background:#ffe9a8;font-weight:bold" if _is_fence(line) else "")
+
+
+def _diff_style(line: str) -> str:
+    style = ""
+    if line.startswith("+") and not line.startswith("+++"):
+        style = "background:#dcf5dc"
+    elif line.startswith("-") and not line.startswith("---"):
+        style = "background:#fadcdc"
+    elif line.startswith("@@"):
+        style = "color:#777"
+    return style + ";font-weight:bold" if _is_fence(line) else style
 
 
 def diff_html(text: str, title: str) -> str:
     """A unified diff of IR as HTML: added lines green, removed lines red, fences in bold."""
-    out = []
-    for line in text.splitlines():
-        esc = html.escape(line)
-        style = ""
-        if line.startswith("+") and not line.startswith("+++"):
-            style = "background:#dcf5dc"
-        elif line.startswith("-") and not line.startswith("---"):
-            style = "background:#fadcdc"
-        elif line.startswith("@@"):
-            style = "color:#777"
-        if "tlx.fence_async_shared" in line or "tlx.fence " in line:
-            style += ";font-weight:bold"
-        out.append(f'<span style="{style}">{esc}</span>' if style else esc)
-    return (f"<div><b>{html.escape(title)}</b><pre style='font-size:11px;line-height:1.25'>" + "\n".join(out)
-            + "</pre></div>")
+    return _styled_pre(text, title, _diff_style)
 
 
 def compiled_kernel_html(k: Any) -> str:

@@ -234,17 +234,10 @@ def _check(tree: ast.Module, result: PortResult) -> None:
                                                          "triton is installed)"))
     for notes in (result.left, result.unmapped, result.missing, result.warnings):
         notes.sort(key=lambda n: (n.line, n.what))
-    _dedupe(result.missing)
-
-
-def _dedupe(notes: List[Note]) -> None:
-    seen: Set[Tuple[int, str]] = set()
-    kept = []
-    for n in notes:
-        if (n.line, n.what) not in seen:
-            seen.add((n.line, n.what))
-            kept.append(n)
-    notes[:] = kept
+    first: Dict[Tuple[int, str], Note] = {}  # a name missing twice on one line: said once
+    for n in result.missing:
+        first.setdefault((n.line, n.what), n)
+    result.missing[:] = first.values()
 
 
 def _resolve(module: str, attrs: List[str]) -> Any:

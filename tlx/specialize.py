@@ -43,7 +43,7 @@ from tlx.compiler.errors import TLXCompileError, TLXTypeError
 from tlx.compiler.ir.core import Location
 from tlx.compiler.options import CompileOptions
 from tlx.runtime.arrays import kind_of, pointer_and_dtype
-from tlx.runtime.dtypes import dtype_of_numpy, dtype_of_torch
+from tlx.runtime.dtypes import dtype_of_numpy, require_dtype
 from tlx.runtime.errors import TLXRuntimeError
 from tlx.runtime.tma import TensorDescriptor
 
@@ -122,9 +122,7 @@ def arg_spec(value: Any, host_arrays: bool = False) -> ArgSpec:
     if tp is bool or isinstance(value, np.bool_):
         return I1
     if isinstance(value, np.generic):  # (before float: numpy.float64 is a float)
-        dtype = dtype_of_numpy(value.dtype)
-        if dtype is None:
-            raise TLXRuntimeError(f"numpy scalar of type {value.dtype} has no kernel type")
+        dtype = require_dtype(value.dtype, "numpy", "scalar of type")
         return spec(dtype, 16 if dtype[0] in "iu" and int(value) % 16 == 0 else 1)
     if isinstance(value, int):
         return int_spec(int(value))
@@ -159,20 +157,11 @@ def arg_spec(value: Any, host_arrays: bool = False) -> ArgSpec:
 def _host_array_spec(value: Any, kind: str) -> Optional[ArgSpec]:
     """With host arrays allowed: a numpy array, a CPU torch tensor or a torch dtype."""
     if isinstance(value, np.ndarray):
-        dtype = dtype_of_numpy(value.dtype)
-        if dtype is None:
-            raise TLXRuntimeError(f"numpy dtype {value.dtype} has no kernel type")
-        return _pointer_spec(dtype, value.ctypes.data)
+        return _pointer_spec(require_dtype(value.dtype, "numpy"), value.ctypes.data)
     if kind == "torch" and not value.is_cuda:
-        dtype = dtype_of_torch(value.dtype)
-        if dtype is None:
-            raise TLXRuntimeError(f"torch dtype {value.dtype} has no kernel type")
-        return _pointer_spec(dtype, value.data_ptr())
+        return _pointer_spec(require_dtype(value.dtype, "torch"), value.data_ptr())
     if type(value).__name__ == "dtype" and type(value).__module__.startswith("torch"):
-        dtype = dtype_of_torch(value)
-        if dtype is None:
-            raise TLXRuntimeError(f"torch dtype {value} has no kernel type")
-        return _pointer_spec(dtype, 0)
+        return _pointer_spec(require_dtype(value, "torch"), 0)
     return None
 
 
