@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -50,13 +51,11 @@ class PendingDot:
         return self.value
 
 
+@dataclass(slots=True)
 class BarrierArray:
     """The value of `tlx.alloc_barriers`: the program's mbarriers of that op."""
 
-    __slots__ = ("bars",)
-
-    def __init__(self, bars: List[MBarrier]):
-        self.bars = bars
+    bars: List[MBarrier]
 
 
 class Token:
@@ -98,23 +97,22 @@ def matmul(a: np.ndarray, b: np.ndarray, acc: Optional[np.ndarray], at: T.Scalar
     return N.round_to(r, re)
 
 
+@dataclass(slots=True)
 class Group:
     """One async group of a partition (a wgmma commit group, a bulk-store group, a cp.async
     group): the records it holds open and what completing it does."""
 
-    __slots__ = ("records", "finish")
-
-    def __init__(self, records: List[Access], finish: Optional[Callable[[], None]] = None):
-        self.records, self.finish = records, finish
+    records: List[Access]
+    finish: Callable[[], None]
 
 
 class Thread:
     """The execution state of one partition of one program."""
 
-    def __init__(self, prog: "Program", agent: Agent, env: Optional[Dict[Value, Any]] = None):
+    def __init__(self, prog: "Program", agent: Agent):
         self.prog = prog
         self.agent = agent
-        self.env: Dict[Value, Any] = env if env is not None else {}
+        self.env: Dict[Value, Any] = {}
         self.loops: List[List[Any]] = []
         self.wgmma: List[Group] = []
         self.bulk: List[Group] = []
@@ -130,11 +128,13 @@ class Thread:
         return self.prog.interp.checker.new_record(op, what, self.agent, self.prog.pid, self.iters())
 
 
+@dataclass(slots=True)
 class Coroutine:
-    __slots__ = ("thread", "gen", "done")
+    """A partition's generator and its thread; `done` once the generator has ended."""
 
-    def __init__(self, thread: Thread, gen: Iterator):
-        self.thread, self.gen, self.done = thread, gen, False
+    thread: Thread
+    gen: Iterator
+    done: bool = False
 
 
 def _int(v) -> int:
@@ -183,8 +183,8 @@ class ClusterRun:
     cluster barrier counts every live partition of every CTA, and a remote view reaches another
     CTA's shared memory and mbarriers (`programs[rank]`)."""
 
-    def __init__(self, keys: Iterator[int]):
-        self.keys = keys
+    def __init__(self) -> None:
+        self.keys = itertools.count()  # agent and barrier keys are unique in the cluster (clocks cross CTAs)
         self.programs: List["Program"] = []
         self.generation = 0  # of the cluster barrier
         self.arrived = 0
@@ -232,18 +232,17 @@ class Program:
     """One CTA: its shared memory, barriers, agents and coroutines; `cluster` is the thread-block
     cluster it runs in (every CTA of a cluster runs together), `rank` its rank there."""
 
-    def __init__(self, interp: "Interpreter", pid: Tuple[int, int, int], cluster: Optional[ClusterRun] = None,
-                 rank: int = 0):
+    def __init__(self, interp: "Interpreter", pid: Tuple[int, int, int], cluster: ClusterRun, rank: int):
         self.interp = interp
         self.pid = pid
-        self.cluster = cluster if cluster is not None else ClusterRun(itertools.count())
+        self.cluster = cluster
         self.rank = rank
         self.cluster.programs.append(self)
         self.allocs: Dict[Operation, SmemAlloc] = {}
         self.roots: Dict[Operation, SmemView] = {}
         self.barriers: Dict[Operation, BarrierArray] = {}
         self.named: Dict[int, NamedBarrier] = {}
-        self.keys = self.cluster.keys  # agent and barrier keys are unique in the cluster (clocks cross CTAs)
+        self.keys = cluster.keys
         self.runnable: deque = deque()
         self.blocked: List[Tuple[Coroutine, Wait]] = []
         self.coroutines: List[Coroutine] = []
@@ -291,11 +290,6 @@ class Program:
                 self.runnable.append(co)
                 return True
         return False
-
-    def run(self, func: Operation, args: Sequence[Any]) -> None:
-        """Run this CTA alone (a cluster of one) to its end."""
-        self.start(func, args)
-        self.cluster.run()
 
     def finish(self) -> None:
         """Kernel exit: in-flight loads land, outstanding bulk stores complete."""
@@ -418,17 +412,14 @@ class Interpreter:
                 raise InterpreterError(f"the grid {tuple(self.grid)} is not a whole number of clusters "
                                        f"{(cx, cy, cz)} along axis {axis}",
                                        hint="make each grid dimension a multiple of ctas_per_cga's")
-        for z0 in range(0, gz, cz):
-            for y0 in range(0, gy, cy):
-                for x0 in range(0, gx, cx):
-                    cl = ClusterRun(itertools.count())
-                    for dz in range(cz):
-                        for dy in range(cy):
-                            for dx in range(cx):
-                                Program(self, (x0 + dx, y0 + dy, z0 + dz), cl, dx + cx * (dy + cy * dz))
-                    for p in cl.programs:
-                        p.start(self.func, self.args)
-                    cl.run()
+        for z0, y0, x0 in itertools.product(range(0, gz, cz), range(0, gy, cy), range(0, gx, cx)):
+            cl = ClusterRun()
+            # ranks run x fastest, as %cluster_ctarank does
+            for rank, (dz, dy, dx) in enumerate(itertools.product(range(cz), range(cy), range(cx))):
+                Program(self, (x0 + dx, y0 + dy, z0 + dz), cl, rank)
+            for p in cl.programs:
+                p.start(self.func, self.args)
+            cl.run()
 
     def compile_block(self, block: Block):
         key = id(block)
@@ -511,8 +502,34 @@ def _set(th: Thread, op: Operation, value) -> None:
     th.env[op.results[0]] = value
 
 
+def _results(table: Dict[str, Callable]) -> None:
+    """Register ops whose one result is `fn(interp, thread, op)`, for each name: fn of the table."""
+    for name, fn in table.items():
+        HANDLERS[name] = lambda it, th, op, fn=fn: _set(th, op, fn(it, th, op))
+
+
 def _elem(v: Value) -> T.ScalarType:
     return T.element_of(v.type)  # type: ignore[return-value]
+
+
+def _fres(x, t: T.Type):
+    """A float result rounded to the IR type (bf16 values are float32 rounded to bf16)."""
+    e = T.element_of(t)
+    if e.name == "bf16":
+        x = N.round_bf16_from_f32(np.asarray(x, dtype=np.float32))
+    return _scalar_or(x, t)
+
+
+def computes(*names: str, finish: Callable = _scalar_or):
+    """Register `fn(op, *values)` for ops whose one result it computes from the values of their
+    operands (numpy arrays); `finish` casts it to the op's result type (`_fres`: rounds bf16)."""
+    def deco(fn):
+        def h(it, th, op):
+            _set(th, op, finish(fn(op, *(np.asarray(th.env[v]) for v in op.operands)), op.result.type))
+        for n in names:
+            HANDLERS[n] = h
+        return fn
+    return deco
 
 
 # -- constants, program ids, shapes ---------------------------------------------------------------
@@ -529,25 +546,14 @@ def _constant(it, th, op):
     _set(th, op, np.full(t.shape, s, dtype=N.compute_dtype(e)) if isinstance(t, T.TensorType) else s)
 
 
-@handler("tt.get_program_id")
-def _pid(it, th, op):
-    _set(th, op, np.int32(th.prog.pid[op.attrs["axis"]]))
-
-
-@handler("tt.get_num_programs")
-def _nprog(it, th, op):
-    _set(th, op, np.int32(it.grid[op.attrs["axis"]]))
-
-
-@handler("tt.make_range")
-def _range(it, th, op):
-    _set(th, op, np.arange(op.attrs["start"], op.attrs["end"], dtype=np.int32))
-
-
-@handler("tt.splat")
-def _splat(it, th, op):
-    t = op.result.type
-    _set(th, op, np.full(t.shape, _uniform(th, op, op.operands[0], "splatted value"), dtype=N.compute_dtype(t.element)))
+_results({
+    "tt.get_program_id": lambda it, th, op: np.int32(th.prog.pid[op.attrs["axis"]]),
+    "tt.get_num_programs": lambda it, th, op: np.int32(it.grid[op.attrs["axis"]]),
+    "tt.make_range": lambda it, th, op: np.arange(op.attrs["start"], op.attrs["end"], dtype=np.int32),
+    "tt.splat": lambda it, th, op: np.full(op.result.type.shape, _uniform(th, op, op.operands[0], "splatted value"),
+                                           dtype=N.compute_dtype(op.result.type.element)),
+    "tt.join": lambda it, th, op: np.stack([th.env[v] for v in op.operands], axis=-1),
+})
 
 
 def _reshaper(fn: Callable[[np.ndarray, Operation], np.ndarray]) -> Callable:
@@ -568,12 +574,6 @@ for _n, _f in {
     HANDLERS[f"tt.{_n}"] = _reshaper(_f)
 
 
-@handler("tt.join")
-def _join(it, th, op):
-    a, b = (th.env[v] for v in op.operands)
-    _set(th, op, np.stack([a, b], axis=-1))
-
-
 @handler("tt.split")
 def _split(it, th, op):
     a = th.env[op.operands[0]]
@@ -582,14 +582,6 @@ def _split(it, th, op):
 
 
 # -- integer arithmetic ------------------------------------------------------------------------------
-
-def _ibin(fn):
-    def h(it, th, op):
-        a, b = th.env[op.operands[0]], th.env[op.operands[1]]
-        e = _elem(op.operands[0])
-        _set(th, op, _scalar_or(fn(np.asarray(a), np.asarray(b), e), op.result.type))
-    return h
-
 
 def _wrap(f):
     def g(a, b, e):
@@ -613,48 +605,28 @@ for _n, _f in {
     "shli": lambda a, b, e: N.shift("shli", a, b, e), "shrsi": lambda a, b, e: N.shift("shrsi", a, b, e),
     "shrui": lambda a, b, e: N.shift("shrui", a, b, e),
 }.items():
-    HANDLERS[f"arith.{_n}"] = _ibin(_f)
-
-
-@handler("math.absi")
-def _absi(it, th, op):
-    a = np.asarray(th.env[op.operands[0]])
-    _set(th, op, _scalar_or(np.abs(a), op.result.type))
+    computes(f"arith.{_n}")(lambda op, a, b, f=_f: f(a, b, _elem(op.operands[0])))
+computes("math.absi")(lambda op, a: np.abs(a))
 
 
 # -- float arithmetic -----------------------------------------------------------------------------------
-
-def _fres(x, t: T.Type):
-    """A float result rounded to the IR type (bf16 values are float32 rounded to bf16)."""
-    e = T.element_of(t)
-    if e.name == "bf16":
-        x = N.round_bf16_from_f32(np.asarray(x, dtype=np.float32))
-    return _scalar_or(x, t)
-
-
-def _fbin(fn):
-    def h(it, th, op):
-        a, b = np.asarray(th.env[op.operands[0]]), np.asarray(th.env[op.operands[1]])
-        _set(th, op, _fres(fn(a, b), op.result.type))
-    return h
-
 
 for _n, _f in {
     "addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide, "remf": np.fmod,
     "maximumf": np.maximum, "minimumf": np.minimum, "maxnumf": np.fmax, "minnumf": np.fmin,
 }.items():
-    HANDLERS[f"arith.{_n}"] = _fbin(_f)
+    computes(f"arith.{_n}", finish=_fres)(lambda op, a, b, f=_f: f(a, b))
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 def _funary(fn):
-    def h(it, th, op):
-        a = np.asarray(th.env[op.operands[0]])
+    """`fn` on a float operand: f16 and bf16 computed in f32 (f16 results rounded back)."""
+    def g(op, a):
         e = _elem(op.operands[0])
         x = a.astype(np.float32) if e.name in ("f16", "bf16") else a
-        _set(th, op, _fres(N.round_to(fn(x), e) if e.name == "f16" else fn(x), op.result.type))
-    return h
+        return N.round_to(fn(x), e) if e.name == "f16" else fn(x)
+    return g
 
 
 def _flush_subnormal(fn):
@@ -676,151 +648,108 @@ for _n, _f in {
     "rsqrt": lambda x: 1 / np.sqrt(x), "sin": np.sin, "cos": np.cos, "absf": np.abs, "floor": np.floor,
     "ceil": np.ceil, "tanh": np.tanh, "erf": lambda x: _erf(x).astype(x.dtype),
 }.items():
-    HANDLERS[f"math.{_n}"] = _funary(_f)
-HANDLERS["arith.negf"] = _funary(np.negative)
+    computes(f"math.{_n}", finish=_fres)(_funary(_f))
+computes("arith.negf", finish=_fres)(_funary(np.negative))
 
 
-@handler("math.fma")
-def _fma(it, th, op):
-    a, b, c = (np.asarray(th.env[v]) for v in op.operands)
+@computes("math.fma", finish=_fres)
+def _fma(op, a, b, c):
     e = _elem(op.operands[0])
     if e.name == "f64":
-        r = a * b + c  # float64 has no wider type here; one extra rounding at most
-    else:
-        r = N.round_to(a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64), e)
-    _set(th, op, _fres(r, op.result.type))
+        return a * b + c  # float64 has no wider type here; one extra rounding at most
+    return N.round_to(a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64), e)
 
 
 # -- comparisons, select ------------------------------------------------------------------------------
 
-_CMPI = {"eq": np.equal, "ne": np.not_equal, "slt": np.less, "sle": np.less_equal, "sgt": np.greater,
-         "sge": np.greater_equal, "ult": np.less, "ule": np.less_equal, "ugt": np.greater, "uge": np.greater_equal}
+_CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+        "ge": np.greater_equal}
 
 
-@handler("arith.cmpi")
-def _cmpi(it, th, op):
-    a, b = np.asarray(th.env[op.operands[0]]), np.asarray(th.env[op.operands[1]])
-    p = op.attrs["predicate"]
+@computes("arith.cmpi")
+def _cmpi(op, a, b):
+    p = op.attrs["predicate"]  # eq, ne, or s/u (the signedness) + lt, le, gt, ge
     e = _elem(op.operands[0])
     if isinstance(e, T.ScalarType) and e.bits > 1:
         if p[0] == "u":
             a, b = N.as_unsigned(a, e), N.as_unsigned(b, e)
         elif p[0] == "s":
             a, b = N.as_signed(a, e), N.as_signed(b, e)
-    _set(th, op, _scalar_or(_CMPI[p](a, b), op.result.type))
+    return _CMP[p if p in ("eq", "ne") else p[1:]](a, b)
 
 
-@handler("arith.cmpf")
-def _cmpf(it, th, op):
-    a, b = np.asarray(th.env[op.operands[0]]), np.asarray(th.env[op.operands[1]])
-    p = op.attrs["predicate"]
+@computes("arith.cmpf")
+def _cmpf(op, a, b):
+    p = op.attrs["predicate"]  # ord, uno, or o (false for NaN) / u (true for NaN) + a comparison
     nan = np.isnan(a) | np.isnan(b)
-    base = {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b}
-    if p == "ord":
-        r = ~nan
-    elif p == "uno":
-        r = nan
-    elif p[0] == "o":
-        r = base[p[1:]] & ~nan
-    else:
-        r = base[p[1:]] | nan
-    _set(th, op, _scalar_or(r, op.result.type))
+    if p in ("ord", "uno"):
+        return ~nan if p == "ord" else nan
+    r = _CMP[p[1:]](a, b)
+    return r & ~nan if p[0] == "o" else r | nan
 
 
 @handler("arith.select")
 def _select(it, th, op):
     c, a, b = (th.env[v] for v in op.operands)
-    if not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray) and not isinstance(c, np.ndarray):
-        _set(th, op, a if bool(c) else b)
-        return
-    if isinstance(a, (SmemView, MBarrier)):
-        _set(th, op, a if bool(c) else b)
-        return
-    _set(th, op, _scalar_or(np.where(c, a, b), op.result.type))
+    if isinstance(a, (SmemView, MBarrier)) or not any(isinstance(x, np.ndarray) for x in (c, a, b)):
+        _set(th, op, a if bool(c) else b)  # a uniform choice (of values, buffers or barriers)
+    else:
+        _set(th, op, _scalar_or(np.where(c, a, b), op.result.type))
 
 
 # -- casts ------------------------------------------------------------------------------------------------
 
-@handler("arith.extsi", "arith.extui", "arith.trunci")
-def _icast(it, th, op):
-    a = np.asarray(th.env[op.operands[0]])
+@computes("arith.extsi", "arith.extui", "arith.trunci")
+def _icast(op, a):
     se, de = _elem(op.operands[0]), _elem(op.result)
     if op.name == "arith.trunci":
-        r = (a.astype(np.int64) & 1).astype(bool) if de.bits == 1 else a.astype(N.compute_dtype(de))
-    elif se.bits == 1:
+        return (a.astype(np.int64) & 1).astype(bool) if de.bits == 1 else a.astype(N.compute_dtype(de))
+    if se.bits == 1:
         r = (-(a.astype(np.int64)) if op.name == "arith.extsi" else a.astype(np.int64))
-        r = N.back(r.astype(N._SIGNED[de.bits]).view(N._UNSIGNED[de.bits]), de)
-    else:
-        src = N.as_signed(a, se) if op.name == "arith.extsi" else N.as_unsigned(a, se)
-        r = N.back(src.astype(N._SIGNED[de.bits] if op.name == "arith.extsi" else N._UNSIGNED[de.bits]), de)
-    _set(th, op, _scalar_or(r, op.result.type))
+        return N.back(r.astype(N._SIGNED[de.bits]).view(N._UNSIGNED[de.bits]), de)
+    src = N.as_signed(a, se) if op.name == "arith.extsi" else N.as_unsigned(a, se)
+    return N.back(src.astype(N._SIGNED[de.bits] if op.name == "arith.extsi" else N._UNSIGNED[de.bits]), de)
 
 
-@handler("arith.sitofp", "arith.uitofp")
-def _itof(it, th, op):
-    a = np.asarray(th.env[op.operands[0]])
+@computes("arith.sitofp", "arith.uitofp")
+def _itof(op, a):
     se, de = _elem(op.operands[0]), _elem(op.result)
     src = N.as_signed(a, se) if op.name == "arith.sitofp" and se.bits > 1 else N.as_unsigned(a, se)
-    if de.name == "f32":
-        r = src.astype(np.float32)
-    else:
-        r = N.round_to(src.astype(np.float64), de)
-    _set(th, op, _scalar_or(r, op.result.type))
+    return src.astype(np.float32) if de.name == "f32" else N.round_to(src.astype(np.float64), de)
 
 
-@handler("arith.fptosi", "arith.fptoui")
-def _ftoi(it, th, op):
-    a = np.asarray(th.env[op.operands[0]])
-    _set(th, op, _scalar_or(N.float_to_int(a, _elem(op.result), op.name == "arith.fptosi"), op.result.type))
+computes("arith.fptosi", "arith.fptoui")(lambda op, a: N.float_to_int(a, _elem(op.result), op.name == "arith.fptosi"))
 
 
-@handler("arith.extf", "arith.truncf", "tt.fp_to_fp")
-def _fcast(it, th, op):
-    a = np.asarray(th.env[op.operands[0]])
+@computes("arith.extf", "arith.truncf", "tt.fp_to_fp")
+def _fcast(op, a):
     de = _elem(op.result)
-    mode = op.attrs.get("rounding", "rtne")
     src = a.astype(np.float64) if a.dtype != np.float32 or de.name not in ("bf16", "f16", "f32") else a
-    _set(th, op, _scalar_or(N.round_to(src, de, mode), op.result.type))
+    return N.round_to(src, de, op.attrs.get("rounding", "rtne"))
 
 
-@handler("arith.bitcast", "tt.int_to_ptr", "tt.ptr_to_int")
-def _bitcast(it, th, op):
-    a = np.asarray(th.env[op.operands[0]])
-    se, de = _elem(op.operands[0]), _elem(op.result)
-    raw = N.encode(a, se)
-    _set(th, op, _scalar_or(N.decode(raw.view(N.storage_dtype(de)), de), op.result.type))
+@computes("arith.bitcast", "tt.int_to_ptr", "tt.ptr_to_int")
+def _bitcast(op, a):
+    de = _elem(op.result)
+    return N.decode(N.encode(a, _elem(op.operands[0])).view(N.storage_dtype(de)), de)
 
 
 # -- reductions, dot -----------------------------------------------------------------------------------
 
-@handler("tt.reduce")
-def _reduce(it, th, op):
-    a = np.asarray(th.env[op.operands[0]])
+# max / min compare signed for iN, unsigned for uN: the numpy dtype says which
+_REDUCE = {"max": np.max, "min": np.min, "argmax": np.argmax, "argmin": np.argmin,
+           "xor_sum": np.bitwise_xor.reduce, "and": np.bitwise_and.reduce, "or": np.bitwise_or.reduce}
+
+
+@computes("tt.reduce", finish=_fres)
+def _reduce(op, a):
     ax, kind = op.attrs["axis"], op.attrs["kind"]
     e = _elem(op.operands[0])
-    if kind == "sum":
-        if e.is_float:
-            r = N.round_to(np.sum(a.astype(np.float64 if e.name == "f64" else np.float32), axis=ax), e)
-        else:
-            r = np.sum(a, axis=ax, dtype=a.dtype)
-    elif kind == "prod":
-        r = np.prod(a, axis=ax, dtype=a.dtype)
-    elif kind in ("max", "min"):
-        if e.is_int and e.bits > 1:
-            s = N.as_unsigned(a, e) if not e.is_signed else a
-            r = (np.max if kind == "max" else np.min)(s, axis=ax).astype(a.dtype)
-        else:
-            r = (np.max if kind == "max" else np.min)(a, axis=ax)
-    elif kind in ("argmax", "argmin"):
-        r = (np.argmax if kind == "argmax" else np.argmin)(a, axis=ax).astype(np.int32)
-    elif kind == "xor_sum":
-        r = np.bitwise_xor.reduce(a, axis=ax)
-    elif kind == "and":
-        r = np.bitwise_and.reduce(a, axis=ax)
-    else:
-        r = np.bitwise_or.reduce(a, axis=ax)
-    t = op.result.type
-    _set(th, op, _fres(r, t) if T.element_of(t).is_float else _scalar_or(r, t))
+    if kind == "sum" and e.is_float:
+        return N.round_to(np.sum(a.astype(np.float64 if e.name == "f64" else np.float32), axis=ax), e)
+    if kind in ("sum", "prod"):  # in the operand's own dtype: integers wrap
+        return (np.sum if kind == "sum" else np.prod)(a, axis=ax, dtype=a.dtype)
+    return _REDUCE[kind](a, axis=ax)
 
 
 @handler("tt.dot")
@@ -975,10 +904,11 @@ def _make_desc(it, th, op):
     _set(th, op, d)
 
 
-@handler("tlx.allocate_tensor_descriptor")
-def _alloc_desc_slots(it, th, op):
+_results({
     # the program's slots: each holds the descriptor last written into it (None: never written)
-    _set(th, op, [None] * op.attrs["num"])
+    "tlx.allocate_tensor_descriptor": lambda it, th, op: [None] * op.attrs["num"],
+    "tt.descriptor_load": lambda it, th, op: th.env[op.arg("desc")].load_tile(_offsets(th, op)),
+})
 
 
 @handler("tlx.desc_slot")
@@ -1007,12 +937,6 @@ def _reinterpret_desc(it, th, op):
 
 def _offsets(th, op) -> List[int]:
     return [_int(th.env[v]) for v in op.group("offsets")]
-
-
-@handler("tt.descriptor_load")
-def _desc_load(it, th, op):
-    d = th.env[op.arg("desc")]
-    _set(th, op, d.load_tile(_offsets(th, op)))
 
 
 @handler("tt.descriptor_store")
@@ -1203,9 +1127,10 @@ def _fence_async(it, th, op):
     th.agent.fence()
 
 
-@handler("tlx.fence", "tlx.tma_prefetch", "tlx.prefetch", "tlx.prefetch_tensormap")
+@handler("tlx.fence", "tlx.tma_prefetch", "tlx.prefetch", "tlx.prefetch_tensormap", "tlx.dump_layout")
 def _noop(it, th, op):
-    pass  # global memory is sequentially consistent in the interpreter, and a prefetch is only a hint
+    """Global memory is sequentially consistent in the interpreter, a prefetch is only a hint, and
+    dump_layout is a compile-time diagnostic (the layout pass prints and erases it)."""
 
 
 # -- cp.async ------------------------------------------------------------------------------------------
@@ -1245,8 +1170,7 @@ def _retire(th: Thread, groups: List[Group], keep: int) -> None:
     del groups[:n]
     e = th.agent.tick()
     for g in done:
-        if g.finish:
-            g.finish()
+        g.finish()
         for r in g.records:
             r.completion = (th.agent.key, e)
 
@@ -1447,20 +1371,14 @@ def _barrier_wait(it, th, op):
     th.agent.tick()
 
 
-def _named(th, op) -> NamedBarrier:
+def _named_arrive(th, op) -> Tuple[NamedBarrier, int]:
+    """The partition arrives at the op's named barrier (made on first use); returns it and the
+    generation to wait for."""
     bid = op.attrs["id"]
     nb = th.prog.named.get(bid)
     if nb is None:
         nb = th.prog.named[bid] = NamedBarrier(bid)
-    return nb
-
-
-def _named_arrive(th, op) -> Tuple[NamedBarrier, int]:
-    nb = _named(th, op)
-    gen = nb.arrive(th.agent, op.attrs["count"])
-    if nb.generation > gen:
-        nb.released[gen] = nb.released_clock
-    return nb, gen
+    return nb, nb.arrive(th.agent, op.attrs["count"])
 
 
 @handler("tlx.named_barrier_arrive")
@@ -1482,9 +1400,11 @@ def _named_barrier_wait(it, th, op):
     th.agent.join(nb.released[gen])
 
 
-@handler("tlx.cta_barrier")
-def _cta_barrier(it, th, op):
-    th.agent.tick()  # the partition runs as one thread of control: bar.sync orders nothing more
+@handler("tlx.cta_barrier", "tlx.fence_mbarrier_init")
+def _tick(it, th, op):
+    # the partition runs as one thread of control: bar.sync orders nothing more; fence.mbarrier_init
+    # orders this CTA's inits before the cluster barrier that follows it, which joins the clocks
+    th.agent.tick()
 
 
 # -- wgmma --------------------------------------------------------------------------------------------
@@ -1520,27 +1440,18 @@ def _async_dot_wait(it, th, op):
 
 # -- misc ---------------------------------------------------------------------------------------------
 
-@handler("tlx.dump_layout")
-def _dump_layout(it, th, op):
-    """A compile-time diagnostic (the layout pass prints and erases it): nothing to execute."""
-
-
 @handler("tlx.clock64")
 def _clock64(it, th, op):
     th.prog.clock64 += 1000
     _set(th, op, np.int64(th.prog.clock64))
 
 
-@handler("tlx.cluster_cta_rank")
-def _cta_rank(it, th, op):
-    _set(th, op, np.int32(th.prog.rank))
-
-
 # -- thread-block clusters ----------------------------------------------------------------------------
 
-@handler("tlx.cluster_size")
-def _cluster_size(it, th, op):
-    _set(th, op, np.int32(len(th.prog.cluster.programs)))
+_results({
+    "tlx.cluster_cta_rank": lambda it, th, op: np.int32(th.prog.rank),
+    "tlx.cluster_size": lambda it, th, op: np.int32(len(th.prog.cluster.programs)),
+})
 
 
 @handler("tlx.cluster_barrier", gen=True)
@@ -1556,11 +1467,6 @@ def _cluster_barrier(it, th, op):
         yield Wait(lambda: cl.try_release(gen), describe)
     th.agent.join(cl.released[gen])
     th.agent.tick()
-
-
-@handler("tlx.fence_mbarrier_init")
-def _fence_mbarrier_init(it, th, op):
-    th.agent.tick()  # orders this CTA's inits before the cluster barrier that follows it
 
 
 def _remote_program(th, op, rank: int) -> "Program":

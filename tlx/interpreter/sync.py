@@ -12,6 +12,7 @@ end of the program), so a read that does not wait sees the old bytes and the che
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from tlx.compiler.ir.core import Location, Operation
@@ -19,13 +20,14 @@ from tlx.compiler.ir.core import Location, Operation
 from .hazards import Access, Agent, describe_iters, describe_loc, join_clocks
 
 
+@dataclass
 class Transfer:
     """An in-flight async write that completes on an mbarrier (TMA load, bulk copy)."""
 
-    __slots__ = ("record", "nbytes", "land", "issued_phase")
-
-    def __init__(self, record: Access, nbytes: int, land: Callable[[], None], issued_phase: int):
-        self.record, self.nbytes, self.land, self.issued_phase = record, nbytes, land, issued_phase
+    record: Access
+    nbytes: int
+    land: Callable[[], None]
+    issued_phase: int
 
 
 class MBarrier:
@@ -123,34 +125,31 @@ class NamedBarrier:
         self.id = bid
         self.generation = 0
         self.arrived = 0
-        self.count: Optional[int] = None
         self.clock: Dict[int, int] = {}
-        self.released_clock: Dict[int, int] = {}
         self.released: Dict[int, Dict[int, int]] = {}  # generation -> the clock its waiters acquire
         self.waiting: List[str] = []
 
     def arrive(self, agent: Agent, count: int) -> int:
         """Contribute `agent`'s threads; returns the generation to wait for."""
         agent.tick()
-        self.count = count
         self.arrived += agent.num_threads
         join_clocks(self.clock, agent.clock)
         gen = self.generation
         if self.arrived >= count:
             self.generation += 1
-            self.released_clock = dict(self.clock)
+            self.released[gen] = dict(self.clock)
             self.arrived = 0
             self.clock = {}
             self.waiting = []
         return gen
 
 
+@dataclass
 class Wait:
     """What a blocked coroutine waits for."""
 
-    def __init__(self, ready: Callable[[], bool], describe: Callable[[], Dict[str, Any]]):
-        self.ready = ready
-        self.describe = describe
+    ready: Callable[[], bool]
+    describe: Callable[[], Dict[str, Any]]
 
 
 def wait_info(kind: str, op: Operation, agent: Agent, iters, what: str, state: str) -> Dict[str, Any]:
