@@ -24,8 +24,7 @@ from tlx.compiler.ir.alias import placement
 from tlx.compiler.ir.core import Block, Module, Operation, Value
 
 from . import numerics as N
-from .hazards import (Access, Agent, Checker, DeadlockError, SyncHazard, describe_iters, describe_loc,
-                      join_clocks)
+from .hazards import Access, Agent, Checker, DeadlockError, SyncHazard, describe_loc, join_clocks
 from .memory import Descriptor, GlobalMemory, InterpreterError, SlabArrayView, SmemAlloc, SmemView
 from .sync import MBarrier, NamedBarrier, Transfer, Wait, wait_info
 from . import warp_ops as W
@@ -239,7 +238,6 @@ class Program:
         self.rank = rank
         self.cluster.programs.append(self)
         self.allocs: Dict[Operation, SmemAlloc] = {}
-        self.roots: Dict[Operation, SmemView] = {}
         self.barriers: Dict[Operation, BarrierArray] = {}
         self.named: Dict[int, NamedBarrier] = {}
         self.keys = cluster.keys
@@ -253,6 +251,14 @@ class Program:
         if len(self.cluster.programs) > 1:  # reports say which CTA of the cluster
             name = f"{name} of CTA rank {self.rank}"
         return Agent(next(self.keys), name, threads, clock)
+
+    def smem(self, op: Operation, mtype: T.MemDescType, name: str) -> SmemAlloc:
+        """This CTA's allocation of `op`, made on first use (shared memory is a CTA's from its
+        start: another CTA of the cluster may reach it through a remote view first)."""
+        alloc = self.allocs.get(op)
+        if alloc is None:
+            alloc = self.allocs[op] = SmemAlloc(op, mtype, name)
+        return alloc
 
     def spawn(self, thread: Thread, gen: Iterator) -> Coroutine:
         co = Coroutine(thread, gen)
@@ -361,10 +367,12 @@ class Program:
             if isinstance(bar, MBarrier) and bar.pending == 0 and bar.tx != 0 and not bar.transfers:
                 notes.append(f"  {bar.name}: barrier_expect_bytes declared {bar.expected} bytes in this phase but "
                              f"{bar.landed} bytes of loads arrived — the phase can never complete")
-                self.interp.report_barrier(bar, "expect-bytes",
-                    f"barrier_expect_bytes declared {bar.expected} bytes but the loads on the barrier bring {bar.landed}",
-                    "make the expected byte count equal the bytes of the TMA loads that complete on this barrier",
-                    self.pid)
+                if bar.expect_ops:  # attributed to the phase's last expect; raised with the deadlock below
+                    self.interp.checker.report(
+                        SyncHazard, "expect-bytes", f"barrier_expect_bytes declared {bar.expected} bytes but the "
+                        f"loads on the barrier bring {bar.landed}", bar.where, None, bar.expect_ops[-1],
+                        "make the expected byte count equal the bytes of the TMA loads that complete on this barrier",
+                        may_raise=False)
         notes += self._signal_notes()
         lines += notes
         if not notes:
@@ -391,16 +399,6 @@ class Interpreter:
         self._pending_checks: Dict[int, List[Value]] = {}
         self.has_async_dot = any(op.name == "tlx.async_dot" for op in module.ops())
         self.max_while_iterations = 1_000_000
-
-    # -- reporting helpers --------------------------------------------------------------------------
-    def report_barrier(self, bar: MBarrier, kind: str, summary: str, hint: str, pid) -> None:
-        """A barrier-level hazard, attributed to the phase's last barrier_expect_bytes."""
-        ck = self.checker
-        rec = bar.expect_ops[-1] if bar.expect_ops else None
-        if rec is None:
-            return
-        ck.report(SyncHazard, kind, summary, f"{bar.name} (allocated at {describe_loc(bar.op.loc)})", None, rec, hint,
-                  may_raise=False)  # the deadlock it causes is raised with it
 
     # -- execution -----------------------------------------------------------------------------------
     def run(self) -> None:
@@ -506,6 +504,12 @@ def _results(table: Dict[str, Callable]) -> None:
     """Register ops whose one result is `fn(interp, thread, op)`, for each name: fn of the table."""
     for name, fn in table.items():
         HANDLERS[name] = lambda it, th, op, fn=fn: _set(th, op, fn(it, th, op))
+
+
+def _arg(th: Thread, op: Operation, name: str) -> Any:
+    """The value of the op's operand `name`; None when the op has no such operand."""
+    v = op.arg(name)
+    return None if v is None else th.env[v]
 
 
 def _elem(v: Value) -> T.ScalarType:
@@ -773,25 +777,18 @@ def _addptr(it, th, op):
 @handler("tt.load")
 def _load(it, th, op):
     p = th.env[op.arg("ptr")]
-    m = op.arg("mask")
-    o = op.arg("other")
-    mask = th.env[m] if m is not None else None
-    other = th.env[o] if o is not None else None
-    et = _elem(op.arg("ptr")).pointee
-    mask = _with_active(th, p, mask, op.arg("ptr"))
-    v = it.gmem.load(np.asarray(p), None if mask is None else np.asarray(mask), et, other, op.loc)
+    mask = _with_active(th, p, _arg(th, op, "mask"), op.arg("ptr"))
+    v = it.gmem.load(np.asarray(p), mask, _elem(op.arg("ptr")).pointee, _arg(th, op, "other"), op.loc)
     _set(th, op, _scalar_or(v, op.result.type))
 
 
 @handler("tt.store")
 def _store(it, th, op):
     p, v = th.env[op.arg("ptr")], th.env[op.arg("value")]
-    m = op.arg("mask")
-    et = _elem(op.arg("ptr")).pointee
-    mask = _with_active(th, p, None if m is None else th.env[m], op.arg("ptr"))
+    mask = _with_active(th, p, _arg(th, op, "mask"), op.arg("ptr"))
     if _varying(v) and not _varying(p):
         p = np.full(v.shape, p, dtype=np.int64)  # every thread stores its own value: the last one wins
-    it.gmem.store(np.asarray(p), np.asarray(v), None if mask is None else np.asarray(mask), et, op.loc)
+    it.gmem.store(np.asarray(p), np.asarray(v), mask, _elem(op.arg("ptr")).pointee, op.loc)
 
 
 def _with_active(th, p, mask, ptr: Value):
@@ -867,8 +864,7 @@ def _atomic(it, th, op, update: Callable[[np.ndarray, np.ndarray, int], np.ndarr
 def _atomic_rmw(it, th, op):
     e = _elem(op.arg("value"))
     kind = op.attrs["op"]
-    m = op.arg("mask")
-    mask = _with_active(th, th.env[op.arg("ptr")], None if m is None else np.asarray(th.env[m]), op.arg("ptr"))
+    mask = _with_active(th, th.env[op.arg("ptr")], _arg(th, op, "mask"), op.arg("ptr"))
     val = np.asarray(th.env[op.arg("value")])
     old = _atomic(it, th, op, lambda o, v: _rmw(kind, o, v.astype(o.dtype), e), [val], mask)
     _set(th, op, _scalar_or(old, op.result.type))
@@ -947,20 +943,15 @@ def _desc_store(it, th, op):
 
 # -- shared memory ------------------------------------------------------------------------------------
 
-def _alloc_name(op: Operation) -> str:
+def _result_name(op: Operation, default: str) -> str:
+    """The kernel's name of the op's result (``%acc``) for reports, or `default` if it has none."""
     n = op.results[0].name
-    return f"%{n}" if n and not n.isdigit() else f"shared buffer"
+    return f"%{n}" if n and not n.isdigit() else default
 
 
 @handler("tlx.local_alloc")
 def _local_alloc(it, th, op):
-    prog = th.prog
-    alloc = prog.allocs.get(op)
-    if alloc is None:
-        alloc = SmemAlloc(op, op.result.type, _alloc_name(op))
-        prog.allocs[op] = alloc
-        prog.roots[op] = alloc.root_view()
-    view = prog.roots[op]
+    view = th.prog.smem(op, op.result.type, _result_name(op, "shared buffer")).root
     src = op.arg("src")
     if src is not None:
         r = th.record(op, "generic write")
@@ -1139,10 +1130,10 @@ def _noop(it, th, op):
 def _cp_async(it, th, op):
     dst = th.env[op.arg("dst")]
     ptrs = np.asarray(th.env[op.arg("src")])
-    m, o = op.arg("mask"), op.arg("other")
-    mask = None if m is None else np.asarray(th.env[m])
-    other = None if o is None else th.env[o]
-    vals = it.gmem.load(ptrs, mask, dst.element, other if other is not None else (0 if mask is not None else None), op.loc)
+    mask, other = _arg(th, op, "mask"), _arg(th, op, "other")
+    if other is None and mask is not None:
+        other = 0  # cp.async zero-fills the bytes of masked-off lanes
+    vals = it.gmem.load(ptrs, mask, dst.element, other, op.loc)
     r = th.record(op, "cp.async write (generic proxy)")
     it.checker.generic_write(dst, r, in_flight=True)
     th.cp_open.append((r, lambda: dst.write(vals)))
@@ -1196,20 +1187,26 @@ def _tma_load(it, th, op):
     dst: SmemView = th.env[op.arg("dst")]
     bar: MBarrier = th.env[op.arg("bar")]
     tile = d.load_tile(_offsets(th, op))
-    mask = op.arg("mask")
-    if mask is not None:  # multicast: the tile lands in every CTA of the mask, on that CTA's barrier
-        m = _int(th.env[mask]) & 0xFFFF
-        for rank in (k for k in range(16) if m >> k & 1):
-            other = _remote_program(th, op, rank)
-            v = _view_in(dst, other, dst.type)
-            b = _bar_in(it, th, op, bar, other)
-            r = th.record(op, f"multicast TMA load into CTA rank {rank} (async write)")
-            it.checker.async_write(v, r)
-            b.transfers.append(Transfer(r, v.arr.size * v.arr.dtype.itemsize, lambda v=v: v.write(tile), b.phase))
+    mask = _arg(th, op, "mask")
+    if mask is None:
+        _lands_on(it, th, op, bar, dst, "TMA load (async write)", lambda: dst.write(tile))
         return
-    r = th.record(op, "TMA load (async write)")
-    it.checker.async_write(dst, r)
-    bar.transfers.append(Transfer(r, dst.arr.size * dst.arr.dtype.itemsize, lambda: dst.write(tile), bar.phase))
+    m = _int(mask) & 0xFFFF  # multicast: the tile lands in every CTA of the mask, on that CTA's barrier
+    for rank in (k for k in range(16) if m >> k & 1):
+        other = _remote_program(th, op, rank)
+        v = _view_in(dst, other, dst.type)
+        _lands_on(it, th, op, _bar_in(it, th, op, bar, other), v,
+                  f"multicast TMA load into CTA rank {rank} (async write)", lambda v=v: v.write(tile))
+
+
+def _lands_on(it, th, op, bar: MBarrier, dst: SmemView, what: str, land: Callable[[], None],
+              nbytes: Optional[int] = None, generic: bool = False) -> None:
+    """An async write into `dst`, recorded as `what` (an async-proxy write, or with `generic` a
+    generic-proxy one: st.async), whose data lands by `land()` and whose `nbytes` (default: the
+    view's) complete on `bar` when a waiter needs them."""
+    r = th.record(op, what)
+    (it.checker.generic_write if generic else it.checker.async_write)(dst, r)
+    bar.transfers.append(Transfer(r, dst.arr.nbytes if nbytes is None else nbytes, land, bar.phase))
 
 
 @handler("tlx.async_bulk_load")
@@ -1221,13 +1218,11 @@ def _bulk_load(it, th, op):
     data = it.gmem.load(np.arange(src, src + size, dtype=np.int64), None, T.u8, None, op.loc)
     if not dst.arr.flags.c_contiguous or dst.arr.nbytes < size:
         raise InterpreterError(f"tlx.async_bulk_load of {size} bytes into a view of {dst.arr.nbytes} bytes", op.loc)
-    r = th.record(op, "bulk copy (async write)")
-    it.checker.async_write(dst, r)
 
     def land():
         off = dst.byte_layout()[0]
         dst.alloc.data[off:off + size] = data
-    bar.transfers.append(Transfer(r, size, land, bar.phase))
+    _lands_on(it, th, op, bar, dst, "bulk copy (async write)", land, size)
 
 
 @handler("tlx.tma_store")
@@ -1268,9 +1263,9 @@ def _alloc_barriers(it, th, op):
     prog = th.prog
     arr = prog.barriers.get(op)
     if arr is None:
-        n = op.attrs["num"]
-        base = f"%{op.result.name}" if op.result.name and not op.result.name.isdigit() else "mbarriers"
-        arr = BarrierArray([MBarrier(next(prog.keys), f"{base}[{i}]", op.attrs["arrive_count"], op) for i in range(n)])
+        base = _result_name(op, "mbarriers")
+        arr = BarrierArray([MBarrier(next(prog.keys), f"{base}[{i}]", op.attrs["arrive_count"], op)
+                            for i in range(op.attrs["num"])])
         prog.barriers[op] = arr
     else:
         for b in arr.bars:
@@ -1285,36 +1280,24 @@ def _bar(th, op) -> MBarrier:
     return b
 
 
-def _over(it, th, op, bar: MBarrier):
-    def on_over():
-        r = th.record(op, "arrive")
-        it.checker.report(SyncHazard, "over-arrive", f"more arrivals on {bar.name} than its arrive_count "
-                          f"({bar.arrive_count}) in one phase", f"{bar.name} (allocated at {describe_loc(bar.op.loc)})",
-                          None, r, "arrive once per partition (or per warp group) that the arrive_count counts")
-    return on_over
-
-
-@handler("tlx.barrier_expect_bytes")
-def _expect(it, th, op):
-    if not _pred(th, op):
-        return
-    bar = _bar(th, op)
-    r = th.record(op, f"barrier_expect_bytes({op.attrs['bytes']})")
-    bar.signalled(op, th.agent.name, th.iters())
-    bar.expect(th.agent, op.attrs["bytes"], r, _over(it, th, op, bar))
-    _check_overshoot(it, th, bar)
-
-
-@handler("tlx.barrier_arrive")
+@handler("tlx.barrier_arrive", "tlx.barrier_expect_bytes")
 def _arrive(it, th, op):
+    """An arrive, or barrier_expect_bytes: bytes to expect in this phase and one arrival."""
     if not _pred(th, op):
         return
     bar = _bar(th, op)
-    n = op.attrs.get("count", 1)
-    if op.attrs.get("per_thread"):  # an alloc_warp_barrier barrier: every thread arrives by itself
-        n *= th.agent.num_threads
     bar.signalled(op, th.agent.name, th.iters())
-    bar.arrive(th.agent, n, _over(it, th, op, bar))
+    if op.name == "tlx.barrier_expect_bytes":
+        over = bar.expect(th.agent, op.attrs["bytes"], th.record(op, f"barrier_expect_bytes({op.attrs['bytes']})"))
+    else:
+        n = op.attrs.get("count", 1)
+        if op.attrs.get("per_thread"):  # an alloc_warp_barrier barrier: every thread arrives by itself
+            n *= th.agent.num_threads
+        over = bar.arrive(th.agent, n)
+    if over:
+        it.checker.report(SyncHazard, "over-arrive", f"more arrivals on {bar.name} than its arrive_count "
+                          f"({bar.arrive_count}) in one phase", bar.where, None, th.record(op, "arrive"),
+                          "arrive once per partition (or per warp group) that the arrive_count counts")
     _check_overshoot(it, th, bar)
 
 
@@ -1324,8 +1307,7 @@ def _inval(it, th, op):
     if bar.transfers:  # invalidating a barrier that a TMA load will still complete on
         t = bar.transfers[0]
         it.checker.report(SyncHazard, "inval-in-flight", f"{bar.name} is invalidated while a load that "
-                          "completes on it is still in flight", f"{bar.name} (allocated at {describe_loc(bar.op.loc)})",
-                          t.record, th.record(op, "barrier_inval"),
+                          "completes on it is still in flight", bar.where, t.record, th.record(op, "barrier_inval"),
                           "wait on the barrier (tlx.barrier_wait) before invalidating it")
     # the next alloc_barriers of this op initializes it again; nothing else to model
 
@@ -1337,7 +1319,7 @@ def _check_overshoot(it, th, bar: MBarrier) -> None:
         t = stale[0]
         it.checker.report(SyncHazard, "expect-bytes", f"the loads on {bar.name} bring more bytes than "
                           "barrier_expect_bytes declared: the phase completed while a load was still in flight",
-                          f"{bar.name} (allocated at {describe_loc(bar.op.loc)})", None, t.record,
+                          bar.where, None, t.record,
                           "make the expected byte count equal the bytes of the loads that complete on this barrier")
         for t in stale:
             t.issued_phase = bar.phase
@@ -1361,8 +1343,8 @@ def _barrier_wait(it, th, op):
         iters = th.iters()
 
         def describe():
-            d = wait_info("mbarrier", op, th.agent, iters, f"phase {bar.phase} of {bar.name} (allocated at "
-                          f"{describe_loc(bar.op.loc)}) to complete (wait parity {parity})",
+            d = wait_info("mbarrier", op, th.agent, iters, f"phase {bar.phase} of {bar.where} to complete "
+                          f"(wait parity {parity})",
                           f"the barrier is in {bar.state()}; {bar.describe_last_signal()}")
             d["barrier"], d["parity"] = bar, parity
             return d
@@ -1411,9 +1393,7 @@ def _tick(it, th, op):
 
 @handler("tlx.async_dot")
 def _async_dot(it, th, op):
-    a, b = th.env[op.arg("a")], th.env[op.arg("b")]
-    accv = op.arg("acc")
-    acc = th.env[accv] if accv is not None else None
+    a, b, acc = th.env[op.arg("a")], th.env[op.arg("b")], _arg(th, op, "acc")
     recs = []
     for v, name in ((a, "A"), (b, "B")):
         if isinstance(v, SmemView):
@@ -1487,7 +1467,7 @@ def _bar_in(it, th, op, bar: MBarrier, other: "Program") -> MBarrier:
     if theirs is None:
         r = th.record(op, "remote access to an mbarrier")
         it.checker.report(SyncHazard, "cluster-order", f"CTA rank {other.rank} of the cluster has not initialized "
-                          f"{bar.name} when this CTA signals it", f"{bar.name} (allocated at {describe_loc(bar.op.loc)})",
+                          f"{bar.name} when this CTA signals it", bar.where,
                           None, r, "call tlx.fence_mbarrier_init_cluster() and tlx.cluster_barrier() after allocating "
                           "the barriers, before any CTA signals another's")
         return bar
@@ -1497,11 +1477,7 @@ def _bar_in(it, th, op, bar: MBarrier, other: "Program") -> MBarrier:
 def _view_in(view: SmemView, other: "Program", mtype: T.MemDescType) -> SmemView:
     """The same bytes as `view` in CTA `other`'s copy of the allocation (shared memory is a CTA's
     from its start, so the allocation is made if that CTA has not reached it yet)."""
-    alloc = other.allocs.get(view.alloc.op)
-    if alloc is None:
-        alloc = SmemAlloc(view.alloc.op, view.alloc.type, view.alloc.name)
-        other.allocs[view.alloc.op] = alloc
-        other.roots[view.alloc.op] = alloc.root_view()
+    alloc = other.smem(view.alloc.op, view.alloc.type, view.alloc.name)
     off, shape, strides = view.byte_layout()
     return SmemView(alloc, np.ndarray(shape, view.arr.dtype, alloc.data, off, strides), mtype)
 
@@ -1526,9 +1502,7 @@ def _async_remote_store(it, th, op):
     dst: SmemView = th.env[op.arg("dst")]
     bar: MBarrier = th.env[op.arg("bar")]
     vals = np.array(th.env[op.arg("src")])
-    r = th.record(op, "remote async store (st.async)")
-    it.checker.generic_write(dst, r)
-    bar.transfers.append(Transfer(r, dst.arr.size * dst.arr.dtype.itemsize, lambda: dst.write(vals), bar.phase))
+    _lands_on(it, th, op, bar, dst, "remote async store (st.async)", lambda: dst.write(vals), generic=True)
 
 
 @handler("tlx.async_remote_copy")
@@ -1539,12 +1513,10 @@ def _async_remote_copy(it, th, op):
     rs = th.record(op, "remote bulk copy (async read of its source)")
     it.checker.async_read(src, rs)
     data = src.arr.copy()  # (the source is read at issue; a later write to it is the checker's WAR)
-    r = th.record(op, "remote bulk copy (async write)")
-    it.checker.async_write(dst, r)
 
     def land():
         dst.arr[...] = data.reshape(dst.arr.shape) if data.shape != dst.arr.shape else data
-    bar.transfers.append(Transfer(r, dst.arr.nbytes, land, bar.phase))
+    _lands_on(it, th, op, bar, dst, "remote bulk copy (async write)", land)
 
 
 @handler("tlx.thread_id")

@@ -198,10 +198,8 @@ class SmemAlloc:
         self.data = np.full(max(self.nbytes, 1), 0xFF, dtype=np.uint8)
         self.base_ptr = self.data.ctypes.data
         self.shadows: Dict[str, np.ndarray] = {}  # created on first use by the checker
-
-    def root_view(self) -> "SmemView":
-        arr = np.ndarray(self.type.shape, dtype=N.storage_dtype(self.type.element), buffer=self.data)
-        return SmemView(self, arr, self.type)
+        self.root = SmemView(self, np.ndarray(mtype.shape, dtype=N.storage_dtype(mtype.element), buffer=self.data),
+                             mtype)  # the value of the allocating op
 
     def shadow(self, key: str) -> np.ndarray:
         s = self.shadows.get(key)
