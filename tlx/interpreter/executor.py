@@ -244,7 +244,6 @@ class Program:
         self.runnable: deque = deque()
         self.blocked: List[Tuple[Coroutine, Wait]] = []
         self.coroutines: List[Coroutine] = []
-        self.threads: List[Thread] = []
         self.clock64 = 0
 
     def new_agent(self, name: str, threads: int, clock: Optional[Dict[int, int]] = None) -> Agent:
@@ -260,22 +259,17 @@ class Program:
             alloc = self.allocs[op] = SmemAlloc(op, mtype, name)
         return alloc
 
-    def spawn(self, thread: Thread, gen: Iterator) -> Coroutine:
-        co = Coroutine(thread, gen)
+    def spawn(self, th: Thread, block: Block, args: Sequence[Any]) -> Coroutine:
+        """A new coroutine in which partition `th` runs `block` with `args` for its arguments."""
+        th.env.update(zip(block.args, args))
+        co = Coroutine(th, self.interp.run_block(th, block))
         self.coroutines.append(co)
-        self.threads.append(thread)
         self.runnable.append(co)
         return co
 
     def start(self, func: Operation, args: Sequence[Any]) -> None:
         """Spawn the kernel's default partition."""
-        it = self.interp
-        agent = self.new_agent("default", it.num_warps * 32)
-        th = Thread(self, agent)
-        blk = func.regions[0].block
-        for a, v in zip(blk.args, args):
-            th.env[a] = v
-        self.spawn(th, it.run_block(th, blk))
+        self.spawn(Thread(self, self.new_agent("default", self.interp.num_warps * 32)), func.regions[0].block, args)
 
     def run_runnable(self) -> None:
         """Run every runnable coroutine until it blocks or ends."""
@@ -303,16 +297,14 @@ class Program:
             for b in arr.bars:
                 while b.transfers:
                     b.land_one()
-        for th in self.threads:
+        for co in self.coroutines:
+            th = co.thread
             for g in th.cp_groups:
                 g.finish()
-            th.cp_groups.clear()
             for _, land in th.cp_open:
                 land()
-            th.cp_open.clear()
             for g in th.bulk:
                 g.finish()
-            th.bulk.clear()
 
     def _signal_notes(self) -> List[str]:
         """For each blocked mbarrier wait: who could still signal its barrier. Nothing in the
@@ -1340,17 +1332,19 @@ def _barrier_wait(it, th, op):
         return bar.parity() != parity
 
     if not ready():
-        iters = th.iters()
-
-        def describe():
-            d = wait_info("mbarrier", op, th.agent, iters, f"phase {bar.phase} of {bar.where} to complete "
-                          f"(wait parity {parity})",
-                          f"the barrier is in {bar.state()}; {bar.describe_last_signal()}")
-            d["barrier"], d["parity"] = bar, parity
-            return d
-        yield Wait(ready, describe)
+        yield _wait(th, op, "mbarrier", ready, lambda: (
+            f"phase {bar.phase} of {bar.where} to complete (wait parity {parity})",
+            f"the barrier is in {bar.state()}; {bar.describe_last_signal()}"), barrier=bar, parity=parity)
     th.agent.join(bar.completed_clock)
     th.agent.tick()
+
+
+def _wait(th: Thread, op: Operation, kind: str, ready: Callable[[], bool], describe: Callable[[], Tuple[str, str]],
+          **extra: Any) -> Wait:
+    """The partition blocks at `op` until `ready()`; for a deadlock report, `describe()` says what
+    it waits for and the state of that (when asked), and `extra` joins the report's entries."""
+    iters = th.iters()
+    return Wait(ready, lambda: {**wait_info(kind, op, th.agent, iters, *describe()), **extra})
 
 
 def _named_arrive(th, op) -> Tuple[NamedBarrier, int]:
@@ -1372,13 +1366,10 @@ def _named_barrier_arrive(it, th, op):
 def _named_barrier_wait(it, th, op):
     nb, gen = _named_arrive(th, op)
     if nb.generation <= gen:
-        iters = th.iters()
         nb.waiting.append(th.agent.name)
-
-        def describe():
-            return wait_info("named", op, th.agent, iters, f"named barrier {nb.id} ({op.attrs['count']} threads)",
-                             f"{nb.arrived} threads have arrived (waiting: {', '.join(nb.waiting)})")
-        yield Wait(lambda: nb.generation > gen, describe)
+        yield _wait(th, op, "named", lambda: nb.generation > gen, lambda: (
+            f"named barrier {nb.id} ({op.attrs['count']} threads)",
+            f"{nb.arrived} threads have arrived (waiting: {', '.join(nb.waiting)})"))
     th.agent.join(nb.released[gen])
 
 
@@ -1439,12 +1430,9 @@ def _cluster_barrier(it, th, op):
     cl = th.prog.cluster
     gen = cl.arrive(th.agent)
     if not cl.try_release(gen):
-        iters = th.iters()
-
-        def describe():
-            return wait_info("cluster", op, th.agent, iters, "every partition of every CTA of the cluster at "
-                             "tlx.cluster_barrier", f"{cl.arrived} of {cl.live()} live partitions have arrived")
-        yield Wait(lambda: cl.try_release(gen), describe)
+        yield _wait(th, op, "cluster", lambda: cl.try_release(gen), lambda: (
+            "every partition of every CTA of the cluster at tlx.cluster_barrier",
+            f"{cl.arrived} of {cl.live()} live partitions have arrived"))
     th.agent.join(cl.released[gen])
     th.agent.tick()
 
@@ -1549,15 +1537,13 @@ def _for(it, th, op):
         while i < hi:
             th.loops[-1][1] = k
             th.env[body.args[0]] = N.int_constant(i, et) if dt.kind in "iu" else dt.type(i)
-            for a, v in zip(body.args[1:], vals):
-                th.env[a] = v
+            th.env.update(zip(body.args[1:], vals))
             vals = yield from it.run_block(th, body)
             i += st
             k += 1
     finally:
         th.loops.pop()
-    for r, v in zip(op.results, vals):
-        th.env[r] = v
+    th.env.update(zip(op.results, vals))
 
 
 @handler("scf.if", gen=True)
@@ -1572,8 +1558,7 @@ def _if(it, th, op):
             yield from _divergent_if(it, th, op, act, rest)
             return
     vals = yield from it.run_block(th, op.regions[0 if bool(c) else 1].block)
-    for r, v in zip(op.results, vals):
-        th.env[r] = v
+    th.env.update(zip(op.results, vals))
 
 
 def _divergent_if(it, th, op, act, rest):
@@ -1609,16 +1594,14 @@ def _while(it, th, op):
     try:
         while True:
             th.loops[-1][1] = k
-            for a, v in zip(before.args, vals):
-                th.env[a] = v
+            th.env.update(zip(before.args, vals))
             cv = yield from it.run_block(th, before)
             cond, vals = cv[0], cv[1:]
             if _varying(cond):
                 raise InterpreterError("scf.while: the loop condition differs between threads", op.loc)
             if not bool(cond):
                 break
-            for a, v in zip(after.args, vals):
-                th.env[a] = v
+            th.env.update(zip(after.args, vals))
             vals = yield from it.run_block(th, after)
             k += 1
             if k >= it.max_while_iterations:
@@ -1628,8 +1611,7 @@ def _while(it, th, op):
                          "programs one after another (raise max_while_iterations if the loop is just long)")
     finally:
         th.loops.pop()
-    for r, v in zip(op.results, vals):
-        th.env[r] = v
+    th.env.update(zip(op.results, vals))
 
 
 @handler("tlx.warp_specialize", gen=True)
@@ -1643,20 +1625,13 @@ def _warp_specialize(it, th, op):
         agent = prog.new_agent(f"{k + 1} ({nw[k]} warps, ws at {describe_loc(op.loc)})", nw[k] * 32, th.agent.clock)
         wt = Thread(prog, agent)
         wt.first_thread = th.first_thread + th.agent.num_threads + sum(x * 32 for x in nw[:k])
-        blk = region.block
-        for a, v in zip(blk.args, caps):
-            wt.env[a] = v
         wt.loops = [list(x) for x in th.loops]
-        workers.append(prog.spawn(wt, it.run_block(wt, blk)))
+        workers.append(prog.spawn(wt, region.block, caps))
     yield from it.run_block(th, op.regions[0].block)
     if not all(c.done for c in workers):
-        iters = th.iters()
-
-        def describe():
-            left = [c.thread.agent.name for c in workers if not c.done]
-            return wait_info("join", op, th.agent, iters, "the worker partitions to finish",
-                             "still running: " + ", ".join(left))
-        yield Wait(lambda: all(c.done for c in workers), describe)
+        yield _wait(th, op, "join", lambda: all(c.done for c in workers), lambda: (
+            "the worker partitions to finish",
+            "still running: " + ", ".join(c.thread.agent.name for c in workers if not c.done)))
     for c in workers:
         th.agent.join(c.thread.agent.clock)
         # what a worker left in flight stays its own; the kernel exit completes it
