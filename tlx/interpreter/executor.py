@@ -946,8 +946,7 @@ def _local_alloc(it, th, op):
     view = th.prog.smem(op, op.result.type, _result_name(op, "shared buffer")).root
     src = op.arg("src")
     if src is not None:
-        r = th.record(op, "generic write")
-        it.checker.generic_write(view, r)
+        it.checker.generic_write(view, th.record(op, "generic write"))
         view.write(th.env[src])
     _set(th, op, view)
 
@@ -1051,8 +1050,7 @@ def _generic_store(it, th, op, what: str) -> None:
 @handler("tlx.local_load")
 def _local_load(it, th, op):
     src = th.env[op.arg("src")]
-    r = th.record(op, "generic read")
-    it.checker.generic_read(src, r)
+    it.checker.generic_read(src, th.record(op, "generic read"))
     _set(th, op, src.read())
 
 
@@ -1080,8 +1078,7 @@ def _local_gather(it, th, op):
     src = th.env[op.arg("src")]
     ax = op.attrs["axis"]
     idx = np.asarray(th.env[op.arg("indices")])
-    r = th.record(op, "generic read (gather)")
-    it.checker.generic_read(src, r)
+    it.checker.generic_read(src, th.record(op, "generic read (gather)"))
     i = _axis_indices(op, idx, src.arr.shape[ax], "gathers from")
     raw = np.take_along_axis(_axis_window(src, idx.shape, ax), i, axis=ax)
     _set(th, op, np.array(N.decode(raw, src.element), dtype=N.compute_dtype(src.element)))
@@ -1093,8 +1090,7 @@ def _local_scatter(it, th, op):
     ax = op.attrs["axis"]
     idx = np.asarray(th.env[op.arg("indices")])
     vals = np.broadcast_to(np.asarray(th.env[op.arg("values")]), idx.shape)
-    r = th.record(op, "generic write (scatter)")
-    it.checker.generic_write(dst, r)
+    it.checker.generic_write(dst, th.record(op, "generic write (scatter)"))
     i = _axis_indices(op, idx, dst.arr.shape[ax], "scatters into")
     # several elements sent to one place: one of them lands (here the last in row-major order)
     np.put_along_axis(_axis_window(dst, idx.shape, ax), i, N.encode(vals, dst.element), axis=ax)
@@ -1394,8 +1390,7 @@ def _async_dot(it, th, op):
     a_elem = a.element if isinstance(a, SmemView) else _elem(op.arg("a"))
     pd = PendingDot(op, a if isinstance(a, SmemView) else np.asarray(a), a_elem, b, acc,
                     op.result.type, op.attrs.get("input_precision", "tf32"))
-    g = Group(recs, pd.resolve)
-    th.wgmma.append(g)
+    th.wgmma.append(Group(recs, pd.resolve))
     _set(th, op, pd)
 
 
@@ -1498,8 +1493,7 @@ def _async_remote_copy(it, th, op):
     dst: SmemView = th.env[op.arg("dst")]
     src: SmemView = th.env[op.arg("src")]
     bar: MBarrier = th.env[op.arg("bar")]
-    rs = th.record(op, "remote bulk copy (async read of its source)")
-    it.checker.async_read(src, rs)
+    it.checker.async_read(src, th.record(op, "remote bulk copy (async read of its source)"))
     data = src.arr.copy()  # (the source is read at issue; a later write to it is the checker's WAR)
 
     def land():

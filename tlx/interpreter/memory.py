@@ -17,6 +17,7 @@ views are numpy views: index, subslice, transpose, reinterpret).
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -105,18 +106,18 @@ class GlobalMemory:
         self._bases.append(reg.base)
         return reg
 
-    def region_at(self, addr: int) -> Optional[Region]:
-        import bisect
+    def _below(self, addr: int) -> Optional[Region]:
+        """The region with the highest base at or below `addr` (None: below every region)."""
         i = bisect.bisect_right(self._bases, addr) - 1
-        if i >= 0 and addr < self.regions[i].end:
-            return self.regions[i]
-        return None
+        return self.regions[i] if i >= 0 else None
+
+    def region_at(self, addr: int) -> Optional[Region]:
+        r = self._below(addr)
+        return r if r is not None and addr < r.end else None
 
     def _describe(self, addr: int) -> str:
-        import bisect
-        i = bisect.bisect_right(self._bases, addr) - 1
-        if i >= 0:
-            r = self.regions[i]
+        r = self._below(addr)
+        if r is not None:
             return f"byte {addr - r.base} of argument '{r.name}' ({r.nbytes} bytes)"
         return f"address {addr:#x}, below every argument"
 

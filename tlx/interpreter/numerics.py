@@ -33,16 +33,12 @@ _UNSIGNED = {1: np.uint8, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint
 
 def compute_dtype(t: T.Type) -> np.dtype:
     """The numpy dtype that holds values of element type `t` in registers."""
-    if isinstance(t, T.PointerType):
-        return np.dtype(np.int64)
-    return np.dtype(_COMPUTE[t.name])  # type: ignore[union-attr]
+    return np.dtype(np.int64 if isinstance(t, T.PointerType) else _COMPUTE[t.name])  # type: ignore[union-attr]
 
 
 def storage_dtype(t: T.Type) -> np.dtype:
     """The numpy dtype of element type `t` in memory (same width as the GPU's)."""
-    if isinstance(t, T.PointerType):
-        return np.dtype(np.int64)
-    return np.dtype(_STORAGE[t.name])  # type: ignore[union-attr]
+    return np.dtype(np.int64 if isinstance(t, T.PointerType) else _STORAGE[t.name])  # type: ignore[union-attr]
 
 
 # ---------------------------------------------------------------------------------------------
