@@ -121,7 +121,8 @@ class Thread:
         self.first_thread = 0  # threadIdx.x of the partition's first thread
 
     def iters(self) -> Tuple:
-        return tuple((l, i) for l, i in self.loops)
+        """The (loop location, iteration) of every loop the partition is in, outermost first."""
+        return tuple(map(tuple, self.loops))
 
     def record(self, op: Operation, what: str) -> Access:
         return self.prog.interp.checker.new_record(op, what, self.agent, self.prog.pid, self.iters())
@@ -552,22 +553,16 @@ _results({
 })
 
 
-def _reshaper(fn: Callable[[np.ndarray, Operation], np.ndarray]) -> Callable:
-    """A handler that rearranges its one operand: fn(value, op) gives the result."""
-    def h(it, th, op):
-        _set(th, op, fn(th.env[op.operands[0]], op))
-    return h
-
-
+# ops that rearrange their one operand
 for _n, _f in {
-    "broadcast": lambda x, op: np.broadcast_to(x, op.result.type.shape),
-    "expand_dims": lambda x, op: np.expand_dims(x, op.attrs["axis"]),
-    "reshape": lambda x, op: np.reshape(x, op.result.type.shape),
-    "trans": lambda x, op: np.transpose(x, op.attrs["order"]),
-    "hint": lambda x, op: x,
-    "convert_layout": lambda x, op: x,
+    "broadcast": lambda op, x: np.broadcast_to(x, op.result.type.shape),
+    "expand_dims": lambda op, x: np.expand_dims(x, op.attrs["axis"]),
+    "reshape": lambda op, x: np.reshape(x, op.result.type.shape),
+    "trans": lambda op, x: np.transpose(x, op.attrs["order"]),
+    "hint": lambda op, x: x,
+    "convert_layout": lambda op, x: x,
 }.items():
-    HANDLERS[f"tt.{_n}"] = _reshaper(_f)
+    computes(f"tt.{_n}")(_f)
 
 
 @handler("tt.split")
@@ -1501,13 +1496,11 @@ def _async_remote_copy(it, th, op):
     _lands_on(it, th, op, bar, dst, "remote bulk copy (async write)", land)
 
 
-@handler("tlx.thread_id")
-def _thread_id(it, th, op):
-    if op.attrs.get("axis", 0) != 0:
-        _set(th, op, np.int32(0))  # blocks are 1-D
-        return
-    n = th.agent.num_threads
-    _set(th, op, np.arange(th.first_thread, th.first_thread + n, dtype=np.int32))
+_results({
+    # one value per thread of the partition along x; blocks are 1-D, so y and z are 0
+    "tlx.thread_id": lambda it, th, op: np.int32(0) if op.attrs.get("axis", 0) else
+    np.arange(th.first_thread, th.first_thread + th.agent.num_threads, dtype=np.int32),
+})
 
 
 # -- control flow ----------------------------------------------------------------------------------------
@@ -1544,13 +1537,12 @@ def _for(it, th, op):
 def _if(it, th, op):
     c = th.env[op.arg("cond")]
     if _varying(c):
-        act = c if th.active is None else (c & th.active)
-        rest = ~c if th.active is None else (~c & th.active)
-        if act.all() or rest.all() or (th.active is not None and (np.array_equal(act, th.active) or np.array_equal(rest, th.active))):
-            c = bool(act.any())  # every active thread goes the same way
-        else:
+        live = True if th.active is None else th.active
+        act, rest = c & live, ~c & live
+        if act.any() and rest.any():
             yield from _divergent_if(it, th, op, act, rest)
             return
+        c = act.any()  # every active thread goes the same way
     vals = yield from it.run_block(th, op.regions[0 if bool(c) else 1].block)
     th.env.update(zip(op.results, vals))
 
