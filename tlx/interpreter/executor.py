@@ -307,10 +307,10 @@ class Program:
             for g in th.bulk:
                 g.finish()
 
-    def _signal_notes(self) -> List[str]:
-        """For each blocked mbarrier wait: who could still signal its barrier. Nothing in the
-        kernel (an arrive is missing), or only partitions that are blocked themselves (a
-        circular wait, usually a wrong phase)."""
+    def _signal_notes(self, waits: List[Dict[str, Any]]) -> List[str]:
+        """For each blocked mbarrier wait (`waits`: their descriptions): who could still signal its
+        barrier. Nothing in the kernel (an arrive is missing), or only partitions that are blocked
+        themselves (a circular wait, usually a wrong phase)."""
         from tlx.compiler.analysis.barrier_bytes import barrier_root
 
         signals: Dict[int, List[Operation]] = {}  # alloc_barriers op -> the ops that signal its barriers
@@ -318,9 +318,8 @@ class Program:
             if o.name in ("tlx.barrier_arrive", "tlx.barrier_expect_bytes", "tlx.tma_load", "tlx.async_bulk_load"):
                 root = barrier_root(o.arg("bar")).defining_op
                 signals.setdefault(id(root), []).append(o)
-        notes, circular = [], bool(self.blocked)
-        for _, w in self.blocked:
-            d = w.describe()
+        notes, circular = [], bool(waits)
+        for d in waits:
             bar = d.get("barrier")
             if not isinstance(bar, MBarrier):
                 circular = False
@@ -338,7 +337,7 @@ class Program:
                              "can reach")
             else:
                 circular = False
-        if circular and len(self.blocked) > 1:
+        if circular and len(waits) > 1:
             notes.append("  a circular wait: each partition waits for a signal only another blocked partition sends. "
                          "Check the phases: a barrier starts in phase 0, so a wait with parity 1 passes at once and "
                          "one with parity 0 blocks until the first phase completes — a producer's first wait for a "
@@ -347,15 +346,12 @@ class Program:
 
     def deadlock(self) -> None:
         waits = [w.describe() for _, w in self.blocked]
-        lines = [f"deadlock in program {self.pid}: no partition can make progress"]
-        for d in waits:
-            lines.append("  " + d["text"])
+        lines = [f"deadlock in program {self.pid}: no partition can make progress"] + ["  " + d["text"] for d in waits]
         done = [co.thread.agent.name for co in self.coroutines if co.done]
         if done:
             lines.append("  finished partitions: " + ", ".join(done))
         notes = []
-        for _, w in self.blocked:
-            d = w.describe()
+        for d in waits:
             bar = d.get("barrier")
             if isinstance(bar, MBarrier) and bar.pending == 0 and bar.tx != 0 and not bar.transfers:
                 notes.append(f"  {bar.name}: barrier_expect_bytes declared {bar.expected} bytes in this phase but "
@@ -366,7 +362,7 @@ class Program:
                         f"loads on the barrier bring {bar.landed}", bar.where, None, bar.expect_ops[-1],
                         "make the expected byte count equal the bytes of the TMA loads that complete on this barrier",
                         may_raise=False)
-        notes += self._signal_notes()
+        notes += self._signal_notes(waits)
         lines += notes
         if not notes:
             lines.append("  hint: check the phase each wait expects (a consumer waits on full[i] with phase p, the "
@@ -480,6 +476,8 @@ GENERATORS = set()
 
 
 def handler(*names: str, gen: bool = False):
+    """Register `fn(interp, thread, op)` as the handler of the ops `names`; with `gen`, fn is a
+    generator that may block (it yields a `Wait`)."""
     def deco(fn):
         for n in names:
             HANDLERS[n] = fn
@@ -523,8 +521,7 @@ def computes(*names: str, finish: Callable = _scalar_or):
     def deco(fn):
         def h(it, th, op):
             _set(th, op, finish(fn(op, *(np.asarray(th.env[v]) for v in op.operands)), op.result.type))
-        for n in names:
-            HANDLERS[n] = h
+        handler(*names)(h)
         return fn
     return deco
 

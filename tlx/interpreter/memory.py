@@ -144,6 +144,7 @@ class GlobalMemory:
                 raise InterpreterError(f"misaligned {what}: {self._describe(bad)} is not a multiple of {isz} bytes", loc)
             return [(reg, act, np.where(act, off // isz, 0))]
         out = []
+        covered = np.zeros(a.shape, bool)
         for r in self.regions:
             inr = act & (a >= r.base) & (a < r.end)
             if inr.any():
@@ -153,9 +154,7 @@ class GlobalMemory:
                 if writes:
                     r.check_writable(what, loc)
                 out.append((r, inr, np.where(inr, (a - r.base) // isz, 0)))
-        covered = np.zeros(a.shape, bool)
-        for _, m, _ in out:
-            covered |= m
+                covered |= inr
         if not np.array_equal(covered, act):
             bad = int(a[act & ~covered][0])
             raise InterpreterError(f"out-of-bounds {what} at {self._describe(bad)}", loc,
