@@ -584,8 +584,8 @@ for _n, _f in {
     "andi": lambda a, b, e: a & b, "ori": lambda a, b, e: a | b, "xori": lambda a, b, e: a ^ b,
     "divsi": lambda a, b, e: N.back(N.div_trunc(N.as_signed(a, e), N.as_signed(b, e)), e),
     "remsi": lambda a, b, e: N.back(N.rem_trunc(N.as_signed(a, e), N.as_signed(b, e)), e),
-    "divui": lambda a, b, e: N.back(N.div_unsigned(N.as_unsigned(a, e), N.as_unsigned(b, e)), e),
-    "remui": lambda a, b, e: N.back(N.rem_unsigned(N.as_unsigned(a, e), N.as_unsigned(b, e)), e),
+    "divui": lambda a, b, e: N.back(N.div_trunc(N.as_unsigned(a, e), N.as_unsigned(b, e)), e),
+    "remui": lambda a, b, e: N.back(N.rem_trunc(N.as_unsigned(a, e), N.as_unsigned(b, e)), e),
     "maxsi": lambda a, b, e: N.back(np.maximum(N.as_signed(a, e), N.as_signed(b, e)), e),
     "minsi": lambda a, b, e: N.back(np.minimum(N.as_signed(a, e), N.as_signed(b, e)), e),
     "maxui": lambda a, b, e: N.back(np.maximum(N.as_unsigned(a, e), N.as_unsigned(b, e)), e),
@@ -1545,27 +1545,20 @@ def _if(it, th, op):
 
 
 def _divergent_if(it, th, op, act, rest):
-    """Both branches run, each for the threads that take it; results merge per thread."""
+    """Both branches run, each for the threads that take it (some do each: `act`, `rest`);
+    results merge per thread."""
     saved = th.active
     outs = []
     for region, mask in ((op.regions[0], act), (op.regions[1], rest)):
-        if not mask.any():
-            outs.append(None)
-            continue
         th.active = mask
         try:
             outs.append((yield from it.run_block(th, region.block)))
         finally:
             th.active = saved
-    for i, r in enumerate(op.results):
-        tv = outs[0][i] if outs[0] is not None else None
-        fv = outs[1][i] if outs[1] is not None else None
-        if tv is None or fv is None:
-            th.env[r] = tv if fv is None else fv
-        elif isinstance(r.type, T.TensorType):
+    for r, tv, fv in zip(op.results, *outs):
+        if isinstance(r.type, T.TensorType):
             raise InterpreterError("scf.if: a tensor result of a branch that only some threads take", op.loc)
-        else:
-            th.env[r] = _scalar_or(np.where(act, tv, fv), r.type)
+        th.env[r] = _scalar_or(np.where(act, tv, fv), r.type)
 
 
 @handler("scf.while", gen=True)
