@@ -740,22 +740,19 @@ def _reduce(op, a):
     return _REDUCE[kind](a, axis=ax)
 
 
-@handler("tt.dot")
-def _dot(it, th, op):
-    a, b, c = (np.asarray(th.env[v]) for v in op.operands)
-    prec = op.attrs.get("input_precision", "tf32")
-    _set(th, op, matmul(a, b, c, _elem(op.operands[0]), _elem(op.operands[1]), op.result.type, prec))
+@computes("tt.dot")
+def _dot(op, a, b, c):
+    return matmul(a, b, c, _elem(op.operands[0]), _elem(op.operands[1]), op.result.type,
+                  op.attrs.get("input_precision", "tf32"))
 
 
 # -- global memory --------------------------------------------------------------------------------------
 
-@handler("tt.addptr")
-def _addptr(it, th, op):
-    p, off = th.env[op.operands[0]], np.asarray(th.env[op.operands[1]])
-    pe = _elem(op.operands[0]).pointee
+@computes("tt.addptr")
+def _addptr(op, p, off):
     oe = _elem(op.operands[1])
     o = N.as_signed(off, oe).astype(np.int64) if oe.bits > 1 else off.astype(np.int64)
-    _set(th, op, _scalar_or(np.asarray(p, dtype=np.int64) + o * pe.bytes, op.result.type))
+    return p.astype(np.int64) + o * _elem(op.operands[0]).pointee.bytes
 
 
 @handler("tt.load")
@@ -1026,15 +1023,12 @@ def _reinterp(it, th, op):
     _set(th, op, SmemView(src.alloc, arr, rt))
 
 
-@handler("tlx.local_store")
+@handler("tlx.local_store", "tlx.remote_store")
 def _local_store(it, th, op):
-    _generic_store(it, th, op, "generic write")
-
-
-def _generic_store(it, th, op, what: str) -> None:
-    """A generic-proxy store of `src` into the view `dst` (this CTA's or, through a remote view,
-    another's): recorded for the hazard checker as `what`, then written."""
+    """A generic-proxy store of `src` into the view `dst` (this CTA's or, with remote_store through
+    a remote view, another's): recorded for the hazard checker, then written."""
     dst = th.env[op.arg("dst")]
+    what = "generic write" if op.name == "tlx.local_store" else "remote generic write (st.shared::cluster)"
     it.checker.generic_write(dst, th.record(op, what))
     dst.write(th.env[op.arg("src")])
 
@@ -1465,11 +1459,6 @@ def _remote_view(it, th, op):
         _set(th, op, _bar_in(it, th, op, src, other))
     else:
         _set(th, op, _view_in(src, other, op.result.type))
-
-
-@handler("tlx.remote_store")
-def _remote_store(it, th, op):
-    _generic_store(it, th, op, "remote generic write (st.shared::cluster)")
 
 
 @handler("tlx.async_remote_store")
