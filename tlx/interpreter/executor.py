@@ -376,7 +376,7 @@ class Interpreter:
     """Runs one module over a grid."""
 
     def __init__(self, module: Module, grid: Tuple[int, int, int], args: Sequence[Any], raise_on_hazard: bool,
-                 gmem: GlobalMemory):
+                 gmem: GlobalMemory, max_while_iterations: int):
         self.module = module
         self.func = module.func
         self.grid = grid
@@ -387,7 +387,7 @@ class Interpreter:
         self._compiled: Dict[int, Tuple[List[Tuple[Callable, Operation, bool]], Operation]] = {}
         self._pending_checks: Dict[int, List[Value]] = {}
         self.has_async_dot = any(op.name == "tlx.async_dot" for op in module.ops())
-        self.max_while_iterations = 1_000_000
+        self.max_while_iterations = max_while_iterations
 
     # -- execution -----------------------------------------------------------------------------------
     def run(self) -> None:
@@ -1495,9 +1495,7 @@ _results({
 def _for(it, th, op):
     lb, ub, step = (_uniform(th, op, v, "loop bound") for v in (op.arg("lb"), op.arg("ub"), op.arg("step")))
     et = _elem(op.arg("lb"))
-    lo, hi, st = int(lb), int(ub), int(step)
-    if et.is_int and not et.is_signed:
-        lo, hi, st = (int(N.as_unsigned(np.asarray(x), et)) for x in (lb, ub, step))
+    lo, hi, st = int(lb), int(ub), int(step)  # (unsigned types hold unsigned numpy values)
     if st <= 0:
         raise InterpreterError(f"scf.for with step {st}: the step must be positive", op.loc)
     vals = [th.env[v] for v in op.group("inits")]
