@@ -57,13 +57,7 @@ class BarrierArray:
     bars: List[MBarrier]
 
 
-class Token:
-    """An async token (cp.async groups): carries no data."""
-
-    __slots__ = ()
-
-
-TOKEN = Token()
+TOKEN = object()  # the value of an async token (cp.async groups): it carries no data
 
 
 def matmul(a: np.ndarray, b: np.ndarray, acc: Optional[np.ndarray], at: T.ScalarType, bt: T.ScalarType,
@@ -346,7 +340,8 @@ class Program:
 
     def deadlock(self) -> None:
         waits = [w.describe() for _, w in self.blocked]
-        lines = [f"deadlock in program {self.pid}: no partition can make progress"] + ["  " + d["text"] for d in waits]
+        lines = [f"deadlock in program {self.pid}: no partition can make progress"]
+        lines += ["  " + d["text"] for d in waits]
         done = [co.thread.agent.name for co in self.coroutines if co.done]
         if done:
             lines.append("  finished partitions: " + ", ".join(done))
@@ -494,7 +489,7 @@ def _set(th: Thread, op: Operation, value) -> None:
 def _results(table: Dict[str, Callable]) -> None:
     """Register ops whose one result is `fn(interp, thread, op)`, for each name: fn of the table."""
     for name, fn in table.items():
-        HANDLERS[name] = lambda it, th, op, fn=fn: _set(th, op, fn(it, th, op))
+        handler(name)(lambda it, th, op, fn=fn: _set(th, op, fn(it, th, op)))
 
 
 def _arg(th: Thread, op: Operation, name: str) -> Any:
