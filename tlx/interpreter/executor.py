@@ -76,12 +76,10 @@ def matmul(a: np.ndarray, b: np.ndarray, acc: Optional[np.ndarray], at: T.Scalar
         if acc is not None:
             r = r + acc
         return N.round_to(r, re)
-    af, bf = a.astype(np.float32), b.astype(np.float32)
-    if at.name == "f32" and precision != "ieee":
-        af = N.round_tf32(af)
-    if bt.name == "f32" and precision != "ieee":
-        bf = N.round_tf32(bf)
-    if precision == "ieee" and (at.name == "f32" or bt.name == "f32"):
+    tf32 = precision != "ieee"
+    af = N.round_tf32(a) if tf32 and at.name == "f32" else a.astype(np.float32)
+    bf = N.round_tf32(b) if tf32 and bt.name == "f32" else b.astype(np.float32)
+    if not tf32 and "f32" in (at.name, bt.name):
         r = np.matmul(af.astype(np.float64), bf.astype(np.float64)).astype(np.float32)
     else:
         r = np.matmul(af, bf)
