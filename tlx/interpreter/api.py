@@ -48,8 +48,7 @@ def run(module: Module, grid: Grid, args: Sequence[Any], *, raise_on_hazard: boo
         verify_module(module)
     gmem = GlobalMemory()
     bound, staging = bind_arguments(module, args, gmem)
-    interp = Interpreter(module, _grid3(grid), bound, raise_on_hazard, gmem)
-    interp.max_while_iterations = max_while_iterations
+    interp = Interpreter(module, _grid3(grid), bound, raise_on_hazard, gmem, max_while_iterations)
     try:
         with np.errstate(all="ignore"):
             interp.run()

@@ -44,11 +44,10 @@ def prepare_module(fn: KernelFunction, bound: Dict[str, Any], signature: Optiona
     # the divisibility a GPU launch of these arguments would see: it can change the layouts the
     # compiler picks (wider vectors), and with them which thread holds which element
     module = trace(fn, types, consts, num_warps=num_warps, divisibility=div)
-    names = [p.name for p in PIPELINE]
-    last = names.index("cluster_sync") + 1 if "cluster_sync" in names else len(names)
+    # every IR pass (PTX generation is not one: compile_module runs it only without a pass list)
     result = compile_module(module, CompileOptions(num_warps=num_warps, fence_passes=fence_passes,
                                                    cluster=tuple(cluster)),  # type: ignore[arg-type]
-                            passes=PIPELINE[:last], snapshots=False)
+                            passes=PIPELINE, snapshots=False)
     return result.module
 
 

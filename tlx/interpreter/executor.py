@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -23,8 +24,7 @@ from tlx.compiler.ir.alias import placement
 from tlx.compiler.ir.core import Block, Module, Operation, Value
 
 from . import numerics as N
-from .hazards import (Access, Agent, Checker, DeadlockError, SyncHazard, describe_iters, describe_loc,
-                      join_clocks)
+from .hazards import Access, Agent, Checker, DeadlockError, SyncHazard, describe_loc, join_clocks
 from .memory import Descriptor, GlobalMemory, InterpreterError, SlabArrayView, SmemAlloc, SmemView
 from .sync import MBarrier, NamedBarrier, Transfer, Wait, wait_info
 from . import warp_ops as W
@@ -50,22 +50,14 @@ class PendingDot:
         return self.value
 
 
+@dataclass(slots=True)
 class BarrierArray:
     """The value of `tlx.alloc_barriers`: the program's mbarriers of that op."""
 
-    __slots__ = ("bars",)
-
-    def __init__(self, bars: List[MBarrier]):
-        self.bars = bars
+    bars: List[MBarrier]
 
 
-class Token:
-    """An async token (cp.async groups): carries no data."""
-
-    __slots__ = ()
-
-
-TOKEN = Token()
+TOKEN = object()  # the value of an async token (cp.async groups): it carries no data
 
 
 def matmul(a: np.ndarray, b: np.ndarray, acc: Optional[np.ndarray], at: T.ScalarType, bt: T.ScalarType,
@@ -84,12 +76,10 @@ def matmul(a: np.ndarray, b: np.ndarray, acc: Optional[np.ndarray], at: T.Scalar
         if acc is not None:
             r = r + acc
         return N.round_to(r, re)
-    af, bf = a.astype(np.float32), b.astype(np.float32)
-    if at.name == "f32" and precision != "ieee":
-        af = N.round_tf32(af)
-    if bt.name == "f32" and precision != "ieee":
-        bf = N.round_tf32(bf)
-    if precision == "ieee" and (at.name == "f32" or bt.name == "f32"):
+    tf32 = precision != "ieee"
+    af = N.round_tf32(a) if tf32 and at.name == "f32" else a.astype(np.float32)
+    bf = N.round_tf32(b) if tf32 and bt.name == "f32" else b.astype(np.float32)
+    if not tf32 and "f32" in (at.name, bt.name):
         r = np.matmul(af.astype(np.float64), bf.astype(np.float64)).astype(np.float32)
     else:
         r = np.matmul(af, bf)
@@ -98,23 +88,22 @@ def matmul(a: np.ndarray, b: np.ndarray, acc: Optional[np.ndarray], at: T.Scalar
     return N.round_to(r, re)
 
 
+@dataclass(slots=True)
 class Group:
     """One async group of a partition (a wgmma commit group, a bulk-store group, a cp.async
     group): the records it holds open and what completing it does."""
 
-    __slots__ = ("records", "finish")
-
-    def __init__(self, records: List[Access], finish: Optional[Callable[[], None]] = None):
-        self.records, self.finish = records, finish
+    records: List[Access]
+    finish: Callable[[], None]
 
 
 class Thread:
     """The execution state of one partition of one program."""
 
-    def __init__(self, prog: "Program", agent: Agent, env: Optional[Dict[Value, Any]] = None):
+    def __init__(self, prog: "Program", agent: Agent):
         self.prog = prog
         self.agent = agent
-        self.env: Dict[Value, Any] = env if env is not None else {}
+        self.env: Dict[Value, Any] = {}
         self.loops: List[List[Any]] = []
         self.wgmma: List[Group] = []
         self.bulk: List[Group] = []
@@ -124,17 +113,20 @@ class Thread:
         self.first_thread = 0  # threadIdx.x of the partition's first thread
 
     def iters(self) -> Tuple:
-        return tuple((l, i) for l, i in self.loops)
+        """The (loop location, iteration) of every loop the partition is in, outermost first."""
+        return tuple(map(tuple, self.loops))
 
     def record(self, op: Operation, what: str) -> Access:
         return self.prog.interp.checker.new_record(op, what, self.agent, self.prog.pid, self.iters())
 
 
+@dataclass(slots=True)
 class Coroutine:
-    __slots__ = ("thread", "gen", "done")
+    """A partition's generator and its thread; `done` once the generator has ended."""
 
-    def __init__(self, thread: Thread, gen: Iterator):
-        self.thread, self.gen, self.done = thread, gen, False
+    thread: Thread
+    gen: Iterator
+    done: bool = False
 
 
 def _int(v) -> int:
@@ -183,8 +175,8 @@ class ClusterRun:
     cluster barrier counts every live partition of every CTA, and a remote view reaches another
     CTA's shared memory and mbarriers (`programs[rank]`)."""
 
-    def __init__(self, keys: Iterator[int]):
-        self.keys = keys
+    def __init__(self) -> None:
+        self.keys = itertools.count()  # agent and barrier keys are unique in the cluster (clocks cross CTAs)
         self.programs: List["Program"] = []
         self.generation = 0  # of the cluster barrier
         self.arrived = 0
@@ -232,22 +224,19 @@ class Program:
     """One CTA: its shared memory, barriers, agents and coroutines; `cluster` is the thread-block
     cluster it runs in (every CTA of a cluster runs together), `rank` its rank there."""
 
-    def __init__(self, interp: "Interpreter", pid: Tuple[int, int, int], cluster: Optional[ClusterRun] = None,
-                 rank: int = 0):
+    def __init__(self, interp: "Interpreter", pid: Tuple[int, int, int], cluster: ClusterRun, rank: int):
         self.interp = interp
         self.pid = pid
-        self.cluster = cluster if cluster is not None else ClusterRun(itertools.count())
+        self.cluster = cluster
         self.rank = rank
         self.cluster.programs.append(self)
         self.allocs: Dict[Operation, SmemAlloc] = {}
-        self.roots: Dict[Operation, SmemView] = {}
         self.barriers: Dict[Operation, BarrierArray] = {}
         self.named: Dict[int, NamedBarrier] = {}
-        self.keys = self.cluster.keys  # agent and barrier keys are unique in the cluster (clocks cross CTAs)
+        self.keys = cluster.keys
         self.runnable: deque = deque()
         self.blocked: List[Tuple[Coroutine, Wait]] = []
         self.coroutines: List[Coroutine] = []
-        self.threads: List[Thread] = []
         self.clock64 = 0
 
     def new_agent(self, name: str, threads: int, clock: Optional[Dict[int, int]] = None) -> Agent:
@@ -255,22 +244,25 @@ class Program:
             name = f"{name} of CTA rank {self.rank}"
         return Agent(next(self.keys), name, threads, clock)
 
-    def spawn(self, thread: Thread, gen: Iterator) -> Coroutine:
-        co = Coroutine(thread, gen)
+    def smem(self, op: Operation, mtype: T.MemDescType, name: str) -> SmemAlloc:
+        """This CTA's allocation of `op`, made on first use (shared memory is a CTA's from its
+        start: another CTA of the cluster may reach it through a remote view first)."""
+        alloc = self.allocs.get(op)
+        if alloc is None:
+            alloc = self.allocs[op] = SmemAlloc(op, mtype, name)
+        return alloc
+
+    def spawn(self, th: Thread, block: Block, args: Sequence[Any]) -> Coroutine:
+        """A new coroutine in which partition `th` runs `block` with `args` for its arguments."""
+        th.env.update(zip(block.args, args))
+        co = Coroutine(th, self.interp.run_block(th, block))
         self.coroutines.append(co)
-        self.threads.append(thread)
         self.runnable.append(co)
         return co
 
     def start(self, func: Operation, args: Sequence[Any]) -> None:
         """Spawn the kernel's default partition."""
-        it = self.interp
-        agent = self.new_agent("default", it.num_warps * 32)
-        th = Thread(self, agent)
-        blk = func.regions[0].block
-        for a, v in zip(blk.args, args):
-            th.env[a] = v
-        self.spawn(th, it.run_block(th, blk))
+        self.spawn(Thread(self, self.new_agent("default", self.interp.num_warps * 32)), func.regions[0].block, args)
 
     def run_runnable(self) -> None:
         """Run every runnable coroutine until it blocks or ends."""
@@ -292,32 +284,25 @@ class Program:
                 return True
         return False
 
-    def run(self, func: Operation, args: Sequence[Any]) -> None:
-        """Run this CTA alone (a cluster of one) to its end."""
-        self.start(func, args)
-        self.cluster.run()
-
     def finish(self) -> None:
         """Kernel exit: in-flight loads land, outstanding bulk stores complete."""
         for arr in self.barriers.values():
             for b in arr.bars:
                 while b.transfers:
                     b.land_one()
-        for th in self.threads:
+        for co in self.coroutines:
+            th = co.thread
             for g in th.cp_groups:
                 g.finish()
-            th.cp_groups.clear()
             for _, land in th.cp_open:
                 land()
-            th.cp_open.clear()
             for g in th.bulk:
                 g.finish()
-            th.bulk.clear()
 
-    def _signal_notes(self) -> List[str]:
-        """For each blocked mbarrier wait: who could still signal its barrier. Nothing in the
-        kernel (an arrive is missing), or only partitions that are blocked themselves (a
-        circular wait, usually a wrong phase)."""
+    def _signal_notes(self, waits: List[Dict[str, Any]]) -> List[str]:
+        """For each blocked mbarrier wait (`waits`: their descriptions): who could still signal its
+        barrier. Nothing in the kernel (an arrive is missing), or only partitions that are blocked
+        themselves (a circular wait, usually a wrong phase)."""
         from tlx.compiler.analysis.barrier_bytes import barrier_root
 
         signals: Dict[int, List[Operation]] = {}  # alloc_barriers op -> the ops that signal its barriers
@@ -325,9 +310,8 @@ class Program:
             if o.name in ("tlx.barrier_arrive", "tlx.barrier_expect_bytes", "tlx.tma_load", "tlx.async_bulk_load"):
                 root = barrier_root(o.arg("bar")).defining_op
                 signals.setdefault(id(root), []).append(o)
-        notes, circular = [], bool(self.blocked)
-        for _, w in self.blocked:
-            d = w.describe()
+        notes, circular = [], bool(waits)
+        for d in waits:
             bar = d.get("barrier")
             if not isinstance(bar, MBarrier):
                 circular = False
@@ -345,7 +329,7 @@ class Program:
                              "can reach")
             else:
                 circular = False
-        if circular and len(self.blocked) > 1:
+        if circular and len(waits) > 1:
             notes.append("  a circular wait: each partition waits for a signal only another blocked partition sends. "
                          "Check the phases: a barrier starts in phase 0, so a wait with parity 1 passes at once and "
                          "one with parity 0 blocks until the first phase completes — a producer's first wait for a "
@@ -355,23 +339,23 @@ class Program:
     def deadlock(self) -> None:
         waits = [w.describe() for _, w in self.blocked]
         lines = [f"deadlock in program {self.pid}: no partition can make progress"]
-        for d in waits:
-            lines.append("  " + d["text"])
+        lines += ["  " + d["text"] for d in waits]
         done = [co.thread.agent.name for co in self.coroutines if co.done]
         if done:
             lines.append("  finished partitions: " + ", ".join(done))
         notes = []
-        for _, w in self.blocked:
-            d = w.describe()
+        for d in waits:
             bar = d.get("barrier")
             if isinstance(bar, MBarrier) and bar.pending == 0 and bar.tx != 0 and not bar.transfers:
                 notes.append(f"  {bar.name}: barrier_expect_bytes declared {bar.expected} bytes in this phase but "
                              f"{bar.landed} bytes of loads arrived — the phase can never complete")
-                self.interp.report_barrier(bar, "expect-bytes",
-                    f"barrier_expect_bytes declared {bar.expected} bytes but the loads on the barrier bring {bar.landed}",
-                    "make the expected byte count equal the bytes of the TMA loads that complete on this barrier",
-                    self.pid)
-        notes += self._signal_notes()
+                if bar.expect_ops:  # attributed to the phase's last expect; raised with the deadlock below
+                    self.interp.checker.report(
+                        SyncHazard, "expect-bytes", f"barrier_expect_bytes declared {bar.expected} bytes but the "
+                        f"loads on the barrier bring {bar.landed}", bar.where, None, bar.expect_ops[-1],
+                        "make the expected byte count equal the bytes of the TMA loads that complete on this barrier",
+                        may_raise=False)
+        notes += self._signal_notes(waits)
         lines += notes
         if not notes:
             lines.append("  hint: check the phase each wait expects (a consumer waits on full[i] with phase p, the "
@@ -385,7 +369,7 @@ class Interpreter:
     """Runs one module over a grid."""
 
     def __init__(self, module: Module, grid: Tuple[int, int, int], args: Sequence[Any], raise_on_hazard: bool,
-                 gmem: GlobalMemory):
+                 gmem: GlobalMemory, max_while_iterations: int):
         self.module = module
         self.func = module.func
         self.grid = grid
@@ -396,17 +380,7 @@ class Interpreter:
         self._compiled: Dict[int, Tuple[List[Tuple[Callable, Operation, bool]], Operation]] = {}
         self._pending_checks: Dict[int, List[Value]] = {}
         self.has_async_dot = any(op.name == "tlx.async_dot" for op in module.ops())
-        self.max_while_iterations = 1_000_000
-
-    # -- reporting helpers --------------------------------------------------------------------------
-    def report_barrier(self, bar: MBarrier, kind: str, summary: str, hint: str, pid) -> None:
-        """A barrier-level hazard, attributed to the phase's last barrier_expect_bytes."""
-        ck = self.checker
-        rec = bar.expect_ops[-1] if bar.expect_ops else None
-        if rec is None:
-            return
-        ck.report(SyncHazard, kind, summary, f"{bar.name} (allocated at {describe_loc(bar.op.loc)})", None, rec, hint,
-                  may_raise=False)  # the deadlock it causes is raised with it
+        self.max_while_iterations = max_while_iterations
 
     # -- execution -----------------------------------------------------------------------------------
     def run(self) -> None:
@@ -418,17 +392,14 @@ class Interpreter:
                 raise InterpreterError(f"the grid {tuple(self.grid)} is not a whole number of clusters "
                                        f"{(cx, cy, cz)} along axis {axis}",
                                        hint="make each grid dimension a multiple of ctas_per_cga's")
-        for z0 in range(0, gz, cz):
-            for y0 in range(0, gy, cy):
-                for x0 in range(0, gx, cx):
-                    cl = ClusterRun(itertools.count())
-                    for dz in range(cz):
-                        for dy in range(cy):
-                            for dx in range(cx):
-                                Program(self, (x0 + dx, y0 + dy, z0 + dz), cl, dx + cx * (dy + cy * dz))
-                    for p in cl.programs:
-                        p.start(self.func, self.args)
-                    cl.run()
+        for z0, y0, x0 in itertools.product(range(0, gz, cz), range(0, gy, cy), range(0, gx, cx)):
+            cl = ClusterRun()
+            # ranks run x fastest, as %cluster_ctarank does
+            for rank, (dz, dy, dx) in enumerate(itertools.product(range(cz), range(cy), range(cx))):
+                Program(self, (x0 + dx, y0 + dy, z0 + dz), cl, rank)
+            for p in cl.programs:
+                p.start(self.func, self.args)
+            cl.run()
 
     def compile_block(self, block: Block):
         key = id(block)
@@ -498,6 +469,8 @@ GENERATORS = set()
 
 
 def handler(*names: str, gen: bool = False):
+    """Register `fn(interp, thread, op)` as the handler of the ops `names`; with `gen`, fn is a
+    generator that may block (it yields a `Wait`)."""
     def deco(fn):
         for n in names:
             HANDLERS[n] = fn
@@ -511,8 +484,39 @@ def _set(th: Thread, op: Operation, value) -> None:
     th.env[op.results[0]] = value
 
 
+def _results(table: Dict[str, Callable]) -> None:
+    """Register ops whose one result is `fn(interp, thread, op)`, for each name: fn of the table."""
+    for name, fn in table.items():
+        handler(name)(lambda it, th, op, fn=fn: _set(th, op, fn(it, th, op)))
+
+
+def _arg(th: Thread, op: Operation, name: str) -> Any:
+    """The value of the op's operand `name`; None when the op has no such operand."""
+    v = op.arg(name)
+    return None if v is None else th.env[v]
+
+
 def _elem(v: Value) -> T.ScalarType:
     return T.element_of(v.type)  # type: ignore[return-value]
+
+
+def _fres(x, t: T.Type):
+    """A float result rounded to the IR type (bf16 values are float32 rounded to bf16)."""
+    e = T.element_of(t)
+    if e.name == "bf16":
+        x = N.round_bf16_from_f32(np.asarray(x, dtype=np.float32))
+    return _scalar_or(x, t)
+
+
+def computes(*names: str, finish: Callable = _scalar_or):
+    """Register `fn(op, *values)` for ops whose one result it computes from the values of their
+    operands (numpy arrays); `finish` casts it to the op's result type (`_fres`: rounds bf16)."""
+    def deco(fn):
+        def h(it, th, op):
+            _set(th, op, finish(fn(op, *(np.asarray(th.env[v]) for v in op.operands)), op.result.type))
+        handler(*names)(h)
+        return fn
+    return deco
 
 
 # -- constants, program ids, shapes ---------------------------------------------------------------
@@ -529,49 +533,26 @@ def _constant(it, th, op):
     _set(th, op, np.full(t.shape, s, dtype=N.compute_dtype(e)) if isinstance(t, T.TensorType) else s)
 
 
-@handler("tt.get_program_id")
-def _pid(it, th, op):
-    _set(th, op, np.int32(th.prog.pid[op.attrs["axis"]]))
+_results({
+    "tt.get_program_id": lambda it, th, op: np.int32(th.prog.pid[op.attrs["axis"]]),
+    "tt.get_num_programs": lambda it, th, op: np.int32(it.grid[op.attrs["axis"]]),
+    "tt.make_range": lambda it, th, op: np.arange(op.attrs["start"], op.attrs["end"], dtype=np.int32),
+    "tt.splat": lambda it, th, op: np.full(op.result.type.shape, _uniform(th, op, op.operands[0], "splatted value"),
+                                           dtype=N.compute_dtype(op.result.type.element)),
+    "tt.join": lambda it, th, op: np.stack([th.env[v] for v in op.operands], axis=-1),
+})
 
 
-@handler("tt.get_num_programs")
-def _nprog(it, th, op):
-    _set(th, op, np.int32(it.grid[op.attrs["axis"]]))
-
-
-@handler("tt.make_range")
-def _range(it, th, op):
-    _set(th, op, np.arange(op.attrs["start"], op.attrs["end"], dtype=np.int32))
-
-
-@handler("tt.splat")
-def _splat(it, th, op):
-    t = op.result.type
-    _set(th, op, np.full(t.shape, _uniform(th, op, op.operands[0], "splatted value"), dtype=N.compute_dtype(t.element)))
-
-
-def _reshaper(fn: Callable[[np.ndarray, Operation], np.ndarray]) -> Callable:
-    """A handler that rearranges its one operand: fn(value, op) gives the result."""
-    def h(it, th, op):
-        _set(th, op, fn(th.env[op.operands[0]], op))
-    return h
-
-
+# ops that rearrange their one operand
 for _n, _f in {
-    "broadcast": lambda x, op: np.broadcast_to(x, op.result.type.shape),
-    "expand_dims": lambda x, op: np.expand_dims(x, op.attrs["axis"]),
-    "reshape": lambda x, op: np.reshape(x, op.result.type.shape),
-    "trans": lambda x, op: np.transpose(x, op.attrs["order"]),
-    "hint": lambda x, op: x,
-    "convert_layout": lambda x, op: x,
+    "broadcast": lambda op, x: np.broadcast_to(x, op.result.type.shape),
+    "expand_dims": lambda op, x: np.expand_dims(x, op.attrs["axis"]),
+    "reshape": lambda op, x: np.reshape(x, op.result.type.shape),
+    "trans": lambda op, x: np.transpose(x, op.attrs["order"]),
+    "hint": lambda op, x: x,
+    "convert_layout": lambda op, x: x,
 }.items():
-    HANDLERS[f"tt.{_n}"] = _reshaper(_f)
-
-
-@handler("tt.join")
-def _join(it, th, op):
-    a, b = (th.env[v] for v in op.operands)
-    _set(th, op, np.stack([a, b], axis=-1))
+    computes(f"tt.{_n}")(_f)
 
 
 @handler("tt.split")
@@ -582,14 +563,6 @@ def _split(it, th, op):
 
 
 # -- integer arithmetic ------------------------------------------------------------------------------
-
-def _ibin(fn):
-    def h(it, th, op):
-        a, b = th.env[op.operands[0]], th.env[op.operands[1]]
-        e = _elem(op.operands[0])
-        _set(th, op, _scalar_or(fn(np.asarray(a), np.asarray(b), e), op.result.type))
-    return h
-
 
 def _wrap(f):
     def g(a, b, e):
@@ -604,8 +577,8 @@ for _n, _f in {
     "andi": lambda a, b, e: a & b, "ori": lambda a, b, e: a | b, "xori": lambda a, b, e: a ^ b,
     "divsi": lambda a, b, e: N.back(N.div_trunc(N.as_signed(a, e), N.as_signed(b, e)), e),
     "remsi": lambda a, b, e: N.back(N.rem_trunc(N.as_signed(a, e), N.as_signed(b, e)), e),
-    "divui": lambda a, b, e: N.back(N.div_unsigned(N.as_unsigned(a, e), N.as_unsigned(b, e)), e),
-    "remui": lambda a, b, e: N.back(N.rem_unsigned(N.as_unsigned(a, e), N.as_unsigned(b, e)), e),
+    "divui": lambda a, b, e: N.back(N.div_trunc(N.as_unsigned(a, e), N.as_unsigned(b, e)), e),
+    "remui": lambda a, b, e: N.back(N.rem_trunc(N.as_unsigned(a, e), N.as_unsigned(b, e)), e),
     "maxsi": lambda a, b, e: N.back(np.maximum(N.as_signed(a, e), N.as_signed(b, e)), e),
     "minsi": lambda a, b, e: N.back(np.minimum(N.as_signed(a, e), N.as_signed(b, e)), e),
     "maxui": lambda a, b, e: N.back(np.maximum(N.as_unsigned(a, e), N.as_unsigned(b, e)), e),
@@ -613,48 +586,28 @@ for _n, _f in {
     "shli": lambda a, b, e: N.shift("shli", a, b, e), "shrsi": lambda a, b, e: N.shift("shrsi", a, b, e),
     "shrui": lambda a, b, e: N.shift("shrui", a, b, e),
 }.items():
-    HANDLERS[f"arith.{_n}"] = _ibin(_f)
-
-
-@handler("math.absi")
-def _absi(it, th, op):
-    a = np.asarray(th.env[op.operands[0]])
-    _set(th, op, _scalar_or(np.abs(a), op.result.type))
+    computes(f"arith.{_n}")(lambda op, a, b, f=_f: f(a, b, _elem(op.operands[0])))
+computes("math.absi")(lambda op, a: np.abs(a))
 
 
 # -- float arithmetic -----------------------------------------------------------------------------------
-
-def _fres(x, t: T.Type):
-    """A float result rounded to the IR type (bf16 values are float32 rounded to bf16)."""
-    e = T.element_of(t)
-    if e.name == "bf16":
-        x = N.round_bf16_from_f32(np.asarray(x, dtype=np.float32))
-    return _scalar_or(x, t)
-
-
-def _fbin(fn):
-    def h(it, th, op):
-        a, b = np.asarray(th.env[op.operands[0]]), np.asarray(th.env[op.operands[1]])
-        _set(th, op, _fres(fn(a, b), op.result.type))
-    return h
-
 
 for _n, _f in {
     "addf": np.add, "subf": np.subtract, "mulf": np.multiply, "divf": np.divide, "remf": np.fmod,
     "maximumf": np.maximum, "minimumf": np.minimum, "maxnumf": np.fmax, "minnumf": np.fmin,
 }.items():
-    HANDLERS[f"arith.{_n}"] = _fbin(_f)
+    computes(f"arith.{_n}", finish=_fres)(lambda op, a, b, f=_f: f(a, b))
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 def _funary(fn):
-    def h(it, th, op):
-        a = np.asarray(th.env[op.operands[0]])
+    """`fn` on a float operand: f16 and bf16 computed in f32 (f16 results rounded back)."""
+    def g(op, a):
         e = _elem(op.operands[0])
         x = a.astype(np.float32) if e.name in ("f16", "bf16") else a
-        _set(th, op, _fres(N.round_to(fn(x), e) if e.name == "f16" else fn(x), op.result.type))
-    return h
+        return N.round_to(fn(x), e) if e.name == "f16" else fn(x)
+    return g
 
 
 def _flush_subnormal(fn):
@@ -676,193 +629,140 @@ for _n, _f in {
     "rsqrt": lambda x: 1 / np.sqrt(x), "sin": np.sin, "cos": np.cos, "absf": np.abs, "floor": np.floor,
     "ceil": np.ceil, "tanh": np.tanh, "erf": lambda x: _erf(x).astype(x.dtype),
 }.items():
-    HANDLERS[f"math.{_n}"] = _funary(_f)
-HANDLERS["arith.negf"] = _funary(np.negative)
+    computes(f"math.{_n}", finish=_fres)(_funary(_f))
+computes("arith.negf", finish=_fres)(_funary(np.negative))
 
 
-@handler("math.fma")
-def _fma(it, th, op):
-    a, b, c = (np.asarray(th.env[v]) for v in op.operands)
+@computes("math.fma", finish=_fres)
+def _fma(op, a, b, c):
     e = _elem(op.operands[0])
     if e.name == "f64":
-        r = a * b + c  # float64 has no wider type here; one extra rounding at most
-    else:
-        r = N.round_to(a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64), e)
-    _set(th, op, _fres(r, op.result.type))
+        return a * b + c  # float64 has no wider type here; one extra rounding at most
+    return N.round_to(a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64), e)
 
 
 # -- comparisons, select ------------------------------------------------------------------------------
 
-_CMPI = {"eq": np.equal, "ne": np.not_equal, "slt": np.less, "sle": np.less_equal, "sgt": np.greater,
-         "sge": np.greater_equal, "ult": np.less, "ule": np.less_equal, "ugt": np.greater, "uge": np.greater_equal}
+_CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+        "ge": np.greater_equal}
 
 
-@handler("arith.cmpi")
-def _cmpi(it, th, op):
-    a, b = np.asarray(th.env[op.operands[0]]), np.asarray(th.env[op.operands[1]])
-    p = op.attrs["predicate"]
+@computes("arith.cmpi")
+def _cmpi(op, a, b):
+    p = op.attrs["predicate"]  # eq, ne, or s/u (the signedness) + lt, le, gt, ge
     e = _elem(op.operands[0])
     if isinstance(e, T.ScalarType) and e.bits > 1:
         if p[0] == "u":
             a, b = N.as_unsigned(a, e), N.as_unsigned(b, e)
         elif p[0] == "s":
             a, b = N.as_signed(a, e), N.as_signed(b, e)
-    _set(th, op, _scalar_or(_CMPI[p](a, b), op.result.type))
+    return _CMP[p if p in ("eq", "ne") else p[1:]](a, b)
 
 
-@handler("arith.cmpf")
-def _cmpf(it, th, op):
-    a, b = np.asarray(th.env[op.operands[0]]), np.asarray(th.env[op.operands[1]])
-    p = op.attrs["predicate"]
+@computes("arith.cmpf")
+def _cmpf(op, a, b):
+    p = op.attrs["predicate"]  # ord, uno, or o (false for NaN) / u (true for NaN) + a comparison
     nan = np.isnan(a) | np.isnan(b)
-    base = {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b}
-    if p == "ord":
-        r = ~nan
-    elif p == "uno":
-        r = nan
-    elif p[0] == "o":
-        r = base[p[1:]] & ~nan
-    else:
-        r = base[p[1:]] | nan
-    _set(th, op, _scalar_or(r, op.result.type))
+    if p in ("ord", "uno"):
+        return ~nan if p == "ord" else nan
+    r = _CMP[p[1:]](a, b)
+    return r & ~nan if p[0] == "o" else r | nan
 
 
 @handler("arith.select")
 def _select(it, th, op):
     c, a, b = (th.env[v] for v in op.operands)
-    if not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray) and not isinstance(c, np.ndarray):
-        _set(th, op, a if bool(c) else b)
-        return
-    if isinstance(a, (SmemView, MBarrier)):
-        _set(th, op, a if bool(c) else b)
-        return
-    _set(th, op, _scalar_or(np.where(c, a, b), op.result.type))
+    if isinstance(a, (SmemView, MBarrier)) or not any(isinstance(x, np.ndarray) for x in (c, a, b)):
+        _set(th, op, a if bool(c) else b)  # a uniform choice (of values, buffers or barriers)
+    else:
+        _set(th, op, _scalar_or(np.where(c, a, b), op.result.type))
 
 
 # -- casts ------------------------------------------------------------------------------------------------
 
-@handler("arith.extsi", "arith.extui", "arith.trunci")
-def _icast(it, th, op):
-    a = np.asarray(th.env[op.operands[0]])
+@computes("arith.extsi", "arith.extui", "arith.trunci")
+def _icast(op, a):
     se, de = _elem(op.operands[0]), _elem(op.result)
     if op.name == "arith.trunci":
-        r = (a.astype(np.int64) & 1).astype(bool) if de.bits == 1 else a.astype(N.compute_dtype(de))
-    elif se.bits == 1:
+        return (a.astype(np.int64) & 1).astype(bool) if de.bits == 1 else a.astype(N.compute_dtype(de))
+    if se.bits == 1:
         r = (-(a.astype(np.int64)) if op.name == "arith.extsi" else a.astype(np.int64))
-        r = N.back(r.astype(N._SIGNED[de.bits]).view(N._UNSIGNED[de.bits]), de)
-    else:
-        src = N.as_signed(a, se) if op.name == "arith.extsi" else N.as_unsigned(a, se)
-        r = N.back(src.astype(N._SIGNED[de.bits] if op.name == "arith.extsi" else N._UNSIGNED[de.bits]), de)
-    _set(th, op, _scalar_or(r, op.result.type))
+        return N.back(r.astype(N._SIGNED[de.bits]).view(N._UNSIGNED[de.bits]), de)
+    src = N.as_signed(a, se) if op.name == "arith.extsi" else N.as_unsigned(a, se)
+    return N.back(src.astype(N._SIGNED[de.bits] if op.name == "arith.extsi" else N._UNSIGNED[de.bits]), de)
 
 
-@handler("arith.sitofp", "arith.uitofp")
-def _itof(it, th, op):
-    a = np.asarray(th.env[op.operands[0]])
+@computes("arith.sitofp", "arith.uitofp")
+def _itof(op, a):
     se, de = _elem(op.operands[0]), _elem(op.result)
     src = N.as_signed(a, se) if op.name == "arith.sitofp" and se.bits > 1 else N.as_unsigned(a, se)
-    if de.name == "f32":
-        r = src.astype(np.float32)
-    else:
-        r = N.round_to(src.astype(np.float64), de)
-    _set(th, op, _scalar_or(r, op.result.type))
+    return src.astype(np.float32) if de.name == "f32" else N.round_to(src.astype(np.float64), de)
 
 
-@handler("arith.fptosi", "arith.fptoui")
-def _ftoi(it, th, op):
-    a = np.asarray(th.env[op.operands[0]])
-    _set(th, op, _scalar_or(N.float_to_int(a, _elem(op.result), op.name == "arith.fptosi"), op.result.type))
+computes("arith.fptosi", "arith.fptoui")(lambda op, a: N.float_to_int(a, _elem(op.result), op.name == "arith.fptosi"))
 
 
-@handler("arith.extf", "arith.truncf", "tt.fp_to_fp")
-def _fcast(it, th, op):
-    a = np.asarray(th.env[op.operands[0]])
+@computes("arith.extf", "arith.truncf", "tt.fp_to_fp")
+def _fcast(op, a):
     de = _elem(op.result)
-    mode = op.attrs.get("rounding", "rtne")
     src = a.astype(np.float64) if a.dtype != np.float32 or de.name not in ("bf16", "f16", "f32") else a
-    _set(th, op, _scalar_or(N.round_to(src, de, mode), op.result.type))
+    return N.round_to(src, de, op.attrs.get("rounding", "rtne"))
 
 
-@handler("arith.bitcast", "tt.int_to_ptr", "tt.ptr_to_int")
-def _bitcast(it, th, op):
-    a = np.asarray(th.env[op.operands[0]])
-    se, de = _elem(op.operands[0]), _elem(op.result)
-    raw = N.encode(a, se)
-    _set(th, op, _scalar_or(N.decode(raw.view(N.storage_dtype(de)), de), op.result.type))
+@computes("arith.bitcast", "tt.int_to_ptr", "tt.ptr_to_int")
+def _bitcast(op, a):
+    de = _elem(op.result)
+    return N.decode(N.encode(a, _elem(op.operands[0])).view(N.storage_dtype(de)), de)
 
 
 # -- reductions, dot -----------------------------------------------------------------------------------
 
-@handler("tt.reduce")
-def _reduce(it, th, op):
-    a = np.asarray(th.env[op.operands[0]])
+# max / min compare signed for iN, unsigned for uN: the numpy dtype says which
+_REDUCE = {"max": np.max, "min": np.min, "argmax": np.argmax, "argmin": np.argmin,
+           "xor_sum": np.bitwise_xor.reduce, "and": np.bitwise_and.reduce, "or": np.bitwise_or.reduce}
+
+
+@computes("tt.reduce", finish=_fres)
+def _reduce(op, a):
     ax, kind = op.attrs["axis"], op.attrs["kind"]
     e = _elem(op.operands[0])
-    if kind == "sum":
-        if e.is_float:
-            r = N.round_to(np.sum(a.astype(np.float64 if e.name == "f64" else np.float32), axis=ax), e)
-        else:
-            r = np.sum(a, axis=ax, dtype=a.dtype)
-    elif kind == "prod":
-        r = np.prod(a, axis=ax, dtype=a.dtype)
-    elif kind in ("max", "min"):
-        if e.is_int and e.bits > 1:
-            s = N.as_unsigned(a, e) if not e.is_signed else a
-            r = (np.max if kind == "max" else np.min)(s, axis=ax).astype(a.dtype)
-        else:
-            r = (np.max if kind == "max" else np.min)(a, axis=ax)
-    elif kind in ("argmax", "argmin"):
-        r = (np.argmax if kind == "argmax" else np.argmin)(a, axis=ax).astype(np.int32)
-    elif kind == "xor_sum":
-        r = np.bitwise_xor.reduce(a, axis=ax)
-    elif kind == "and":
-        r = np.bitwise_and.reduce(a, axis=ax)
-    else:
-        r = np.bitwise_or.reduce(a, axis=ax)
-    t = op.result.type
-    _set(th, op, _fres(r, t) if T.element_of(t).is_float else _scalar_or(r, t))
+    if kind == "sum" and e.is_float:
+        return N.round_to(np.sum(a.astype(np.float64 if e.name == "f64" else np.float32), axis=ax), e)
+    if kind in ("sum", "prod"):  # in the operand's own dtype: integers wrap
+        return (np.sum if kind == "sum" else np.prod)(a, axis=ax, dtype=a.dtype)
+    return _REDUCE[kind](a, axis=ax)
 
 
-@handler("tt.dot")
-def _dot(it, th, op):
-    a, b, c = (np.asarray(th.env[v]) for v in op.operands)
-    prec = op.attrs.get("input_precision", "tf32")
-    _set(th, op, matmul(a, b, c, _elem(op.operands[0]), _elem(op.operands[1]), op.result.type, prec))
+@computes("tt.dot")
+def _dot(op, a, b, c):
+    return matmul(a, b, c, _elem(op.operands[0]), _elem(op.operands[1]), op.result.type,
+                  op.attrs.get("input_precision", "tf32"))
 
 
 # -- global memory --------------------------------------------------------------------------------------
 
-@handler("tt.addptr")
-def _addptr(it, th, op):
-    p, off = th.env[op.operands[0]], np.asarray(th.env[op.operands[1]])
-    pe = _elem(op.operands[0]).pointee
+@computes("tt.addptr")
+def _addptr(op, p, off):
     oe = _elem(op.operands[1])
     o = N.as_signed(off, oe).astype(np.int64) if oe.bits > 1 else off.astype(np.int64)
-    _set(th, op, _scalar_or(np.asarray(p, dtype=np.int64) + o * pe.bytes, op.result.type))
+    return p.astype(np.int64) + o * _elem(op.operands[0]).pointee.bytes
 
 
 @handler("tt.load")
 def _load(it, th, op):
     p = th.env[op.arg("ptr")]
-    m = op.arg("mask")
-    o = op.arg("other")
-    mask = th.env[m] if m is not None else None
-    other = th.env[o] if o is not None else None
-    et = _elem(op.arg("ptr")).pointee
-    mask = _with_active(th, p, mask, op.arg("ptr"))
-    v = it.gmem.load(np.asarray(p), None if mask is None else np.asarray(mask), et, other, op.loc)
+    mask = _with_active(th, p, _arg(th, op, "mask"), op.arg("ptr"))
+    v = it.gmem.load(np.asarray(p), mask, _elem(op.arg("ptr")).pointee, _arg(th, op, "other"), op.loc)
     _set(th, op, _scalar_or(v, op.result.type))
 
 
 @handler("tt.store")
 def _store(it, th, op):
     p, v = th.env[op.arg("ptr")], th.env[op.arg("value")]
-    m = op.arg("mask")
-    et = _elem(op.arg("ptr")).pointee
-    mask = _with_active(th, p, None if m is None else th.env[m], op.arg("ptr"))
+    mask = _with_active(th, p, _arg(th, op, "mask"), op.arg("ptr"))
     if _varying(v) and not _varying(p):
         p = np.full(v.shape, p, dtype=np.int64)  # every thread stores its own value: the last one wins
-    it.gmem.store(np.asarray(p), np.asarray(v), None if mask is None else np.asarray(mask), et, op.loc)
+    it.gmem.store(np.asarray(p), np.asarray(v), mask, _elem(op.arg("ptr")).pointee, op.loc)
 
 
 def _with_active(th, p, mask, ptr: Value):
@@ -938,8 +838,7 @@ def _atomic(it, th, op, update: Callable[[np.ndarray, np.ndarray, int], np.ndarr
 def _atomic_rmw(it, th, op):
     e = _elem(op.arg("value"))
     kind = op.attrs["op"]
-    m = op.arg("mask")
-    mask = _with_active(th, th.env[op.arg("ptr")], None if m is None else np.asarray(th.env[m]), op.arg("ptr"))
+    mask = _with_active(th, th.env[op.arg("ptr")], _arg(th, op, "mask"), op.arg("ptr"))
     val = np.asarray(th.env[op.arg("value")])
     old = _atomic(it, th, op, lambda o, v: _rmw(kind, o, v.astype(o.dtype), e), [val], mask)
     _set(th, op, _scalar_or(old, op.result.type))
@@ -975,10 +874,11 @@ def _make_desc(it, th, op):
     _set(th, op, d)
 
 
-@handler("tlx.allocate_tensor_descriptor")
-def _alloc_desc_slots(it, th, op):
+_results({
     # the program's slots: each holds the descriptor last written into it (None: never written)
-    _set(th, op, [None] * op.attrs["num"])
+    "tlx.allocate_tensor_descriptor": lambda it, th, op: [None] * op.attrs["num"],
+    "tt.descriptor_load": lambda it, th, op: th.env[op.arg("desc")].load_tile(_offsets(th, op)),
+})
 
 
 @handler("tlx.desc_slot")
@@ -1009,12 +909,6 @@ def _offsets(th, op) -> List[int]:
     return [_int(th.env[v]) for v in op.group("offsets")]
 
 
-@handler("tt.descriptor_load")
-def _desc_load(it, th, op):
-    d = th.env[op.arg("desc")]
-    _set(th, op, d.load_tile(_offsets(th, op)))
-
-
 @handler("tt.descriptor_store")
 def _desc_store(it, th, op):
     d = th.env[op.arg("desc")]
@@ -1023,24 +917,18 @@ def _desc_store(it, th, op):
 
 # -- shared memory ------------------------------------------------------------------------------------
 
-def _alloc_name(op: Operation) -> str:
+def _result_name(op: Operation, default: str) -> str:
+    """The kernel's name of the op's result (``%acc``) for reports, or `default` if it has none."""
     n = op.results[0].name
-    return f"%{n}" if n and not n.isdigit() else f"shared buffer"
+    return f"%{n}" if n and not n.isdigit() else default
 
 
 @handler("tlx.local_alloc")
 def _local_alloc(it, th, op):
-    prog = th.prog
-    alloc = prog.allocs.get(op)
-    if alloc is None:
-        alloc = SmemAlloc(op, op.result.type, _alloc_name(op))
-        prog.allocs[op] = alloc
-        prog.roots[op] = alloc.root_view()
-    view = prog.roots[op]
+    view = th.prog.smem(op, op.result.type, _result_name(op, "shared buffer")).root
     src = op.arg("src")
     if src is not None:
-        r = th.record(op, "generic write")
-        it.checker.generic_write(view, r)
+        it.checker.generic_write(view, th.record(op, "generic write"))
         view.write(th.env[src])
     _set(th, op, view)
 
@@ -1128,15 +1016,12 @@ def _reinterp(it, th, op):
     _set(th, op, SmemView(src.alloc, arr, rt))
 
 
-@handler("tlx.local_store")
+@handler("tlx.local_store", "tlx.remote_store")
 def _local_store(it, th, op):
-    _generic_store(it, th, op, "generic write")
-
-
-def _generic_store(it, th, op, what: str) -> None:
-    """A generic-proxy store of `src` into the view `dst` (this CTA's or, through a remote view,
-    another's): recorded for the hazard checker as `what`, then written."""
+    """A generic-proxy store of `src` into the view `dst` (this CTA's or, with remote_store through
+    a remote view, another's): recorded for the hazard checker, then written."""
     dst = th.env[op.arg("dst")]
+    what = "generic write" if op.name == "tlx.local_store" else "remote generic write (st.shared::cluster)"
     it.checker.generic_write(dst, th.record(op, what))
     dst.write(th.env[op.arg("src")])
 
@@ -1144,8 +1029,7 @@ def _generic_store(it, th, op, what: str) -> None:
 @handler("tlx.local_load")
 def _local_load(it, th, op):
     src = th.env[op.arg("src")]
-    r = th.record(op, "generic read")
-    it.checker.generic_read(src, r)
+    it.checker.generic_read(src, th.record(op, "generic read"))
     _set(th, op, src.read())
 
 
@@ -1173,8 +1057,7 @@ def _local_gather(it, th, op):
     src = th.env[op.arg("src")]
     ax = op.attrs["axis"]
     idx = np.asarray(th.env[op.arg("indices")])
-    r = th.record(op, "generic read (gather)")
-    it.checker.generic_read(src, r)
+    it.checker.generic_read(src, th.record(op, "generic read (gather)"))
     i = _axis_indices(op, idx, src.arr.shape[ax], "gathers from")
     raw = np.take_along_axis(_axis_window(src, idx.shape, ax), i, axis=ax)
     _set(th, op, np.array(N.decode(raw, src.element), dtype=N.compute_dtype(src.element)))
@@ -1186,8 +1069,7 @@ def _local_scatter(it, th, op):
     ax = op.attrs["axis"]
     idx = np.asarray(th.env[op.arg("indices")])
     vals = np.broadcast_to(np.asarray(th.env[op.arg("values")]), idx.shape)
-    r = th.record(op, "generic write (scatter)")
-    it.checker.generic_write(dst, r)
+    it.checker.generic_write(dst, th.record(op, "generic write (scatter)"))
     i = _axis_indices(op, idx, dst.arr.shape[ax], "scatters into")
     # several elements sent to one place: one of them lands (here the last in row-major order)
     np.put_along_axis(_axis_window(dst, idx.shape, ax), i, N.encode(vals, dst.element), axis=ax)
@@ -1203,9 +1085,10 @@ def _fence_async(it, th, op):
     th.agent.fence()
 
 
-@handler("tlx.fence", "tlx.tma_prefetch", "tlx.prefetch", "tlx.prefetch_tensormap")
+@handler("tlx.fence", "tlx.tma_prefetch", "tlx.prefetch", "tlx.prefetch_tensormap", "tlx.dump_layout")
 def _noop(it, th, op):
-    pass  # global memory is sequentially consistent in the interpreter, and a prefetch is only a hint
+    """Global memory is sequentially consistent in the interpreter, a prefetch is only a hint, and
+    dump_layout is a compile-time diagnostic (the layout pass prints and erases it)."""
 
 
 # -- cp.async ------------------------------------------------------------------------------------------
@@ -1214,10 +1097,10 @@ def _noop(it, th, op):
 def _cp_async(it, th, op):
     dst = th.env[op.arg("dst")]
     ptrs = np.asarray(th.env[op.arg("src")])
-    m, o = op.arg("mask"), op.arg("other")
-    mask = None if m is None else np.asarray(th.env[m])
-    other = None if o is None else th.env[o]
-    vals = it.gmem.load(ptrs, mask, dst.element, other if other is not None else (0 if mask is not None else None), op.loc)
+    mask, other = _arg(th, op, "mask"), _arg(th, op, "other")
+    if other is None and mask is not None:
+        other = 0  # cp.async zero-fills the bytes of masked-off lanes
+    vals = it.gmem.load(ptrs, mask, dst.element, other, op.loc)
     r = th.record(op, "cp.async write (generic proxy)")
     it.checker.generic_write(dst, r, in_flight=True)
     th.cp_open.append((r, lambda: dst.write(vals)))
@@ -1245,8 +1128,7 @@ def _retire(th: Thread, groups: List[Group], keep: int) -> None:
     del groups[:n]
     e = th.agent.tick()
     for g in done:
-        if g.finish:
-            g.finish()
+        g.finish()
         for r in g.records:
             r.completion = (th.agent.key, e)
 
@@ -1272,20 +1154,26 @@ def _tma_load(it, th, op):
     dst: SmemView = th.env[op.arg("dst")]
     bar: MBarrier = th.env[op.arg("bar")]
     tile = d.load_tile(_offsets(th, op))
-    mask = op.arg("mask")
-    if mask is not None:  # multicast: the tile lands in every CTA of the mask, on that CTA's barrier
-        m = _int(th.env[mask]) & 0xFFFF
-        for rank in (k for k in range(16) if m >> k & 1):
-            other = _remote_program(th, op, rank)
-            v = _view_in(dst, other, dst.type)
-            b = _bar_in(it, th, op, bar, other)
-            r = th.record(op, f"multicast TMA load into CTA rank {rank} (async write)")
-            it.checker.async_write(v, r)
-            b.transfers.append(Transfer(r, v.arr.size * v.arr.dtype.itemsize, lambda v=v: v.write(tile), b.phase))
+    mask = _arg(th, op, "mask")
+    if mask is None:
+        _lands_on(it, th, op, bar, dst, "TMA load (async write)", lambda: dst.write(tile))
         return
-    r = th.record(op, "TMA load (async write)")
-    it.checker.async_write(dst, r)
-    bar.transfers.append(Transfer(r, dst.arr.size * dst.arr.dtype.itemsize, lambda: dst.write(tile), bar.phase))
+    m = _int(mask) & 0xFFFF  # multicast: the tile lands in every CTA of the mask, on that CTA's barrier
+    for rank in (k for k in range(16) if m >> k & 1):
+        other = _remote_program(th, op, rank)
+        v = _view_in(dst, other, dst.type)
+        _lands_on(it, th, op, _bar_in(it, th, op, bar, other), v,
+                  f"multicast TMA load into CTA rank {rank} (async write)", lambda v=v: v.write(tile))
+
+
+def _lands_on(it, th, op, bar: MBarrier, dst: SmemView, what: str, land: Callable[[], None],
+              nbytes: Optional[int] = None, generic: bool = False) -> None:
+    """An async write into `dst`, recorded as `what` (an async-proxy write, or with `generic` a
+    generic-proxy one: st.async), whose data lands by `land()` and whose `nbytes` (default: the
+    view's) complete on `bar` when a waiter needs them."""
+    r = th.record(op, what)
+    (it.checker.generic_write if generic else it.checker.async_write)(dst, r)
+    bar.transfers.append(Transfer(r, dst.arr.nbytes if nbytes is None else nbytes, land, bar.phase))
 
 
 @handler("tlx.async_bulk_load")
@@ -1297,13 +1185,11 @@ def _bulk_load(it, th, op):
     data = it.gmem.load(np.arange(src, src + size, dtype=np.int64), None, T.u8, None, op.loc)
     if not dst.arr.flags.c_contiguous or dst.arr.nbytes < size:
         raise InterpreterError(f"tlx.async_bulk_load of {size} bytes into a view of {dst.arr.nbytes} bytes", op.loc)
-    r = th.record(op, "bulk copy (async write)")
-    it.checker.async_write(dst, r)
 
     def land():
         off = dst.byte_layout()[0]
         dst.alloc.data[off:off + size] = data
-    bar.transfers.append(Transfer(r, size, land, bar.phase))
+    _lands_on(it, th, op, bar, dst, "bulk copy (async write)", land, size)
 
 
 @handler("tlx.tma_store")
@@ -1344,9 +1230,9 @@ def _alloc_barriers(it, th, op):
     prog = th.prog
     arr = prog.barriers.get(op)
     if arr is None:
-        n = op.attrs["num"]
-        base = f"%{op.result.name}" if op.result.name and not op.result.name.isdigit() else "mbarriers"
-        arr = BarrierArray([MBarrier(next(prog.keys), f"{base}[{i}]", op.attrs["arrive_count"], op) for i in range(n)])
+        base = _result_name(op, "mbarriers")
+        arr = BarrierArray([MBarrier(next(prog.keys), f"{base}[{i}]", op.attrs["arrive_count"], op)
+                            for i in range(op.attrs["num"])])
         prog.barriers[op] = arr
     else:
         for b in arr.bars:
@@ -1361,36 +1247,24 @@ def _bar(th, op) -> MBarrier:
     return b
 
 
-def _over(it, th, op, bar: MBarrier):
-    def on_over():
-        r = th.record(op, "arrive")
-        it.checker.report(SyncHazard, "over-arrive", f"more arrivals on {bar.name} than its arrive_count "
-                          f"({bar.arrive_count}) in one phase", f"{bar.name} (allocated at {describe_loc(bar.op.loc)})",
-                          None, r, "arrive once per partition (or per warp group) that the arrive_count counts")
-    return on_over
-
-
-@handler("tlx.barrier_expect_bytes")
-def _expect(it, th, op):
-    if not _pred(th, op):
-        return
-    bar = _bar(th, op)
-    r = th.record(op, f"barrier_expect_bytes({op.attrs['bytes']})")
-    bar.signalled(op, th.agent.name, th.iters())
-    bar.expect(th.agent, op.attrs["bytes"], r, _over(it, th, op, bar))
-    _check_overshoot(it, th, bar)
-
-
-@handler("tlx.barrier_arrive")
+@handler("tlx.barrier_arrive", "tlx.barrier_expect_bytes")
 def _arrive(it, th, op):
+    """An arrive, or barrier_expect_bytes: bytes to expect in this phase and one arrival."""
     if not _pred(th, op):
         return
     bar = _bar(th, op)
-    n = op.attrs.get("count", 1)
-    if op.attrs.get("per_thread"):  # an alloc_warp_barrier barrier: every thread arrives by itself
-        n *= th.agent.num_threads
     bar.signalled(op, th.agent.name, th.iters())
-    bar.arrive(th.agent, n, _over(it, th, op, bar))
+    if op.name == "tlx.barrier_expect_bytes":
+        over = bar.expect(th.agent, op.attrs["bytes"], th.record(op, f"barrier_expect_bytes({op.attrs['bytes']})"))
+    else:
+        n = op.attrs.get("count", 1)
+        if op.attrs.get("per_thread"):  # an alloc_warp_barrier barrier: every thread arrives by itself
+            n *= th.agent.num_threads
+        over = bar.arrive(th.agent, n)
+    if over:
+        it.checker.report(SyncHazard, "over-arrive", f"more arrivals on {bar.name} than its arrive_count "
+                          f"({bar.arrive_count}) in one phase", bar.where, None, th.record(op, "arrive"),
+                          "arrive once per partition (or per warp group) that the arrive_count counts")
     _check_overshoot(it, th, bar)
 
 
@@ -1400,8 +1274,7 @@ def _inval(it, th, op):
     if bar.transfers:  # invalidating a barrier that a TMA load will still complete on
         t = bar.transfers[0]
         it.checker.report(SyncHazard, "inval-in-flight", f"{bar.name} is invalidated while a load that "
-                          "completes on it is still in flight", f"{bar.name} (allocated at {describe_loc(bar.op.loc)})",
-                          t.record, th.record(op, "barrier_inval"),
+                          "completes on it is still in flight", bar.where, t.record, th.record(op, "barrier_inval"),
                           "wait on the barrier (tlx.barrier_wait) before invalidating it")
     # the next alloc_barriers of this op initializes it again; nothing else to model
 
@@ -1413,7 +1286,7 @@ def _check_overshoot(it, th, bar: MBarrier) -> None:
         t = stale[0]
         it.checker.report(SyncHazard, "expect-bytes", f"the loads on {bar.name} bring more bytes than "
                           "barrier_expect_bytes declared: the phase completed while a load was still in flight",
-                          f"{bar.name} (allocated at {describe_loc(bar.op.loc)})", None, t.record,
+                          bar.where, None, t.record,
                           "make the expected byte count equal the bytes of the loads that complete on this barrier")
         for t in stale:
             t.issued_phase = bar.phase
@@ -1434,33 +1307,29 @@ def _barrier_wait(it, th, op):
         return bar.parity() != parity
 
     if not ready():
-        iters = th.iters()
-
-        def describe():
-            d = wait_info("mbarrier", op, th.agent, iters, f"phase {bar.phase} of {bar.name} (allocated at "
-                          f"{describe_loc(bar.op.loc)}) to complete (wait parity {parity})",
-                          f"the barrier is in {bar.state()}; {bar.describe_last_signal()}")
-            d["barrier"], d["parity"] = bar, parity
-            return d
-        yield Wait(ready, describe)
+        yield _wait(th, op, "mbarrier", ready, lambda: (
+            f"phase {bar.phase} of {bar.where} to complete (wait parity {parity})",
+            f"the barrier is in {bar.state()}; {bar.describe_last_signal()}"), barrier=bar, parity=parity)
     th.agent.join(bar.completed_clock)
     th.agent.tick()
 
 
-def _named(th, op) -> NamedBarrier:
+def _wait(th: Thread, op: Operation, kind: str, ready: Callable[[], bool], describe: Callable[[], Tuple[str, str]],
+          **extra: Any) -> Wait:
+    """The partition blocks at `op` until `ready()`; for a deadlock report, `describe()` says what
+    it waits for and the state of that (when asked), and `extra` joins the report's entries."""
+    iters = th.iters()
+    return Wait(ready, lambda: {**wait_info(kind, op, th.agent, iters, *describe()), **extra})
+
+
+def _named_arrive(th, op) -> Tuple[NamedBarrier, int]:
+    """The partition arrives at the op's named barrier (made on first use); returns it and the
+    generation to wait for."""
     bid = op.attrs["id"]
     nb = th.prog.named.get(bid)
     if nb is None:
         nb = th.prog.named[bid] = NamedBarrier(bid)
-    return nb
-
-
-def _named_arrive(th, op) -> Tuple[NamedBarrier, int]:
-    nb = _named(th, op)
-    gen = nb.arrive(th.agent, op.attrs["count"])
-    if nb.generation > gen:
-        nb.released[gen] = nb.released_clock
-    return nb, gen
+    return nb, nb.arrive(th.agent, op.attrs["count"])
 
 
 @handler("tlx.named_barrier_arrive")
@@ -1472,28 +1341,25 @@ def _named_barrier_arrive(it, th, op):
 def _named_barrier_wait(it, th, op):
     nb, gen = _named_arrive(th, op)
     if nb.generation <= gen:
-        iters = th.iters()
         nb.waiting.append(th.agent.name)
-
-        def describe():
-            return wait_info("named", op, th.agent, iters, f"named barrier {nb.id} ({op.attrs['count']} threads)",
-                             f"{nb.arrived} threads have arrived (waiting: {', '.join(nb.waiting)})")
-        yield Wait(lambda: nb.generation > gen, describe)
+        yield _wait(th, op, "named", lambda: nb.generation > gen, lambda: (
+            f"named barrier {nb.id} ({op.attrs['count']} threads)",
+            f"{nb.arrived} threads have arrived (waiting: {', '.join(nb.waiting)})"))
     th.agent.join(nb.released[gen])
 
 
-@handler("tlx.cta_barrier")
-def _cta_barrier(it, th, op):
-    th.agent.tick()  # the partition runs as one thread of control: bar.sync orders nothing more
+@handler("tlx.cta_barrier", "tlx.fence_mbarrier_init")
+def _tick(it, th, op):
+    # the partition runs as one thread of control: bar.sync orders nothing more; fence.mbarrier_init
+    # orders this CTA's inits before the cluster barrier that follows it, which joins the clocks
+    th.agent.tick()
 
 
 # -- wgmma --------------------------------------------------------------------------------------------
 
 @handler("tlx.async_dot")
 def _async_dot(it, th, op):
-    a, b = th.env[op.arg("a")], th.env[op.arg("b")]
-    accv = op.arg("acc")
-    acc = th.env[accv] if accv is not None else None
+    a, b, acc = th.env[op.arg("a")], th.env[op.arg("b")], _arg(th, op, "acc")
     recs = []
     for v, name in ((a, "A"), (b, "B")):
         if isinstance(v, SmemView):
@@ -1503,8 +1369,7 @@ def _async_dot(it, th, op):
     a_elem = a.element if isinstance(a, SmemView) else _elem(op.arg("a"))
     pd = PendingDot(op, a if isinstance(a, SmemView) else np.asarray(a), a_elem, b, acc,
                     op.result.type, op.attrs.get("input_precision", "tf32"))
-    g = Group(recs, pd.resolve)
-    th.wgmma.append(g)
+    th.wgmma.append(Group(recs, pd.resolve))
     _set(th, op, pd)
 
 
@@ -1520,27 +1385,18 @@ def _async_dot_wait(it, th, op):
 
 # -- misc ---------------------------------------------------------------------------------------------
 
-@handler("tlx.dump_layout")
-def _dump_layout(it, th, op):
-    """A compile-time diagnostic (the layout pass prints and erases it): nothing to execute."""
-
-
 @handler("tlx.clock64")
 def _clock64(it, th, op):
     th.prog.clock64 += 1000
     _set(th, op, np.int64(th.prog.clock64))
 
 
-@handler("tlx.cluster_cta_rank")
-def _cta_rank(it, th, op):
-    _set(th, op, np.int32(th.prog.rank))
-
-
 # -- thread-block clusters ----------------------------------------------------------------------------
 
-@handler("tlx.cluster_size")
-def _cluster_size(it, th, op):
-    _set(th, op, np.int32(len(th.prog.cluster.programs)))
+_results({
+    "tlx.cluster_cta_rank": lambda it, th, op: np.int32(th.prog.rank),
+    "tlx.cluster_size": lambda it, th, op: np.int32(len(th.prog.cluster.programs)),
+})
 
 
 @handler("tlx.cluster_barrier", gen=True)
@@ -1548,19 +1404,11 @@ def _cluster_barrier(it, th, op):
     cl = th.prog.cluster
     gen = cl.arrive(th.agent)
     if not cl.try_release(gen):
-        iters = th.iters()
-
-        def describe():
-            return wait_info("cluster", op, th.agent, iters, "every partition of every CTA of the cluster at "
-                             "tlx.cluster_barrier", f"{cl.arrived} of {cl.live()} live partitions have arrived")
-        yield Wait(lambda: cl.try_release(gen), describe)
+        yield _wait(th, op, "cluster", lambda: cl.try_release(gen), lambda: (
+            "every partition of every CTA of the cluster at tlx.cluster_barrier",
+            f"{cl.arrived} of {cl.live()} live partitions have arrived"))
     th.agent.join(cl.released[gen])
     th.agent.tick()
-
-
-@handler("tlx.fence_mbarrier_init")
-def _fence_mbarrier_init(it, th, op):
-    th.agent.tick()  # orders this CTA's inits before the cluster barrier that follows it
 
 
 def _remote_program(th, op, rank: int) -> "Program":
@@ -1581,7 +1429,7 @@ def _bar_in(it, th, op, bar: MBarrier, other: "Program") -> MBarrier:
     if theirs is None:
         r = th.record(op, "remote access to an mbarrier")
         it.checker.report(SyncHazard, "cluster-order", f"CTA rank {other.rank} of the cluster has not initialized "
-                          f"{bar.name} when this CTA signals it", f"{bar.name} (allocated at {describe_loc(bar.op.loc)})",
+                          f"{bar.name} when this CTA signals it", bar.where,
                           None, r, "call tlx.fence_mbarrier_init_cluster() and tlx.cluster_barrier() after allocating "
                           "the barriers, before any CTA signals another's")
         return bar
@@ -1591,11 +1439,7 @@ def _bar_in(it, th, op, bar: MBarrier, other: "Program") -> MBarrier:
 def _view_in(view: SmemView, other: "Program", mtype: T.MemDescType) -> SmemView:
     """The same bytes as `view` in CTA `other`'s copy of the allocation (shared memory is a CTA's
     from its start, so the allocation is made if that CTA has not reached it yet)."""
-    alloc = other.allocs.get(view.alloc.op)
-    if alloc is None:
-        alloc = SmemAlloc(view.alloc.op, view.alloc.type, view.alloc.name)
-        other.allocs[view.alloc.op] = alloc
-        other.roots[view.alloc.op] = alloc.root_view()
+    alloc = other.smem(view.alloc.op, view.alloc.type, view.alloc.name)
     off, shape, strides = view.byte_layout()
     return SmemView(alloc, np.ndarray(shape, view.arr.dtype, alloc.data, off, strides), mtype)
 
@@ -1610,19 +1454,12 @@ def _remote_view(it, th, op):
         _set(th, op, _view_in(src, other, op.result.type))
 
 
-@handler("tlx.remote_store")
-def _remote_store(it, th, op):
-    _generic_store(it, th, op, "remote generic write (st.shared::cluster)")
-
-
 @handler("tlx.async_remote_store")
 def _async_remote_store(it, th, op):
     dst: SmemView = th.env[op.arg("dst")]
     bar: MBarrier = th.env[op.arg("bar")]
     vals = np.array(th.env[op.arg("src")])
-    r = th.record(op, "remote async store (st.async)")
-    it.checker.generic_write(dst, r)
-    bar.transfers.append(Transfer(r, dst.arr.size * dst.arr.dtype.itemsize, lambda: dst.write(vals), bar.phase))
+    _lands_on(it, th, op, bar, dst, "remote async store (st.async)", lambda: dst.write(vals), generic=True)
 
 
 @handler("tlx.async_remote_copy")
@@ -1630,24 +1467,19 @@ def _async_remote_copy(it, th, op):
     dst: SmemView = th.env[op.arg("dst")]
     src: SmemView = th.env[op.arg("src")]
     bar: MBarrier = th.env[op.arg("bar")]
-    rs = th.record(op, "remote bulk copy (async read of its source)")
-    it.checker.async_read(src, rs)
+    it.checker.async_read(src, th.record(op, "remote bulk copy (async read of its source)"))
     data = src.arr.copy()  # (the source is read at issue; a later write to it is the checker's WAR)
-    r = th.record(op, "remote bulk copy (async write)")
-    it.checker.async_write(dst, r)
 
     def land():
         dst.arr[...] = data.reshape(dst.arr.shape) if data.shape != dst.arr.shape else data
-    bar.transfers.append(Transfer(r, dst.arr.nbytes, land, bar.phase))
+    _lands_on(it, th, op, bar, dst, "remote bulk copy (async write)", land)
 
 
-@handler("tlx.thread_id")
-def _thread_id(it, th, op):
-    if op.attrs.get("axis", 0) != 0:
-        _set(th, op, np.int32(0))  # blocks are 1-D
-        return
-    n = th.agent.num_threads
-    _set(th, op, np.arange(th.first_thread, th.first_thread + n, dtype=np.int32))
+_results({
+    # one value per thread of the partition along x; blocks are 1-D, so y and z are 0
+    "tlx.thread_id": lambda it, th, op: np.int32(0) if op.attrs.get("axis", 0) else
+    np.arange(th.first_thread, th.first_thread + th.agent.num_threads, dtype=np.int32),
+})
 
 
 # -- control flow ----------------------------------------------------------------------------------------
@@ -1656,9 +1488,7 @@ def _thread_id(it, th, op):
 def _for(it, th, op):
     lb, ub, step = (_uniform(th, op, v, "loop bound") for v in (op.arg("lb"), op.arg("ub"), op.arg("step")))
     et = _elem(op.arg("lb"))
-    lo, hi, st = int(lb), int(ub), int(step)
-    if et.is_int and not et.is_signed:
-        lo, hi, st = (int(N.as_unsigned(np.asarray(x), et)) for x in (lb, ub, step))
+    lo, hi, st = int(lb), int(ub), int(step)  # (unsigned types hold unsigned numpy values)
     if st <= 0:
         raise InterpreterError(f"scf.for with step {st}: the step must be positive", op.loc)
     vals = [th.env[v] for v in op.group("inits")]
@@ -1671,55 +1501,44 @@ def _for(it, th, op):
         while i < hi:
             th.loops[-1][1] = k
             th.env[body.args[0]] = N.int_constant(i, et) if dt.kind in "iu" else dt.type(i)
-            for a, v in zip(body.args[1:], vals):
-                th.env[a] = v
+            th.env.update(zip(body.args[1:], vals))
             vals = yield from it.run_block(th, body)
             i += st
             k += 1
     finally:
         th.loops.pop()
-    for r, v in zip(op.results, vals):
-        th.env[r] = v
+    th.env.update(zip(op.results, vals))
 
 
 @handler("scf.if", gen=True)
 def _if(it, th, op):
     c = th.env[op.arg("cond")]
     if _varying(c):
-        act = c if th.active is None else (c & th.active)
-        rest = ~c if th.active is None else (~c & th.active)
-        if act.all() or rest.all() or (th.active is not None and (np.array_equal(act, th.active) or np.array_equal(rest, th.active))):
-            c = bool(act.any())  # every active thread goes the same way
-        else:
+        live = True if th.active is None else th.active
+        act, rest = c & live, ~c & live
+        if act.any() and rest.any():
             yield from _divergent_if(it, th, op, act, rest)
             return
+        c = act.any()  # every active thread goes the same way
     vals = yield from it.run_block(th, op.regions[0 if bool(c) else 1].block)
-    for r, v in zip(op.results, vals):
-        th.env[r] = v
+    th.env.update(zip(op.results, vals))
 
 
 def _divergent_if(it, th, op, act, rest):
-    """Both branches run, each for the threads that take it; results merge per thread."""
+    """Both branches run, each for the threads that take it (some do each: `act`, `rest`);
+    results merge per thread."""
     saved = th.active
     outs = []
     for region, mask in ((op.regions[0], act), (op.regions[1], rest)):
-        if not mask.any():
-            outs.append(None)
-            continue
         th.active = mask
         try:
             outs.append((yield from it.run_block(th, region.block)))
         finally:
             th.active = saved
-    for i, r in enumerate(op.results):
-        tv = outs[0][i] if outs[0] is not None else None
-        fv = outs[1][i] if outs[1] is not None else None
-        if tv is None or fv is None:
-            th.env[r] = tv if fv is None else fv
-        elif isinstance(r.type, T.TensorType):
+    for r, tv, fv in zip(op.results, *outs):
+        if isinstance(r.type, T.TensorType):
             raise InterpreterError("scf.if: a tensor result of a branch that only some threads take", op.loc)
-        else:
-            th.env[r] = _scalar_or(np.where(act, tv, fv), r.type)
+        th.env[r] = _scalar_or(np.where(act, tv, fv), r.type)
 
 
 @handler("scf.while", gen=True)
@@ -1731,16 +1550,14 @@ def _while(it, th, op):
     try:
         while True:
             th.loops[-1][1] = k
-            for a, v in zip(before.args, vals):
-                th.env[a] = v
+            th.env.update(zip(before.args, vals))
             cv = yield from it.run_block(th, before)
             cond, vals = cv[0], cv[1:]
             if _varying(cond):
                 raise InterpreterError("scf.while: the loop condition differs between threads", op.loc)
             if not bool(cond):
                 break
-            for a, v in zip(after.args, vals):
-                th.env[a] = v
+            th.env.update(zip(after.args, vals))
             vals = yield from it.run_block(th, after)
             k += 1
             if k >= it.max_while_iterations:
@@ -1750,8 +1567,7 @@ def _while(it, th, op):
                          "programs one after another (raise max_while_iterations if the loop is just long)")
     finally:
         th.loops.pop()
-    for r, v in zip(op.results, vals):
-        th.env[r] = v
+    th.env.update(zip(op.results, vals))
 
 
 @handler("tlx.warp_specialize", gen=True)
@@ -1765,20 +1581,13 @@ def _warp_specialize(it, th, op):
         agent = prog.new_agent(f"{k + 1} ({nw[k]} warps, ws at {describe_loc(op.loc)})", nw[k] * 32, th.agent.clock)
         wt = Thread(prog, agent)
         wt.first_thread = th.first_thread + th.agent.num_threads + sum(x * 32 for x in nw[:k])
-        blk = region.block
-        for a, v in zip(blk.args, caps):
-            wt.env[a] = v
         wt.loops = [list(x) for x in th.loops]
-        workers.append(prog.spawn(wt, it.run_block(wt, blk)))
+        workers.append(prog.spawn(wt, region.block, caps))
     yield from it.run_block(th, op.regions[0].block)
     if not all(c.done for c in workers):
-        iters = th.iters()
-
-        def describe():
-            left = [c.thread.agent.name for c in workers if not c.done]
-            return wait_info("join", op, th.agent, iters, "the worker partitions to finish",
-                             "still running: " + ", ".join(left))
-        yield Wait(lambda: all(c.done for c in workers), describe)
+        yield _wait(th, op, "join", lambda: all(c.done for c in workers), lambda: (
+            "the worker partitions to finish",
+            "still running: " + ", ".join(c.thread.agent.name for c in workers if not c.done)))
     for c in workers:
         th.agent.join(c.thread.agent.clock)
         # what a worker left in flight stays its own; the kernel exit completes it

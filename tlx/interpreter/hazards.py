@@ -67,10 +67,7 @@ class Agent:
         return e
 
     def join(self, other: Dict[int, int]) -> None:
-        c = self.clock
-        for k, v in other.items():
-            if c.get(k, 0) < v:
-                c[k] = v
+        join_clocks(self.clock, other)
 
     def sees(self, key: int, value: int) -> bool:
         return self.clock.get(key, 0) >= value
@@ -82,6 +79,7 @@ class Agent:
 
 
 def join_clocks(into: Dict[int, int], other: Dict[int, int]) -> None:
+    """`into` becomes the componentwise maximum of the two vector clocks."""
     for k, v in other.items():
         if into.get(k, 0) < v:
             into[k] = v
@@ -289,49 +287,42 @@ class Checker:
         if in_flight:
             view.shadow_view("aw")[...] = r.rid
 
-    def generic_read(self, view, r: Access) -> None:
-        self._in_flight_writes(view, r, "a generic read")
+    def _read(self, view, r: Access, what: str, race_hint: str, is_async: bool) -> None:
+        """A read of the view's bytes: each generic write of them must be ordered before it (else
+        a race) and, for an async read, fenced (else a RAW proxy hazard)."""
+        self._in_flight_writes(view, r, what)
         for rid in _rids(view.shadow_view("gw")):
             w = self.records[rid]
             if not w.ordered_before(r.agent):
-                self.report(SyncHazard, "race", f"a generic read of shared memory written by partition "
-                            f"{w.agent.name} with no synchronization ordering the write before it", view, w, r,
-                            "make the reader wait on an mbarrier (or named barrier) that the writer arrives on after writing "
-                            "(across the CTAs of a cluster: a tlx.cluster_barrier between them)")
-        view.shadow_view(f"gr{r.agent.key}")[...] = r.rid
-
-    def async_read(self, view, r: Access) -> None:
-        self._in_flight_writes(view, r, f"a {r.what}")
-        for rid in _rids(view.shadow_view("gw")):
-            w = self.records[rid]
-            if not w.ordered_before(r.agent):
-                self.report(SyncHazard, "race", f"a {r.what} of shared memory written by partition "
-                            f"{w.agent.name} with no synchronization ordering the write before it", view, w, r,
-                            "make the reader wait on an mbarrier that the writer arrives on after writing (and fence)")
-            elif not w.fenced_for(r.agent):
+                self.report(SyncHazard, "race", f"{what} of shared memory written by partition {w.agent.name} with no "
+                            "synchronization ordering the write before it", view, w, r, race_hint)
+            elif is_async and not w.fenced_for(r.agent):
                 self.report(ProxyHazard, "raw", f"{w.what} then {r.what} of the same shared memory "
                             "with no fence.proxy.async between them", view, w, r, _PROXY_HINT["raw"],
                             _partial_note(w.agent, r.agent))
-        view.shadow_view(f"ar{r.agent.key}")[...] = r.rid
+        view.shadow_view(f"{'ar' if is_async else 'gr'}{r.agent.key}")[...] = r.rid
+
+    def generic_read(self, view, r: Access) -> None:
+        self._read(view, r, "a generic read", "make the reader wait on an mbarrier (or named barrier) that the writer "
+                   "arrives on after writing (across the CTAs of a cluster: a tlx.cluster_barrier between them)", False)
+
+    def async_read(self, view, r: Access) -> None:
+        self._read(view, r, f"a {r.what}", "make the reader wait on an mbarrier that the writer arrives on after "
+                   "writing (and fence)", True)
 
     def async_write(self, view, r: Access) -> None:
         self._in_flight_writes(view, r, f"a {r.what}")
         self._in_flight_reads(view, r, f"a {r.what}")
-        gw = view.shadow_view("gw")
-        for rid in _rids(gw):
-            w = self.records[rid]
-            if w.ordered_before(r.agent) and not w.fenced_for(r.agent):
-                self.report(ProxyHazard, "waw", f"{w.what} then {r.what} over the same shared memory "
-                            "with no fence.proxy.async between them", view, w, r, _PROXY_HINT["waw"])
-        for key in [k for k in view.alloc.shadows if k.startswith("gr")]:
-            gr = view.shadow_view(key)
-            for rid in _rids(gr):
+        # the generic write, then each agent's generic read, of the bytes: an unfenced one is a WAW / WAR
+        for key in ["gw"] + [k for k in view.alloc.shadows if k.startswith("gr")]:
+            kind = "waw" if key == "gw" else "war"
+            shadow = view.shadow_view(key)
+            for rid in _rids(shadow):
                 w = self.records[rid]
                 if w.ordered_before(r.agent) and not w.fenced_for(r.agent):
-                    self.report(ProxyHazard, "war", f"{w.what} then {r.what} over the same shared memory "
-                                "with no fence.proxy.async between them", view, w, r, _PROXY_HINT["war"])
-            gr[...] = 0
-        gw[...] = 0
+                    self.report(ProxyHazard, kind, f"{w.what} then {r.what} over the same shared memory "
+                                "with no fence.proxy.async between them", view, w, r, _PROXY_HINT[kind])
+            shadow[...] = 0
         view.shadow_view("aw")[...] = r.rid
 
 

@@ -17,6 +17,7 @@ views are numpy views: index, subslice, transpose, reinterpret).
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -105,18 +106,18 @@ class GlobalMemory:
         self._bases.append(reg.base)
         return reg
 
-    def region_at(self, addr: int) -> Optional[Region]:
-        import bisect
+    def _below(self, addr: int) -> Optional[Region]:
+        """The region with the highest base at or below `addr` (None: below every region)."""
         i = bisect.bisect_right(self._bases, addr) - 1
-        if i >= 0 and addr < self.regions[i].end:
-            return self.regions[i]
-        return None
+        return self.regions[i] if i >= 0 else None
+
+    def region_at(self, addr: int) -> Optional[Region]:
+        r = self._below(addr)
+        return r if r is not None and addr < r.end else None
 
     def _describe(self, addr: int) -> str:
-        import bisect
-        i = bisect.bisect_right(self._bases, addr) - 1
-        if i >= 0:
-            r = self.regions[i]
+        r = self._below(addr)
+        if r is not None:
             return f"byte {addr - r.base} of argument '{r.name}' ({r.nbytes} bytes)"
         return f"address {addr:#x}, below every argument"
 
@@ -143,6 +144,7 @@ class GlobalMemory:
                 raise InterpreterError(f"misaligned {what}: {self._describe(bad)} is not a multiple of {isz} bytes", loc)
             return [(reg, act, np.where(act, off // isz, 0))]
         out = []
+        covered = np.zeros(a.shape, bool)
         for r in self.regions:
             inr = act & (a >= r.base) & (a < r.end)
             if inr.any():
@@ -152,9 +154,7 @@ class GlobalMemory:
                 if writes:
                     r.check_writable(what, loc)
                 out.append((r, inr, np.where(inr, (a - r.base) // isz, 0)))
-        covered = np.zeros(a.shape, bool)
-        for _, m, _ in out:
-            covered |= m
+                covered |= inr
         if not np.array_equal(covered, act):
             bad = int(a[act & ~covered][0])
             raise InterpreterError(f"out-of-bounds {what} at {self._describe(bad)}", loc,
@@ -198,10 +198,8 @@ class SmemAlloc:
         self.data = np.full(max(self.nbytes, 1), 0xFF, dtype=np.uint8)
         self.base_ptr = self.data.ctypes.data
         self.shadows: Dict[str, np.ndarray] = {}  # created on first use by the checker
-
-    def root_view(self) -> "SmemView":
-        arr = np.ndarray(self.type.shape, dtype=N.storage_dtype(self.type.element), buffer=self.data)
-        return SmemView(self, arr, self.type)
+        self.root = SmemView(self, np.ndarray(mtype.shape, dtype=N.storage_dtype(mtype.element), buffer=self.data),
+                             mtype)  # the value of the allocating op
 
     def shadow(self, key: str) -> np.ndarray:
         s = self.shadows.get(key)

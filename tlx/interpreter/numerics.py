@@ -33,16 +33,12 @@ _UNSIGNED = {1: np.uint8, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint
 
 def compute_dtype(t: T.Type) -> np.dtype:
     """The numpy dtype that holds values of element type `t` in registers."""
-    if isinstance(t, T.PointerType):
-        return np.dtype(np.int64)
-    return np.dtype(_COMPUTE[t.name])  # type: ignore[union-attr]
+    return np.dtype(np.int64 if isinstance(t, T.PointerType) else _COMPUTE[t.name])  # type: ignore[union-attr]
 
 
 def storage_dtype(t: T.Type) -> np.dtype:
     """The numpy dtype of element type `t` in memory (same width as the GPU's)."""
-    if isinstance(t, T.PointerType):
-        return np.dtype(np.int64)
-    return np.dtype(_STORAGE[t.name])  # type: ignore[union-attr]
+    return np.dtype(np.int64 if isinstance(t, T.PointerType) else _STORAGE[t.name])  # type: ignore[union-attr]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,8 +204,8 @@ def back(x: np.ndarray, t: T.ScalarType) -> np.ndarray:
 
 
 def div_trunc(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Signed division rounding toward zero (C/PTX `div.s`); division by zero gives -1 (all
-    ones), as the hardware does."""
+    """Integer division rounding toward zero (C/PTX `div.s` / `div.u`, by the arrays' dtype);
+    division by zero gives all ones (-1 signed), as the hardware does."""
     zero = b == 0
     bb = np.where(zero, 1, b).astype(a.dtype)
     q = np.floor_divide(a, bb)
@@ -219,22 +215,11 @@ def div_trunc(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def rem_trunc(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Signed remainder with the sign of the dividend (C/PTX `rem.s`); x % 0 gives x."""
+    """Integer remainder with the sign of the dividend (C/PTX `rem.s` / `rem.u`, by the arrays'
+    dtype); x % 0 gives x."""
     zero = b == 0
     bb = np.where(zero, 1, b).astype(a.dtype)
     return np.where(zero, a, np.fmod(a, bb)).astype(a.dtype)
-
-
-def div_unsigned(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    zero = b == 0
-    bb = np.where(zero, 1, b).astype(a.dtype)
-    return np.where(zero, np.array(-1).astype(np.int64).astype(a.dtype), np.floor_divide(a, bb)).astype(a.dtype)
-
-
-def rem_unsigned(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    zero = b == 0
-    bb = np.where(zero, 1, b).astype(a.dtype)
-    return np.where(zero, a, np.remainder(a, bb)).astype(a.dtype)
 
 
 def shift(kind: str, a: np.ndarray, b: np.ndarray, t: T.ScalarType) -> np.ndarray:

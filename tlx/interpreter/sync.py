@@ -12,20 +12,22 @@ end of the program), so a read that does not wait sees the old bytes and the che
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from tlx.compiler.ir.core import Location, Operation
+from tlx.compiler.ir.core import Operation
 
 from .hazards import Access, Agent, describe_iters, describe_loc, join_clocks
 
 
+@dataclass
 class Transfer:
     """An in-flight async write that completes on an mbarrier (TMA load, bulk copy)."""
 
-    __slots__ = ("record", "nbytes", "land", "issued_phase")
-
-    def __init__(self, record: Access, nbytes: int, land: Callable[[], None], issued_phase: int):
-        self.record, self.nbytes, self.land, self.issued_phase = record, nbytes, land, issued_phase
+    record: Access
+    nbytes: int
+    land: Callable[[], None]
+    issued_phase: int
 
 
 class MBarrier:
@@ -48,6 +50,11 @@ class MBarrier:
         # the last arrive / expect / landed load: (op, partition, iterations, the phase it went to)
         self.last_signal: Optional[Tuple[Operation, str, Any, int]] = None
 
+    @property
+    def where(self) -> str:
+        """The barrier as hazard reports name it: its name and where it was allocated."""
+        return f"{self.name} (allocated at {describe_loc(self.op.loc)})"
+
     def parity(self) -> int:
         return self.phase & 1
 
@@ -64,21 +71,23 @@ class MBarrier:
         return (f"its last signal: {op.name} at {describe_loc(op.loc)} (partition {partition}"
                 + (f", {it}" if it else "") + f"), in phase {phase}")
 
-    def arrive(self, agent: Agent, count: int, on_over: Callable[[], None]) -> None:
-        """`count` arrivals from `agent` (its clock is released into the phase)."""
+    def arrive(self, agent: Agent, count: int) -> bool:
+        """`count` arrivals from `agent` (its clock is released into the phase); True when they
+        are more than the phase still waited for (the surplus is dropped)."""
         agent.tick()
         join_clocks(self.clock, agent.clock)
         self.pending -= count
-        if self.pending < 0:
-            on_over()
-            self.pending = 0
+        over = self.pending < 0
+        self.pending = max(self.pending, 0)
         self.maybe_complete()
+        return over
 
-    def expect(self, agent: Agent, nbytes: int, rec: Access, on_over: Callable[[], None]) -> None:
+    def expect(self, agent: Agent, nbytes: int, rec: Access) -> bool:
+        """barrier_expect_bytes: `nbytes` more to land in this phase, and one arrival (as `arrive`)."""
         self.tx += nbytes
         self.expected += nbytes
         self.expect_ops.append(rec)
-        self.arrive(agent, 1, on_over)
+        return self.arrive(agent, 1)
 
     def land_one(self) -> None:
         t = self.transfers.pop(0)
@@ -123,34 +132,31 @@ class NamedBarrier:
         self.id = bid
         self.generation = 0
         self.arrived = 0
-        self.count: Optional[int] = None
         self.clock: Dict[int, int] = {}
-        self.released_clock: Dict[int, int] = {}
         self.released: Dict[int, Dict[int, int]] = {}  # generation -> the clock its waiters acquire
         self.waiting: List[str] = []
 
     def arrive(self, agent: Agent, count: int) -> int:
         """Contribute `agent`'s threads; returns the generation to wait for."""
         agent.tick()
-        self.count = count
         self.arrived += agent.num_threads
         join_clocks(self.clock, agent.clock)
         gen = self.generation
         if self.arrived >= count:
             self.generation += 1
-            self.released_clock = dict(self.clock)
+            self.released[gen] = dict(self.clock)
             self.arrived = 0
             self.clock = {}
             self.waiting = []
         return gen
 
 
+@dataclass
 class Wait:
     """What a blocked coroutine waits for."""
 
-    def __init__(self, ready: Callable[[], bool], describe: Callable[[], Dict[str, Any]]):
-        self.ready = ready
-        self.describe = describe
+    ready: Callable[[], bool]
+    describe: Callable[[], Dict[str, Any]]
 
 
 def wait_info(kind: str, op: Operation, agent: Agent, iters, what: str, state: str) -> Dict[str, Any]:

@@ -66,24 +66,26 @@ def check_vote_mask(executing: np.ndarray, mask: int, loc: Optional[Location]) -
                                         "(0xFFFFFFFF outside thread-divergent branches)")
 
 
+def _per_register(x: np.ndarray, layout: DistributedLayout, num_warps: int, combine, dtype) -> np.ndarray:
+    """Every element of tensor `x` replaced by `combine` (over the last axis) of the values of its
+    register in the 32 lanes of its warp."""
+    idx = lane_groups(layout, tuple(x.shape), num_warps)
+    grouped = x[idx]
+    out = np.zeros(x.shape, dtype=dtype)
+    out[idx] = np.broadcast_to(combine(grouped)[..., None], grouped.shape)
+    return out
+
+
 def ballot_tensor(pred: np.ndarray, layout: DistributedLayout, num_warps: int) -> np.ndarray:
     """The ballot of every element of a boolean tensor: the bits of its register's lanes (uint32)."""
-    idx = lane_groups(layout, tuple(pred.shape), num_warps)
-    grouped = pred[idx]
-    out = np.zeros(pred.shape, dtype=np.uint32)
-    out[idx] = np.broadcast_to(ballots(grouped)[..., None], grouped.shape)
-    return out
+    return _per_register(pred, layout, num_warps, ballots, np.uint32)
 
 
 def redux_tensor(x: np.ndarray, kind: str, layout: DistributedLayout, num_warps: int) -> np.ndarray:
     """Every element of a float32 tensor replaced by the reduction of its register over its warp."""
     if kind.startswith("abs_"):
         x = np.abs(x)
-    idx = lane_groups(layout, tuple(x.shape), num_warps)
-    grouped = x[idx]
-    out = np.zeros(x.shape, dtype=np.float32)
-    out[idx] = np.broadcast_to(REDUCE[kind].reduce(grouped, axis=-1)[..., None], grouped.shape)
-    return out
+    return _per_register(x, layout, num_warps, lambda g: REDUCE[kind].reduce(g, axis=-1), np.float32)
 
 
 def redux_per_thread(x: np.ndarray, kind: str) -> np.ndarray:
