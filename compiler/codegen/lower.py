@@ -75,10 +75,6 @@ _HOPPER_ONLY = frozenset({"tlx.async_dot", "tlx.async_dot_wait", "tlx.tma_load",
                           "tlx.remote_store", "tlx.async_remote_store", "tlx.async_remote_copy"})
 
 
-def _mov_op(kind: str) -> str:
-    return "mov.pred" if kind == "pred" else f"mov.b{kind[1:]}"
-
-
 def hopper_only_op(module: Module) -> Optional[Operation]:
     """The first op of `module` that exists only on sm_90a (None if there is none)."""
     for op in module.ops():
@@ -377,7 +373,7 @@ class KernelLowering:
         def make() -> str:
             if kind == "pred":
                 return self.e.new("pred", "setp.ne.b32", "1" if value in ("1", "-1", "true") else "0", "0")
-            return self.e.new(kind, f"mov.b{kind[1:]}", value)
+            return self.e.new(kind, f"mov.{kind}", value)
 
         return self.once(("const", kind, value), make)
 
@@ -536,12 +532,12 @@ class KernelLowering:
         pairs = [(d, s, k) for d, s, k in zip(dsts, srcs, kinds) if d != s]
         dset = {d for d, _, _ in pairs}
         if any(s in dset for _, s, _ in pairs):  # a source that is also a destination: read it first
-            pairs = [(d, self.e.new(k, _mov_op(k), s) if s in dset else s, k) for d, s, k in pairs]
+            pairs = [(d, self.e.new(k, f"mov.{k}", s) if s in dset else s, k) for d, s, k in pairs]
         for d, s, k in pairs:
             self.mov(k, d, s)
 
     def mov(self, kind: str, d: str, s: str) -> None:
-        self.e(_mov_op(kind), d, s)
+        self.e(f"mov.{kind}", d, s)
 
     def flat_regs(self, x: Lowered) -> Tuple[List[str], List[str]]:
         """Registers and kinds of a lowered value (for copies)."""

@@ -31,6 +31,7 @@ from ..ir.core import BlockArgument, Operation, Value
 from ..analysis import layout_math as LM
 from ..passes.layouts import alloc_layout
 from .lower_memory import pack_words
+from .ptx import address, braces
 from .values import Barriers, Desc, Scalar, SmemView, Tensor
 
 if TYPE_CHECKING:
@@ -64,8 +65,7 @@ def _alloc_barriers(lw: KernelLowering, op: Operation) -> None:
     addr = lw.smem_addr(int(op.attrs["offset"]))
     n, count = int(op.attrs["num"]), int(op.attrs["arrive_count"])
     for i in range(n):
-        a = f"[{addr}+{8 * i}]" if i else f"[{addr}]"
-        lw.e("mbarrier.init.shared::cta.b64", a, str(count), pred=lw.part.leader)
+        lw.e("mbarrier.init.shared::cta.b64", address(addr, 8 * i), str(count), pred=lw.part.leader)
     lw.set(op.result, Barriers(addr, n, True))
 
 
@@ -213,8 +213,7 @@ def _view_addr(lw: KernelLowering, view: SmemView, off: int) -> str:
     if isinstance(view.origin, str):
         x = em.new("b32", "xor.b32", view.origin, str(off))
         return f"[{em.new('b32', 'add.s32', view.base, x)}]"
-    o = view.origin ^ off
-    return f"[{view.base}+{o}]" if o else f"[{view.base}]"
+    return address(view.base, view.origin ^ off)
 
 
 def _coords(lw: KernelLowering, offs: List[Value], deltas: Tuple[int, ...]) -> str:
@@ -224,7 +223,7 @@ def _coords(lw: KernelLowering, offs: List[Value], deltas: Tuple[int, ...]) -> s
     for v, dlt in zip(reversed(offs), deltas):
         r = lw.scalar(v)
         regs.append(em.new("b32", "add.s32", r, str(dlt)) if dlt else r)
-    return "{" + ", ".join(regs) + "}"
+    return braces(regs)
 
 
 def _l2_policy(lw: KernelLowering, op: Operation) -> Optional[str]:
@@ -589,7 +588,7 @@ def _operand(lw: KernelLowering, view: SmemView, mn_dim: int, mn_extent: int, k_
     lo = em.new("b32", "bfe.u32", start, "4", "14")
     lo2 = em.new("b32", "or.b32", lo, str((lbo >> 4) << 16))
     hi = lw.const("b32", str((sbo >> 4) | (mode << 30)))
-    return em.new("b64", "mov.b64", "{" + lo2 + ", " + hi + "}"), mn_major
+    return em.new("b64", "mov.b64", braces([lo2, hi])), mn_major
 
 
 def _tile_delta(view: SmemView, coord: Tuple[int, int], loc) -> int:
@@ -685,7 +684,7 @@ def _async_dot(lw: KernelLowering, op: Operation) -> None:
                 bd = em.tmp("b64")
                 em("add.s64", bd, b_desc, str(_tile_delta(bview, (kk * kstep, j * n * wn), op.loc)))
                 if a_reg:
-                    a_opnd = "{" + ", ".join(a_words[(i, kk)]) + "}"
+                    a_opnd = braces(a_words[(i, kk)])
                 else:
                     delta = _tile_delta(aview, (i * 16 * wm, kk * kstep), op.loc)
                     a_opnd = em.new("b64", "add.s64", a_desc, str(delta))

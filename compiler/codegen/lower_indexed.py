@@ -21,6 +21,7 @@ from ..ir.core import Operation
 from ..analysis import layout_math as LM
 from .layout_rules import elem_bytes
 from .lower_memory import _ld_type, global_vec, pack_words, pad_reg, unpack_words, word_regs
+from .ptx import address
 from .values import Desc, Scalar, SmemView, Tensor, reg_kind
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -108,7 +109,7 @@ class IndexedAccess:
             i += 1
         parts = [p for p in (self.t, _index_part(self.lw, idx, self.axis_off)) if p is not None]
         if not parts:
-            return f"[{self.view.base}+{self.view.smap().padded(K)}]" if K else f"[{self.view.base}]"
+            return address(self.view.base, self.view.smap().padded(K))
         u = parts[0]
         for p in parts[1:]:
             y = em.tmp("b32")

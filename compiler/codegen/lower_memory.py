@@ -22,6 +22,7 @@ from ..ir.alias import Placement, placement
 from ..ir.core import Operation, Value
 from ..analysis import layout_math as LM
 from .layout_rules import elem_bytes
+from .ptx import address, braces
 from .values import Barriers, Scalar, SmemView, Tensor, Token, int_bits, reg_kind
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ def pack_words(lw: KernelLowering, regs: List[str], e, nbytes: int) -> Tuple[Lis
         part = regs[w * per:(w + 1) * per]
         t = em.tmp("b32")
         if eb == 2:
-            em("mov.b32", t, "{" + ", ".join(part) + "}")
+            em("mov.b32", t, braces(part))
         else:  # four bytes
             acc = None
             for k, r in enumerate(part):
@@ -125,7 +126,7 @@ def unpack_words(lw: KernelLowering, words: List[str], wt: str, dsts: List[str],
     for w, word in enumerate(words):
         part = dsts[w * per:(w + 1) * per]
         if eb == 2:
-            em("mov.b32", "{" + ", ".join(part) + "}", word)
+            em("mov.b32", braces(part), word)
         else:
             for k, d in enumerate(part):
                 x = em.new("b32", "bfe.u32", word, str(8 * k), "8")
@@ -133,7 +134,7 @@ def unpack_words(lw: KernelLowering, words: List[str], wt: str, dsts: List[str],
 
 
 def _vec_text(regs: List[str]) -> str:
-    return regs[0] if len(regs) == 1 else "{" + ", ".join(regs) + "}"
+    return regs[0] if len(regs) == 1 else braces(regs)
 
 
 def _ld_type(wt: str) -> str:
@@ -273,7 +274,7 @@ class SmemAccess:
             # is padded on its own: the register part at compile time
             ra = self.view.smap().padded(ra)
         if self.t is None:
-            return f"[{base}+{ra}]" if ra else f"[{base}]"
+            return address(base, ra)
         if rx == 0:
             if self.base_plus_t is None:
                 self.base_plus_t = em.new("b32", "add.s32", base, pad_reg(self.lw, self.t, self.padding))
@@ -281,7 +282,7 @@ class SmemAccess:
         else:
             xr = em.new("b32", "xor.b32", self.t, str(rx))
             a = em.new("b32", "add.s32", base, pad_reg(self.lw, xr, self.padding))
-        return f"[{a}+{ra}]" if ra else f"[{a}]"
+        return address(a, ra)
 
 
 def pad_reg(lw: KernelLowering, linear: str, padding) -> str:
@@ -316,7 +317,7 @@ def smem_store(lw: KernelLowering, view: SmemView, x: Tensor) -> None:
         for g, mats in _matrix_groups(len(x.regs), plan.sel, plan.word_bits):
             words = [pack_words(lw, x.regs[r:r + n], x.elem, 4)[0][0] for r in mats]
             # ldmatrix / stmatrix take a vector operand even for one matrix ({%r}, not %r)
-            lw.e(f"stmatrix.sync.aligned.m8n8.x{nm}{trans}.shared.b16", acc.address(g), "{" + ", ".join(words) + "}")
+            lw.e(f"stmatrix.sync.aligned.m8n8.x{nm}{trans}.shared.b16", acc.address(g), braces(words))
         return
     v = acc.vec
     nbytes = v * acc.eb
@@ -337,7 +338,7 @@ def smem_load(lw: KernelLowering, view: SmemView, m: LM.LinearMap, elem, hint: s
         n = 1 << plan.word_bits
         for g, mats in _matrix_groups(len(regs), plan.sel, plan.word_bits):
             words = [lw.e.tmp("b32") for _ in mats]
-            lw.e(f"ldmatrix.sync.aligned.m8n8.x{nm}{trans}.shared.b16", "{" + ", ".join(words) + "}", acc.address(g))
+            lw.e(f"ldmatrix.sync.aligned.m8n8.x{nm}{trans}.shared.b16", braces(words), acc.address(g))
             for w, r in zip(words, mats):
                 unpack_words(lw, [w], "b32", regs[r:r + n], elem)
         return regs
@@ -731,10 +732,10 @@ def _atomic(lw: KernelLowering, op: Operation) -> None:
                 em("shfl.sync.idx.b32", regs[i], regs[i], src, "31", "-1")
             else:
                 lo, hi = em.tmp("b32"), em.tmp("b32")
-                em("mov.b64", "{" + lo + ", " + hi + "}", regs[i])
+                em("mov.b64", braces([lo, hi]), regs[i])
                 em("shfl.sync.idx.b32", lo, lo, src, "31", "-1")
                 em("shfl.sync.idx.b32", hi, hi, src, "31", "-1")
-                em("mov.b64", regs[i], "{" + lo + ", " + hi + "}")
+                em("mov.b64", regs[i], braces([lo, hi]))
     lw.set(res, Tensor(regs, m, e))
 
 

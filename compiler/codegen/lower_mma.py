@@ -27,13 +27,14 @@ blocked parent); one ``fma.rn.f32`` (``.f64``) per element and K step, in K orde
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Tuple
 
 from ..analysis import layout_math as LM
 from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
 from ..ir.core import Operation
+from .ptx import braces
 from .values import Tensor
 
 if TYPE_CHECKING:
@@ -109,10 +110,10 @@ def pack_word(lw: KernelLowering, regs: List[str], e: T.ScalarType) -> str:
     if e.bits == 32:
         return regs[0]
     if e.bits == 16:
-        return em.new("b32", "mov.b32", "{" + regs[0] + ", " + regs[1] + "}")
+        return em.new("b32", "mov.b32", braces(regs[:2]))
     # four bytes, each in the low byte of a 16-bit register: pair them, then pick bytes 0 and 2
-    lo = em.new("b32", "mov.b32", "{" + regs[0] + ", " + regs[1] + "}")
-    hi = em.new("b32", "mov.b32", "{" + regs[2] + ", " + regs[3] + "}")
+    lo = em.new("b32", "mov.b32", braces(regs[:2]))
+    hi = em.new("b32", "mov.b32", braces(regs[2:]))
     return em.new("b32", "prmt.b32", lo, hi, "0x6420")
 
 
@@ -166,12 +167,11 @@ def _lower_mma_sync(lw: KernelLowering, op: Operation) -> None:
         for k0 in range(0, K, kinstr):
             aw = [a_words.word((m0 + 8 * (j & 1), k0 + 4 * kw * (j >> 1)), (0, 1)) for j in range(4)]
             bw = [b_words.word((k0 + 4 * kw * j, n0), (1, 0)) for j in range(2)]
-            em(opcode, "{" + ", ".join(dw) + "}", "{" + ", ".join(aw) + "}", "{" + ", ".join(bw) + "}",
-               "{" + ", ".join(cw) + "}")
+            em(opcode, braces(dw), braces(aw), braces(bw), braces(cw))
             cw = dw
         if f16_acc:
-            em("mov.b32", "{" + dout[0] + ", " + dout[1] + "}", dw[0])
-            em("mov.b32", "{" + dout[2] + ", " + dout[3] + "}", dw[1])
+            em("mov.b32", braces(dout[:2]), dw[0])
+            em("mov.b32", braces(dout[2:]), dw[1])
     lw.set(op.result, Tensor(regs, c, re))
     if in_place:
         lw.alias(op.result, acc_v)

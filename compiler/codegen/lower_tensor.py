@@ -21,6 +21,7 @@ from ..analysis import layout_math as LM
 from . import layout_rules as R
 from .lower_arith import norm8, to_f32
 from .lower_memory import bool_byte, scratch_view, smem_load, smem_store
+from .ptx import address, braces
 from .values import Scalar, Tensor, float_suffix, int_bits, reg_kind
 
 if TYPE_CHECKING:
@@ -253,10 +254,10 @@ def _shfl(lw: KernelLowering, r: str, kind: str, mask: int) -> str:
         em("setp.ne.b32", d, d32, "0")
         return d
     lo, hi, a, b, d = em.tmp("b32"), em.tmp("b32"), em.tmp("b32"), em.tmp("b32"), em.tmp("b64")
-    em("mov.b64", "{" + lo + ", " + hi + "}", r)
+    em("mov.b64", braces([lo, hi]), r)
     em("shfl.sync.bfly.b32", a, lo, str(mask), "31", "-1")
     em("shfl.sync.bfly.b32", b, hi, str(mask), "31", "-1")
-    em("mov.b64", d, "{" + a + ", " + b + "}")
+    em("mov.b64", d, braces([a, b]))
     return d
 
 
@@ -363,7 +364,7 @@ def _st_scalar(lw: KernelLowering, addr: str, r: str, kind: str, eb: int) -> Non
 
 def _ld_scalar(lw: KernelLowering, addr: str, off: int, kind: str, eb: int) -> str:
     em = lw.e
-    a = f"[{addr}+{off}]" if off else f"[{addr}]"
+    a = address(addr, off)
     if kind == "pred":
         t, p = em.tmp("b16"), em.tmp("pred")
         em("ld.shared.u8", t, a)

@@ -114,7 +114,7 @@ def _inline_asm(lw: KernelLowering, op: Operation) -> None:
             val = pack_words(lw, elems, T.element_of(args[o.value].type), o.bits // 8)[0][0] if o.elems > 1 else elems[0]
             if o.constraint.isdigit():  # tied: the input arrives in the output's register
                 tied = outs[int(o.constraint)][3]
-                em("mov.pred" if o.bits == 1 else f"mov.b{max(o.bits, 16)}", tied, val)
+                em(f"mov.{_KIND_OF_WIDTH[o.bits]}", tied, val)
                 val = tied
             ins.append(val)
         dsts = [q[3] for q in outs]
@@ -126,7 +126,7 @@ def _inline_asm(lw: KernelLowering, op: Operation) -> None:
             kind = reg_kind(e)
             if o.elems == 1:
                 if targets:
-                    em("mov.pred" if kind == "pred" else f"mov.{kind}", targets[0], reg)
+                    em(f"mov.{kind}", targets[0], reg)
                 continue
             parts = targets if len(targets) == o.elems else [em.tmp(kind) for _ in range(o.elems)]
             unpack_words(lw, [reg], "b32" if o.bits == 32 else "b16", parts, e)
