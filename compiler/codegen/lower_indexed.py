@@ -20,9 +20,9 @@ from ..ir import types as T
 from ..ir.core import Operation
 from ..analysis import layout_math as LM
 from .layout_rules import elem_bytes
-from .lower_memory import _ld_type, global_vec, pack_words, pad_reg, unpack_words, word_regs
+from .lower_memory import _ld_type, global_access, pack_words, pad_reg, unpack_words, word_regs
 from .ptx import address
-from .values import Desc, Scalar, SmemView, Tensor, reg_kind
+from .values import Desc, SmemView, Tensor, reg_kind
 
 if TYPE_CHECKING:  # pragma: no cover
     from .lower import KernelLowering
@@ -155,25 +155,14 @@ def _local_scatter(lw: KernelLowering, op: Operation) -> None:
 
 
 def _prefetch(lw: KernelLowering, op: Operation) -> None:
-    ptr_v, mask_v = op.arg("ptr"), op.arg("mask")
-    level = op.attrs["level"]
-    p = lw.val(ptr_v)
-    ins = f"prefetch.global.{level}"
-    if isinstance(p, Scalar):
-        pred = lw.part.leader
-        if mask_v is not None:
-            pred = lw.and_pred(pred, lw.scalar(mask_v))
-        lw.e(ins, f"[{p.reg}]", pred=pred)
-        return
-    if not isinstance(p, Tensor):
-        raise TLXCompileError("internal: prefetch of a non-pointer value", op.loc)
-    e = op.arg("ptr").type.element.pointee  # type: ignore[union-attr]
-    v = global_vec(lw, ptr_v, p.lmap, max(1, e.bits // 8), mask_v)  # one prefetch per contiguous vector
-    masks = lw.tensor(mask_v).regs if mask_v is not None else None
-    owner = lw.owner_pred(p.lmap)
-    for r0 in range(0, len(p.regs), v):
-        pred = owner if masks is None else lw.and_pred(owner, masks[r0])
-        lw.e(ins, f"[{p.regs[r0]}]", pred=pred)
+    ptr_v = op.arg("ptr")
+    eb = elem_bytes(T.element_of(ptr_v.type).pointee)  # type: ignore[union-attr]
+    m, n, v, ptrs, masks = global_access(lw, ptr_v, op.arg("mask"), eb)
+    # one prefetch per contiguous vector, by the leader (a scalar) or one owner of each element
+    owner = lw.owner_pred(m) if m is not None else lw.part.leader
+    for r0 in range(0, n, v):
+        pred = lw.and_pred(owner, masks[r0] if masks else None)
+        lw.e(f"prefetch.global.{op.attrs['level']}", f"[{ptrs[r0]}]", pred=pred)
 
 
 def _prefetch_tensormap(lw: KernelLowering, op: Operation) -> None:

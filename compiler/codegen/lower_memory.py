@@ -582,70 +582,58 @@ def _regs_of(lw: KernelLowering, v: Optional[Value], n: int) -> Optional[List[st
     return None if v is None else lw.regs(v, n)
 
 
+def global_access(lw: KernelLowering, ptr_v: Value, mask_v: Optional[Value], eb: int):
+    """(layout or None for a scalar pointer, registers, registers per vector, pointer registers,
+    mask registers or None) of a global load or store."""
+    ptr = lw.val(ptr_v)
+    m = ptr.lmap if isinstance(ptr, Tensor) else None
+    n = m.num_regs if m is not None else 1
+    v = global_vec(lw, ptr_v, m, eb, mask_v) if m is not None else 1
+    return m, n, v, lw.regs(ptr_v, n), _regs_of(lw, mask_v, n)
+
+
 def _load(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
     ptr_v, mask_v, other_v = op.arg("ptr"), op.arg("mask"), op.arg("other")
-    ptr = lw.val(ptr_v)
     t = op.result.type
     e = T.element_of(t)
     eb = elem_bytes(e)
     cache = op.attrs.get("cache", "")
     cmod = "." + cache if cache in ("ca", "cg", "cs", "cv", "lu") else ""
     vol = ".volatile" if op.attrs.get("volatile") else ""
-    if isinstance(ptr, Scalar):
-        d = em.named(reg_kind(e), lw.hint(op.result, "ld"))
-        mask = lw.scalar(mask_v) if mask_v is not None else None
-        if other_v is not None:
-            lw.mov(reg_kind(e), d, lw.scalar(other_v))
-        words, wt = word_regs(lw, e, eb)
-        em(f"ld{vol}.global{cmod}.{_ld_type(wt)}", _vec_text(words), f"[{ptr.reg}]", pred=mask)
-        unpack_words(lw, words, wt, [d], e)
-        lw.set(op.result, Scalar(d, e))  # type: ignore[arg-type]
-        return
-    m = ptr.lmap  # type: ignore[union-attr]
-    regs = em.named_array(reg_kind(e), m.num_regs, lw.hint(op.result, "ld"))
-    v = global_vec(lw, ptr_v, m, eb, mask_v)
-    masks = _regs_of(lw, mask_v, len(regs))
-    others = _regs_of(lw, other_v, len(regs))
+    m, n, v, ptrs, masks = global_access(lw, ptr_v, mask_v, eb)
+    regs = em.named_array(reg_kind(e), n, lw.hint(op.result, "ld"))
+    others = _regs_of(lw, other_v, n)
     nbytes = v * eb
-    for r0 in range(0, len(regs), v):
+    for r0 in range(0, n, v):
         words, wt = word_regs(lw, e, nbytes)
-        p = masks[r0] if masks else None
         if others is not None:
             # masked-off elements read `other`: start from it, the load overwrites the rest
             ow, _ = pack_words(lw, others[r0:r0 + v], e, nbytes)
             for w, o in zip(words, ow):
                 em(f"mov.{wt if wt != 'b8' else 'b16'}", w, o)
         vec, _, _ = _width_ops(nbytes, eb)
-        em(f"ld{vol}.global{cmod}{vec}.{_ld_type(wt)}", _vec_text(words),
-           f"[{ptr.regs[r0]}]", pred=p)  # type: ignore[union-attr]
+        em(f"ld{vol}.global{cmod}{vec}.{_ld_type(wt)}", _vec_text(words), f"[{ptrs[r0]}]",
+           pred=masks[r0] if masks else None)
         unpack_words(lw, words, wt, regs[r0:r0 + v], e)
-    lw.set(op.result, Tensor(regs, m, e))
+    lw.set(op.result, Tensor(regs, m, e) if m is not None else Scalar(regs[0], e))  # type: ignore[arg-type]
 
 
 def _store(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
     ptr_v, val_v, mask_v = op.arg("ptr"), op.arg("value"), op.arg("mask")
-    ptr = lw.val(ptr_v)
     e = T.element_of(val_v.type)
     eb = elem_bytes(e)
-    if isinstance(ptr, Scalar):
-        mask = lw.scalar(mask_v) if mask_v is not None else None
-        p = lw.and_pred(lw.part.leader, mask)
-        words, wt = pack_words(lw, [lw.scalar(val_v)], e, eb)
-        em(f"st.global.{wt}", f"[{ptr.reg}]", words[0], pred=p)
-        return
-    m = ptr.lmap  # type: ignore[union-attr]
-    vals = lw.tensor(val_v).regs
-    v = global_vec(lw, ptr_v, m, eb, mask_v)
-    masks = _regs_of(lw, mask_v, len(vals))
-    owner = lw.owner_pred(m)
+    m, n, v, ptrs, masks = global_access(lw, ptr_v, mask_v, eb)
+    vals = lw.regs(val_v, n)
+    # a scalar store is made by the leader, a tensor's by one thread of each group holding copies
+    owner = lw.owner_pred(m) if m is not None else lw.part.leader
     nbytes = v * eb
-    for r0 in range(0, len(vals), v):
+    for r0 in range(0, n, v):
         words, wt = pack_words(lw, vals[r0:r0 + v], e, nbytes)
         p = lw.and_pred(owner, masks[r0] if masks else None)
         vec, _, _ = _width_ops(nbytes, eb)
-        em(f"st.global{vec}.{wt}", f"[{ptr.regs[r0]}]", _vec_text(words), pred=p)  # type: ignore[union-attr]
+        em(f"st.global{vec}.{wt}", f"[{ptrs[r0]}]", _vec_text(words), pred=p)
 
 
 _ATOM = {"add": "add", "fadd": "add", "max": "max", "min": "min", "umax": "max", "umin": "min", "and": "and",
@@ -684,8 +672,6 @@ def _atomic(lw: KernelLowering, op: Operation) -> None:
     """tt.atomic_rmw and tt.atomic_cas; a used scalar result goes through scratch to every thread."""
     em = lw.e
     cas = op.name == "tt.atomic_cas"
-    ptr_v = op.arg("ptr")
-    ptr = lw.val(ptr_v)
     res = op.result
     e: T.ScalarType = T.element_of(res.type)  # type: ignore[assignment]
     if cas:
@@ -697,30 +683,24 @@ def _atomic(lw: KernelLowering, op: Operation) -> None:
         kind = op.attrs["op"]
         ins = f"atom{_sem_scope(op)}.global.{_ATOM[kind]}.{_atom_type(kind, e, op.loc)}"
         operand_vals = [op.arg("value")]
-    mask_v = op.arg("mask") if not cas else None
-    used = bool(res.uses)
-    if isinstance(ptr, Scalar):
-        d = em.named(reg_kind(e), lw.hint(res, "old"))
-        p = lw.and_pred(lw.part.leader, lw.scalar(mask_v) if mask_v is not None else None)
-        em(ins, d, f"[{ptr.reg}]", *[lw.scalar(v) for v in operand_vals], pred=p)
-        if used:
-            s = lw.scratch(op)
-            em(f"st.shared.b{e.bits}", f"[{s}]", d, pred=lw.part.leader)
-            lw.part_barrier()
-            d2 = em.named(reg_kind(e), lw.hint(res, "old"))
-            em(f"ld.shared.b{e.bits}", d2, f"[{s}]")
-            d = d2
-        lw.set(res, Scalar(d, e))
-        return
-    m = ptr.lmap  # type: ignore[union-attr]
-    n = m.num_regs
+    m, n, _, ptrs, masks = global_access(lw, op.arg("ptr"), op.arg("mask") if not cas else None, e.bytes)
     regs = em.named_array(reg_kind(e), n, lw.hint(res, "old"))
-    owner = lw.owner_pred(m)
-    masks = _regs_of(lw, mask_v, n)
-    ops = [_regs_of(lw, v, n) for v in operand_vals]
+    # a scalar atomic is made by the leader, a tensor's by one thread of each group holding copies
+    owner = lw.owner_pred(m) if m is not None else lw.part.leader
+    ops = [lw.regs(v, n) for v in operand_vals]
     for i in range(n):
         p = lw.and_pred(owner, masks[i] if masks else None)
-        em(ins, regs[i], f"[{ptr.regs[i]}]", *[o[i] for o in ops], pred=p)  # type: ignore[index, union-attr]
+        em(ins, regs[i], f"[{ptrs[i]}]", *[o[i] for o in ops], pred=p)
+    used = bool(res.uses)
+    if m is None:
+        if used:
+            s = lw.scratch(op)
+            em(f"st.shared.b{e.bits}", f"[{s}]", regs[0], pred=lw.part.leader)
+            lw.part_barrier()
+            regs = [em.named(reg_kind(e), lw.hint(res, "old"))]
+            em(f"ld.shared.b{e.bits}", regs[0], f"[{s}]")
+        lw.set(res, Scalar(regs[0], e))
+        return
     if used and (m.free_lane_mask() or m.free_warp_mask()):
         if m.free_warp_mask():
             raise TLXCompileError("the result of this atomic is needed by warps that hold copies of its elements",
