@@ -418,12 +418,9 @@ class KernelLowering:
     def thread_plus(self, t: Optional[str], mask: int, k: int) -> str:
         """A new register holding thread part `t` (from `thread_linear`, bits `mask`) and constant
         k: XORed where k's bits meet the thread's, else added (k alone without a thread part)."""
-        d = self.e.tmp("b32")
         if t is None:
-            self.e("mov.b32", d, str(k))
-        else:
-            self.e("xor.b32" if k & mask else "add.s32", d, t, str(k))
-        return d
+            return self.e.new("b32", "mov.b32", str(k))
+        return self.e.new("b32", "xor.b32" if k & mask else "add.s32", t, str(k))
 
     def thread_coord(self, m: LM.LinearMap, d: int) -> Tuple[Optional[str], int]:
         """The calling thread's part of the coordinate along dim d under layout m."""

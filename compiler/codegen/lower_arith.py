@@ -80,12 +80,9 @@ def norm8(lw: KernelLowering, r: str, e: T.ScalarType, signed: Optional[bool] = 
     """An 8-bit value with its high byte made valid (sign- or zero-extended to 16 bits)."""
     if e.bits != 8:
         return r
-    t = lw.e.tmp("b16")
     if e.is_signed if signed is None else signed:
-        lw.e("cvt.s16.s8", t, r)
-    else:
-        lw.e("and.b16", t, r, "255")
-    return t
+        return lw.e.new("b16", "cvt.s16.s8", r)
+    return lw.e.new("b16", "and.b16", r, "255")
 
 
 def to_f32(lw: KernelLowering, r: str, e: T.ScalarType) -> str:
@@ -218,10 +215,7 @@ def _int_binary(lw: KernelLowering, op: Operation) -> None:
     def body(d: str, s: List[str]) -> None:
         a, b = s
         if base in ("shl", "shr"):
-            amt = b
-            if bits != 32:
-                amt = lw.e.tmp("b32")
-                em(f"cvt.u32.u{bits}", amt, norm8(lw, b, e, False))
+            amt = b if bits == 32 else em.new("b32", f"cvt.u32.u{bits}", norm8(lw, b, e, False))
             if base == "shl":
                 em(f"shl.b{bits}", d, a, amt)
             else:
@@ -348,9 +342,8 @@ def _float_binary(lw: KernelLowering, op: Operation) -> None:
             float_convert(lw, d, r, w, e)  # type: ignore[arg-type]
         elif ty == "f64" and kind.endswith(".NaN"):
             # PTX has no max.NaN.f64: the plain max, then either operand if it is a NaN
-            t, isn = em.tmp("b64"), em.tmp("pred")
-            em(f"{kind[:3]}.f64", t, a, b)
-            em("testp.notanumber.f64", isn, a)
+            t = em.new("b64", f"{kind[:3]}.f64", a, b)
+            isn = em.new("pred", "testp.notanumber.f64", a)
             t2 = em.new("b64", "selp.b64", a, t, isn)
             isn2 = em.new("pred", "testp.notanumber.f64", b)
             em("selp.b64", d, b, t2, isn2)
@@ -403,14 +396,10 @@ def _f32_math(lw: KernelLowering, name: str, d: str, x: str) -> None:
         em("mul.f32", d, t, f32_hex(LN2))
     elif name == "math.tanh":
         # tanh(x) = sign(x) * (1 - 2 / (exp(2|x|) + 1)), saturating for large |x|
-        ax, t, ex, den, q, r = (em.tmp("b32") for _ in range(6))
-        em("abs.f32", ax, x)
-        em("mul.f32", t, ax, f32_hex(2 * LOG2E))
-        em(EX2_F32, ex, t)
-        em("add.f32", den, ex, f32_hex(1.0))
-        em("rcp.rn.f32", q, den)
-        em("fma.rn.f32", r, q, f32_hex(-2.0), f32_hex(1.0))
-        em("copysign.f32", d, x, r)
+        ax = em.new("b32", "abs.f32", x)
+        ex = em.new("b32", EX2_F32, em.new("b32", "mul.f32", ax, f32_hex(2 * LOG2E)))
+        q = em.new("b32", "rcp.rn.f32", em.new("b32", "add.f32", ex, f32_hex(1.0)))
+        em("copysign.f32", d, x, em.new("b32", "fma.rn.f32", q, f32_hex(-2.0), f32_hex(1.0)))
     elif name == "math.erf":
         # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7): 1 - poly(t) * exp(-x^2), t = 1 / (1 + p|x|)
         ax, t, den, poly, x2, ex, r = (em.tmp("b32") for _ in range(7))
@@ -522,9 +511,7 @@ def _float_to_int(lw: KernelLowering, op: Operation) -> None:
         if se.storage_only or se.name == "bf16":  # type: ignore[union-attr]
             x, sname = (_fp8_to_f32 if se.storage_only else to_f32)(lw, x, se), "f32"  # type: ignore
         if de.bits == 1:  # type: ignore[union-attr]
-            z = em.tmp("pred")
-            em(f"setp.ne.{sname}", z, x, immediate(T.SCALAR_TYPES[sname], 0.0))
-            em("mov.pred", d, z)
+            em("mov.pred", d, em.new("pred", f"setp.ne.{sname}", x, immediate(T.SCALAR_TYPES[sname], 0.0)))
             return
         em(f"cvt.rzi.{'s' if signed else 'u'}{int_bits(de)}.{sname}", d, x)  # type: ignore[arg-type]
 
@@ -577,8 +564,7 @@ def _float_casts(lw: KernelLowering, op: Operation) -> None:
         t = op.result.type
         regs, m = lw.new_regs(t, lw.hint(op.result))
         for i in range(0, len(regs) - 1, 2):
-            p = em.tmp("b32")
-            em(f"cvt.rn.{de.name}x2.f32", p, src.regs[i + 1], src.regs[i])  # type: ignore[union-attr]
+            p = em.new("b32", f"cvt.rn.{de.name}x2.f32", src.regs[i + 1], src.regs[i])  # type: ignore[union-attr]
             em("mov.b32", braces(regs[i:i + 2]), p)
         if len(regs) % 2:
             float_convert(lw, regs[-1], src.regs[-1], se, de)  # type: ignore[arg-type]
@@ -609,9 +595,7 @@ def _addptr(lw: KernelLowering, op: Operation) -> None:
             em("mad.lo.s64", d, o, str(eb), p)
             return
         if oe.bits < 32:
-            o32 = em.tmp("b32")
-            em(f"cvt.{sg}32.{sg}16", o32, norm8(lw, o, oe))
-            o = o32
+            o = em.new("b32", f"cvt.{sg}32.{sg}16", norm8(lw, o, oe))
         em(f"mad.wide.{'s' if oe.is_signed or oe.bits == 1 else 'u'}32", d, o, str(eb), p)
 
     elementwise(lw, op, body)

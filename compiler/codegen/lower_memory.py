@@ -23,7 +23,7 @@ from ..ir.core import Operation, Value
 from ..analysis import layout_math as LM
 from .layout_rules import elem_bytes
 from .ptx import address, braces
-from .values import Barriers, Scalar, SmemView, Tensor, Token, int_bits, reg_kind
+from .values import Barriers, Scalar, SmemView, Tensor, Token, reg_kind
 
 if TYPE_CHECKING:
     from .lower import KernelLowering
@@ -60,11 +60,8 @@ def pack_words(lw: KernelLowering, regs: List[str], e, nbytes: int) -> Tuple[Lis
     if wt == "b64" or (wt == "b32" and eb == 4):
         return list(regs), wt
     if wt == "b16" and eb == 1:  # two bytes
-        a, b, c = em.tmp("b16"), em.tmp("b16"), em.tmp("b16")
-        em("and.b16", a, regs[0], "255")
-        em("shl.b16", b, regs[1], "8")
-        em("or.b16", c, a, b)
-        return [c], "b16"
+        a = em.new("b16", "and.b16", regs[0], "255")
+        return [em.new("b16", "or.b16", a, em.new("b16", "shl.b16", regs[1], "8"))], "b16"
     if wt in ("b16", "b8"):
         return [regs[0]], wt
     words = []
@@ -77,13 +74,9 @@ def pack_words(lw: KernelLowering, regs: List[str], e, nbytes: int) -> Tuple[Lis
         else:  # four bytes
             acc = None
             for k, r in enumerate(part):
-                x, y = em.tmp("b32"), em.tmp("b32")
-                em("cvt.u32.u16", x, r)
-                if acc is None:
-                    em("and.b32", y, x, "255")
-                else:
-                    em("bfi.b32", y, x, acc, str(8 * k), "8")
-                acc = y
+                x = em.new("b32", "cvt.u32.u16", r)
+                acc = em.new("b32", "and.b32", x, "255") if acc is None else \
+                    em.new("b32", "bfi.b32", x, acc, str(8 * k), "8")
             em("mov.b32", t, acc)
         words.append(t)
     return words, "b32"
@@ -240,12 +233,8 @@ class SmemAccess:
         if isinstance(origin, int):
             self.K = origin
         elif origin:
-            t = lw.e.tmp("b32")
-            if self.t is None:
-                lw.e("mov.b32", t, origin)
-            else:
-                lw.e("xor.b32", t, self.t, origin)
-            self.t = t
+            self.t = lw.e.new("b32", "mov.b32", origin) if self.t is None else \
+                lw.e.new("b32", "xor.b32", self.t, origin)
             self.tmask = 0xFFFFFFFF
         self.base_plus_t = None
 
@@ -391,22 +380,22 @@ def _local_alloc(lw: KernelLowering, op: Operation) -> None:
         smem_store(lw, view, lw.tensor(src))
 
 
+def index_u32(lw: KernelLowering, reg: str, e: T.ScalarType) -> str:
+    """An index register as 32 bits (only its low bits are used)."""
+    k = reg_kind(e)
+    if k == "b32":
+        return reg
+    return lw.e.new("b32", "cvt.u32.u64" if k == "b64" else "cvt.u32.u16", reg)
+
+
 def _add_index(lw: KernelLowering, base: str, idx_v: Value, stride: int) -> str:
     """base + idx * stride (a constant index folds)."""
     info = lw.axis.info(idx_v)
-    em = lw.e
     if info.constant is not None:
         off = info.constant * stride
-        if off == 0:
-            return base
-        return em.new("b32", "add.s32", base, str(off))
-    idx = lw.scalar(idx_v)
-    bits = idx_v.type.bits  # type: ignore[union-attr]
-    if bits != 32:
-        i32 = em.tmp("b32")
-        em(f"cvt.u32.u{int_bits(idx_v.type)}", i32, idx)  # type: ignore[arg-type]
-        idx = i32
-    return em.new("b32", "mad.lo.s32", idx, str(stride), base)
+        return lw.e.new("b32", "add.s32", base, str(off)) if off else base
+    idx = index_u32(lw, lw.scalar(idx_v), idx_v.type)  # type: ignore[arg-type]
+    return lw.e.new("b32", "mad.lo.s32", idx, str(stride), base)
 
 
 def _memdesc_index(lw: KernelLowering, op: Operation) -> None:
@@ -445,13 +434,8 @@ def _alias_slab(lw: KernelLowering, src: SmemView, idx_v: Value) -> str:
     if info.constant is not None:
         off = p.slab_offset(info.constant)
         return em.new("b32", "add.s32", src.base, str(off)) if off else src.base
-    idx = lw.scalar(idx_v)
-    if idx_v.type.bits != 32:  # type: ignore[union-attr]
-        i32 = em.tmp("b32")
-        em(f"cvt.u32.u{int_bits(idx_v.type)}", i32, idx)  # type: ignore[arg-type]
-        idx = i32
     addr = src.base
-    rest = idx
+    rest = index_u32(lw, lw.scalar(idx_v), idx_v.type)  # type: ignore[arg-type]
     for radix, stride in reversed(src.slab_digits):  # innermost digit first
         digit = em.new("b32", "rem.u32", rest, str(radix))
         rest = em.new("b32", "div.u32", rest, str(radix))
@@ -705,8 +689,7 @@ def _atomic(lw: KernelLowering, op: Operation) -> None:
         if m.free_warp_mask():
             raise TLXCompileError("the result of this atomic is needed by warps that hold copies of its elements",
                                   op.loc, hint="use a tensor with at least as many elements as the threads")
-        src = em.tmp("b32")
-        em("and.b32", src, lw.part.lane, str(31 & ~m.free_lane_mask()))
+        src = em.new("b32", "and.b32", lw.part.lane, str(31 & ~m.free_lane_mask()))
         for i in range(n):
             if e.bits == 32:
                 em("shfl.sync.idx.b32", regs[i], regs[i], src, "31", "-1")

@@ -64,15 +64,9 @@ def _warp_redux(lw: KernelLowering, op: Operation) -> None:
     for d, s in zip(out, srcs):
         x = s
         if kind.startswith("abs_"):
-            a = em.tmp("b32")
-            em("and.b32", a, x, "2147483647")  # |x|: the sign bit cleared, as the real TLX does
-            x = a
+            x = em.new("b32", "and.b32", x, "2147483647")  # |x|: the sign bit cleared, as the real TLX does
         for lane_mask in (16, 8, 4, 2, 1):
-            t = em.tmp("b32")
-            em("shfl.sync.bfly.b32", t, x, str(lane_mask), "31", FULL_WARP)
-            y = em.tmp("b32")
-            em(_REDUX[kind], y, x, t)
-            x = y
+            x = em.new("b32", _REDUX[kind], x, em.new("b32", "shfl.sync.bfly.b32", x, str(lane_mask), "31", FULL_WARP))
         em("mov.b32", d, x)
     _result(lw, op, 0, out)
 
