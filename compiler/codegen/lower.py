@@ -89,6 +89,7 @@ class KernelLowering:
     def __init__(self, module: Module, target: str = "sm_90a", maxnreg: Optional[int] = None):
         self.m = module
         self.target = target
+        self.capability = int(target[3:].rstrip("a"))  # sm_90a -> 90
         self.e = Emitter()
         self.vals: Dict[int, Lowered] = {}
         self.num_warps = int(module.attrs.get("num_warps", 4))
@@ -484,10 +485,9 @@ class KernelLowering:
                        whole_cta: bool) -> Partition:
         """A partition whose thread ids are relative to its first warp (ids computed at its start)."""
         e = self.e
-        tid = e.named("b32", "tid" if index < 0 else f"tid_p{index}")
-        lane = e.named("b32", "lane" if index < 0 else f"lane_p{index}")
-        warp = e.named("b32", "warp" if index < 0 else f"warp_p{index}")
-        leader = e.named("pred", "leader" if index < 0 else f"leader_p{index}")
+        suffix = "" if index < 0 else f"_p{index}"
+        tid, lane, warp = (e.named("b32", n + suffix) for n in ("tid", "lane", "warp"))
+        leader = e.named("pred", "leader" + suffix)
         part = Partition(index, num_warps, tid, lane, warp, leader, barrier_id, whole_cta)
         self.pinned.update((tid, lane, warp, leader))
         prev = getattr(self, "part", None)
@@ -586,7 +586,7 @@ class KernelLowering:
     # -- driver -----------------------------------------------------------------------------------
     def _check_target(self) -> None:
         """PTX is generated for sm_90a; an older target gets it only for ops that exist there."""
-        bad = hopper_only_op(self.m) if int(self.target[3:].rstrip("a")) < 90 else None
+        bad = hopper_only_op(self.m) if self.capability < 90 else None
         if bad is not None:
             raise TLXCompileError(f"{bad.name} needs sm_90a (Hopper); the target is {self.target}", bad.loc,
                                   hint="compile for target='sm_90a'")

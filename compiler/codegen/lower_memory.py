@@ -487,8 +487,7 @@ def _memdesc_subslice(lw: KernelLowering, op: Operation) -> None:
     if isinstance(origin, int):
         origin = origin ^ K
     elif K:
-        t = lw.e.new("b32", "xor.b32", origin, str(K))
-        origin = t
+        origin = lw.e.new("b32", "xor.b32", origin, str(K))
     em = lw.e
     for d, v in dyn_terms:
         # XOR of the byte offsets of the offset's bits (the offset is a multiple of the slice size)
@@ -499,9 +498,7 @@ def _memdesc_subslice(lw: KernelLowering, op: Operation) -> None:
             unit[sd] = 1 << bit
             boff = smap.offset(tuple(unit))
             b = em.new("b32", "bfe.u32", r, str(bit), "1")
-            m = em.new("b32", "mul.lo.u32", b, str(boff))
-            t = em.new("b32", "xor.b32", m, str(origin))
-            origin = t
+            origin = em.new("b32", "xor.b32", em.new("b32", "mul.lo.u32", b, str(boff)), str(origin))
     coords = None
     if not dyn_terms and src.origin_coords is not None:
         coords = tuple(a + b for a, b in zip(src.origin_coords if len(src.origin_coords) == len(so) else (0,) * len(so), so))

@@ -44,11 +44,6 @@ if TYPE_CHECKING:
 _MMA_IN = {"f16": "f16", "bf16": "bf16", "f32": "tf32", "i8": "s8", "f8e4m3": "e4m3", "f8e5m2": "e5m2"}
 
 
-def mma_sync_shape(bits: int) -> Tuple[int, int, int]:
-    """(m, n, k) of the mma.sync instruction for operands of `bits` bits."""
-    return 16, 8, 256 // bits
-
-
 def mma_sync_opcode(a: T.ScalarType, b: T.ScalarType, acc: T.ScalarType, loc=None) -> str:
     """The mma.sync opcode for operand types a, b and accumulator `acc`."""
     if a.name not in _MMA_IN or b.name not in _MMA_IN:
@@ -70,8 +65,7 @@ def mma_sync_opcode(a: T.ScalarType, b: T.ScalarType, acc: T.ScalarType, loc=Non
                               hint="accumulate in float32 (float16 only for fp16 or fp8 operands)")
     if (ta == "s8") != (acc.name == "i32"):
         raise TLXCompileError(f"an int8 dot accumulates in int32, not {acc.name}", loc)
-    k = mma_sync_shape(a.bits)[2]
-    return f"mma.sync.aligned.m16n8k{k}.row.col.{dt}.{ta}.{tb}.{dt}"
+    return f"mma.sync.aligned.m16n8k{256 // a.bits}.row.col.{dt}.{ta}.{tb}.{dt}"
 
 
 def _check_layout(t: Tensor, want: L.DistributedLayout, shape, what: str, loc) -> None:
@@ -133,7 +127,7 @@ def _lower_mma_sync(lw: KernelLowering, op: Operation) -> None:
     mma: L.MmaLayout = rt.layout  # type: ignore[assignment]
     ae, be, re = a_v.type.element, b_v.type.element, rt.element  # type: ignore[union-attr]
     opcode = mma_sync_opcode(ae, be, re, op.loc)  # type: ignore[arg-type]
-    if (ae.name.startswith("f8") or be.name.startswith("f8")) and _capability(lw) < 89:  # type: ignore[union-attr]
+    if (ae.name.startswith("f8") or be.name.startswith("f8")) and lw.capability < 89:  # type: ignore[union-attr]
         raise TLXCompileError(f"mma.sync on fp8 operands needs sm_89 or newer; the target is {lw.target}", op.loc)
     kw = 32 // ae.bits  # type: ignore[union-attr]
     kinstr = 8 * kw
@@ -179,10 +173,6 @@ def _lower_mma_sync(lw: KernelLowering, op: Operation) -> None:
 
 def _kind(e) -> str:
     return "b16" if e.bits == 16 else "b32"
-
-
-def _capability(lw: KernelLowering) -> int:
-    return int(lw.target[3:].rstrip("a"))
 
 
 def _lower_fma(lw: KernelLowering, op: Operation) -> None:
