@@ -150,6 +150,11 @@ class MatrixPlan(NamedTuple):
     trans: bool
     word_bits: int
 
+    @property
+    def form(self) -> str:
+        """The instructions' shape, matrix count and transpose (`m8n8.x4.trans`)."""
+        return f"m8n8.x{1 << len(self.sel)}{'.trans' if self.trans else ''}"
+
 
 def matrix_plan(eb: int, reg_off: List[int], lane_off: List[int], warp_off: List[int]) -> Optional[MatrixPlan]:
     """The 8x8-matrix instructions (16-bit cells; rows of 16 bytes, each row address supplied by
@@ -300,13 +305,11 @@ def smem_store(lw: KernelLowering, view: SmemView, x: Tensor) -> None:
     acc = SmemAccess(lw, view, x.lmap, x.elem)
     plan = acc.matrix_plan() if reg_kind(x.elem) == "b16" else None
     if plan is not None:
-        nm = 1 << len(plan.sel)
-        trans = ".trans" if plan.trans else ""
         n = 1 << plan.word_bits
         for g, mats in _matrix_groups(len(x.regs), plan.sel, plan.word_bits):
             words = [pack_words(lw, x.regs[r:r + n], x.elem, 4)[0][0] for r in mats]
             # ldmatrix / stmatrix take a vector operand even for one matrix ({%r}, not %r)
-            lw.e(f"stmatrix.sync.aligned.m8n8.x{nm}{trans}.shared.b16", acc.address(g), braces(words))
+            lw.e(f"stmatrix.sync.aligned.{plan.form}.shared.b16", acc.address(g), braces(words))
         return
     v = acc.vec
     nbytes = v * acc.eb
@@ -322,12 +325,10 @@ def smem_load(lw: KernelLowering, view: SmemView, m: LM.LinearMap, elem, hint: s
     acc = SmemAccess(lw, view, m, elem)
     plan = acc.matrix_plan() if reg_kind(elem) == "b16" else None
     if plan is not None:
-        nm = 1 << len(plan.sel)
-        trans = ".trans" if plan.trans else ""
         n = 1 << plan.word_bits
         for g, mats in _matrix_groups(len(regs), plan.sel, plan.word_bits):
             words = [lw.e.tmp("b32") for _ in mats]
-            lw.e(f"ldmatrix.sync.aligned.m8n8.x{nm}{trans}.shared.b16", braces(words), acc.address(g))
+            lw.e(f"ldmatrix.sync.aligned.{plan.form}.shared.b16", braces(words), acc.address(g))
             for w, r in zip(words, mats):
                 unpack_words(lw, [w], "b32", regs[r:r + n], elem)
         return regs
