@@ -151,3 +151,26 @@ def test_warp_barrier_arrive_is_made_by_every_thread_and_a_plain_barrier_arrive_
     assert not by_addr[warp_addr.rstrip(",")][0].startswith("@")      # every thread
     assert by_addr[plain_addr.rstrip(",")][0].startswith("@%leader")  # the leader only
     assert ck.asm["cubin"]
+
+
+def test_masked_scalar_load_reads_other_where_masked_off():
+    """A scalar tl.load with mask and other: `other` is moved into the load's destination word
+    before the predicated ld.global, and the word then goes to the result (the masked-off value
+    is `other`, not what the word held before)."""
+    import re
+
+    import tlx
+    import tlx.language as tl
+
+    @tlx.jit
+    def scalar_masked_load(out, p, n):
+        tl.store(out, tl.load(p, mask=n > 0, other=7))
+
+    ck = tlx.compile(scalar_masked_load, signature={"out": "*i32", "p": "*i32", "n": "i32"})
+    ptx = ck.asm["ptx"]
+    seven = re.search(r"mov\.b32 (%\w+), 7;", ptx).group(1)
+    m = re.search(rf"mov\.b32 (%\w+), {seven};\s*(?:\.loc[^\n]*\n\s*)?@%\w+ ld\.global\.b32 \1, \[%\w+\];"
+                  rf"\s*(?:\.loc[^\n]*\n\s*)?mov\.b32 (%\w+), \1;", ptx)
+    assert m, ptx
+    assert re.search(rf"st\.global\.b32 \[%\w+\], {m.group(2)};", ptx), ptx
+    assert ck.asm["cubin"]

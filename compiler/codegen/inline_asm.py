@@ -13,6 +13,7 @@ l / d (64); "~{...}" entries are clobbers.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import List, Sequence, Tuple
 
@@ -20,6 +21,8 @@ from ..errors import TLXCompileError
 
 WIDTH_OF_LETTER = {"b": 1, "c": 8, "h": 16, "r": 32, "f": 32, "l": 64, "d": 64}
 LETTERS_OF_WIDTH = {1: "b", 8: "c", 16: "h", 32: "r or f", 64: "l or d"}
+# an asm operand reference: $$, ${N}, $N, or a '$' followed by neither (an error)
+_OPERAND = re.compile(r"\$(?:\$|\{(\d+)\}|(\d+))?")
 
 
 @dataclass(frozen=True)
@@ -106,30 +109,16 @@ def plan(constraints: str, arg_bits: Sequence[int], result_bits: Sequence[int], 
 
 def substitute(asm: str, operands: Sequence[str]) -> str:
     """The asm text with `$N` / `${N}` replaced by operand N's register and `$$` by `$`."""
-    out = []
-    i = 0
-    while i < len(asm):
-        ch = asm[i]
-        if ch != "$":
-            out.append(ch)
-            i += 1
-            continue
-        if asm.startswith("$$", i):
-            out.append("$")
-            i += 2
-            continue
-        j = i + 1
-        braced = asm.startswith("{", j)
-        if braced:
-            j += 1
-        k = j
-        while k < len(asm) and asm[k].isdigit():
-            k += 1
-        if k == j or (braced and not asm.startswith("}", k)):
-            raise TLXCompileError(f"inline asm: '$' at {i} is not followed by an operand number", hint="write $$ for a '$'")
-        n = int(asm[j:k])
+    def operand(m: re.Match) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        digits = m.group(1) or m.group(2)
+        if digits is None:
+            raise TLXCompileError(f"inline asm: '$' at {m.start()} is not followed by an operand number",
+                                  hint="write $$ for a '$'")
+        n = int(digits)
         if n >= len(operands):
             raise TLXCompileError(f"inline asm names ${n}, but there are only {len(operands)} operands")
-        out.append(operands[n])
-        i = k + (1 if braced else 0)
-    return "".join(out)
+        return operands[n]
+
+    return _OPERAND.sub(operand, asm)

@@ -6,6 +6,7 @@ much scratch shared memory a layout conversion or a cross-warp reduction needs.
 
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence, Tuple
 
 from ..errors import TLXCompileError
@@ -21,22 +22,13 @@ def elem_bytes(e: T.ElementType) -> int:
     return max(1, e.bits // 8)
 
 
-def _pow2_floor(x: int) -> int:
-    p = 1
-    while p * 2 <= x:
-        p *= 2
-    return p
-
-
 def blocked_for(shape: Tuple[int, ...], num_warps: int, order: Sequence[int], vec: int) -> L.BlockedLayout:
     """A blocked layout over `shape`: `vec` contiguous elements per thread along `order[0]`,
     lanes then warps filled along `order` (fastest dim first); lanes or warps left over once the
     shape is covered hold copies."""
     rank = len(shape)
-    numel = 1
-    for s in shape:
-        numel *= s
-    vec = max(1, min(vec, shape[order[0]], _pow2_floor(max(1, numel // (32 * num_warps)))))
+    per_thread = max(1, math.prod(shape) // (32 * num_warps))
+    vec = max(1, min(vec, shape[order[0]], 1 << (per_thread.bit_length() - 1)))  # a power of two
     spt = [1] * rank
     spt[order[0]] = vec
     lanes = 32
@@ -289,10 +281,7 @@ def drop_round_bits(m: LM.LinearMap, rounds: Sequence[LM.Basis]) -> LM.LinearMap
 def convert_scratch_bytes(shape: Tuple[int, ...], element: T.ElementType, rounds: int = 0) -> int:
     """Scratch bytes of a conversion through shared memory: the tile, or one of its
     2 ** `rounds` sub-tiles when it goes in rounds (see `convert_rounds`)."""
-    n = elem_bytes(element)
-    for s in shape:
-        n *= s
-    return n >> rounds
+    return elem_bytes(element) * math.prod(shape) >> rounds
 
 
 def reduce_warps_along(m: LM.LinearMap, axis: int) -> int:
@@ -306,9 +295,5 @@ def reduce_scratch_bytes(src: LM.LinearMap, axis: int, element: T.ElementType, w
     nw = reduce_warps_along(src, axis)
     if nw == 1:
         return 0
-    out = 1
-    for d, s in enumerate(src.shape):
-        if d != axis:
-            out *= s
-    per = elem_bytes(element) + (4 if with_index else 0)
-    return nw * out * per
+    out = math.prod(s for d, s in enumerate(src.shape) if d != axis)
+    return nw * out * (elem_bytes(element) + (4 if with_index else 0))

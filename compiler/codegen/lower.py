@@ -75,10 +75,6 @@ _HOPPER_ONLY = frozenset({"tlx.async_dot", "tlx.async_dot_wait", "tlx.tma_load",
                           "tlx.remote_store", "tlx.async_remote_store", "tlx.async_remote_copy"})
 
 
-def _mov_op(kind: str) -> str:
-    return "mov.pred" if kind == "pred" else f"mov.b{kind[1:]}"
-
-
 def hopper_only_op(module: Module) -> Optional[Operation]:
     """The first op of `module` that exists only on sm_90a (None if there is none)."""
     for op in module.ops():
@@ -93,6 +89,7 @@ class KernelLowering:
     def __init__(self, module: Module, target: str = "sm_90a", maxnreg: Optional[int] = None):
         self.m = module
         self.target = target
+        self.capability = int(target[3:].rstrip("a"))  # sm_90a -> 90
         self.e = Emitter()
         self.vals: Dict[int, Lowered] = {}
         self.num_warps = int(module.attrs.get("num_warps", 4))
@@ -377,7 +374,7 @@ class KernelLowering:
         def make() -> str:
             if kind == "pred":
                 return self.e.new("pred", "setp.ne.b32", "1" if value in ("1", "-1", "true") else "0", "0")
-            return self.e.new(kind, f"mov.b{kind[1:]}", value)
+            return self.e.new(kind, f"mov.{kind}", value)
 
         return self.once(("const", kind, value), make)
 
@@ -422,12 +419,9 @@ class KernelLowering:
     def thread_plus(self, t: Optional[str], mask: int, k: int) -> str:
         """A new register holding thread part `t` (from `thread_linear`, bits `mask`) and constant
         k: XORed where k's bits meet the thread's, else added (k alone without a thread part)."""
-        d = self.e.tmp("b32")
         if t is None:
-            self.e("mov.b32", d, str(k))
-        else:
-            self.e("xor.b32" if k & mask else "add.s32", d, t, str(k))
-        return d
+            return self.e.new("b32", "mov.b32", str(k))
+        return self.e.new("b32", "xor.b32" if k & mask else "add.s32", t, str(k))
 
     def thread_coord(self, m: LM.LinearMap, d: int) -> Tuple[Optional[str], int]:
         """The calling thread's part of the coordinate along dim d under layout m."""
@@ -491,10 +485,9 @@ class KernelLowering:
                        whole_cta: bool) -> Partition:
         """A partition whose thread ids are relative to its first warp (ids computed at its start)."""
         e = self.e
-        tid = e.named("b32", "tid" if index < 0 else f"tid_p{index}")
-        lane = e.named("b32", "lane" if index < 0 else f"lane_p{index}")
-        warp = e.named("b32", "warp" if index < 0 else f"warp_p{index}")
-        leader = e.named("pred", "leader" if index < 0 else f"leader_p{index}")
+        suffix = "" if index < 0 else f"_p{index}"
+        tid, lane, warp = (e.named("b32", n + suffix) for n in ("tid", "lane", "warp"))
+        leader = e.named("pred", "leader" + suffix)
         part = Partition(index, num_warps, tid, lane, warp, leader, barrier_id, whole_cta)
         self.pinned.update((tid, lane, warp, leader))
         prev = getattr(self, "part", None)
@@ -536,12 +529,12 @@ class KernelLowering:
         pairs = [(d, s, k) for d, s, k in zip(dsts, srcs, kinds) if d != s]
         dset = {d for d, _, _ in pairs}
         if any(s in dset for _, s, _ in pairs):  # a source that is also a destination: read it first
-            pairs = [(d, self.e.new(k, _mov_op(k), s) if s in dset else s, k) for d, s, k in pairs]
+            pairs = [(d, self.e.new(k, f"mov.{k}", s) if s in dset else s, k) for d, s, k in pairs]
         for d, s, k in pairs:
             self.mov(k, d, s)
 
     def mov(self, kind: str, d: str, s: str) -> None:
-        self.e(_mov_op(kind), d, s)
+        self.e(f"mov.{kind}", d, s)
 
     def flat_regs(self, x: Lowered) -> Tuple[List[str], List[str]]:
         """Registers and kinds of a lowered value (for copies)."""
@@ -593,7 +586,7 @@ class KernelLowering:
     # -- driver -----------------------------------------------------------------------------------
     def _check_target(self) -> None:
         """PTX is generated for sm_90a; an older target gets it only for ops that exist there."""
-        bad = hopper_only_op(self.m) if int(self.target[3:].rstrip("a")) < 90 else None
+        bad = hopper_only_op(self.m) if self.capability < 90 else None
         if bad is not None:
             raise TLXCompileError(f"{bad.name} needs sm_90a (Hopper); the target is {self.target}", bad.loc,
                                   hint="compile for target='sm_90a'")

@@ -1,6 +1,6 @@
 """Lowering of scalar and elementwise ops: constants, integer and float arithmetic, math
 functions, comparisons, select, every cast (fp8 and bf16 included), program ids, ranges,
-splats, thread ids and clocks.
+splats, thread ids, a CTA's cluster rank, the cluster's size and clocks.
 
 Each elementwise op applies one PTX instruction sequence per register: scalars are one
 register, tensors one per element the thread holds. 8-bit integers and fp8 live in the low byte
@@ -17,6 +17,7 @@ from ..abi import bf16_bits
 from ..errors import TLXCompileError
 from ..ir import types as T
 from ..ir.core import Operation
+from .ptx import braces
 from .values import Scalar, Tensor, float_suffix, int_bits, reg_kind
 
 if TYPE_CHECKING:
@@ -79,12 +80,9 @@ def norm8(lw: KernelLowering, r: str, e: T.ScalarType, signed: Optional[bool] = 
     """An 8-bit value with its high byte made valid (sign- or zero-extended to 16 bits)."""
     if e.bits != 8:
         return r
-    t = lw.e.tmp("b16")
     if e.is_signed if signed is None else signed:
-        lw.e("cvt.s16.s8", t, r)
-    else:
-        lw.e("and.b16", t, r, "255")
-    return t
+        return lw.e.new("b16", "cvt.s16.s8", r)
+    return lw.e.new("b16", "and.b16", r, "255")
 
 
 def to_f32(lw: KernelLowering, r: str, e: T.ScalarType) -> str:
@@ -129,20 +127,28 @@ def _program_id(lw: KernelLowering, op: Operation) -> None:
     lw.set(op.result, Scalar(r, T.i32))
 
 
+def _read_sreg(lw: KernelLowering, op: Operation, sreg: str, name: str) -> None:
+    """The i32 result of `op`: special register `sreg` read into a register named `name`."""
+    r = lw.e.named("b32", name)
+    lw.e("mov.u32", r, sreg)
+    lw.set(op.result, Scalar(r, T.i32))
+
+
 def _thread_id(lw: KernelLowering, op: Operation) -> None:
     axis = op.attrs.get("axis", 0)
     if axis == 0:
         lw.set(op.result, Scalar(lw.part.tid, T.i32))
-        return
-    r = lw.e.named("b32", "tid_" + "xyz"[axis])
-    lw.e("mov.u32", r, "%tid." + "xyz"[axis])
-    lw.set(op.result, Scalar(r, T.i32))
+    else:
+        _read_sreg(lw, op, "%tid." + "xyz"[axis], "tid_" + "xyz"[axis])
 
 
-def _cta_rank(lw: KernelLowering, op: Operation) -> None:
-    r = lw.e.named("b32", "cta_rank")
-    lw.e("mov.u32", r, "%cluster_ctarank")
-    lw.set(op.result, Scalar(r, T.i32))
+# cluster ops that read one special register: op name -> (the register, the result's name)
+_CLUSTER_SREGS = {"tlx.cluster_cta_rank": ("%cluster_ctarank", "cta_rank"),
+                  "tlx.cluster_size": ("%cluster_nctarank", "cluster_size")}
+
+
+def _cluster_sreg(lw: KernelLowering, op: Operation) -> None:
+    _read_sreg(lw, op, *_CLUSTER_SREGS[op.name])
 
 
 def _clock(lw: KernelLowering, op: Operation) -> None:
@@ -209,10 +215,7 @@ def _int_binary(lw: KernelLowering, op: Operation) -> None:
     def body(d: str, s: List[str]) -> None:
         a, b = s
         if base in ("shl", "shr"):
-            amt = b
-            if bits != 32:
-                amt = lw.e.tmp("b32")
-                em(f"cvt.u32.u{bits}", amt, norm8(lw, b, e, False))
+            amt = b if bits == 32 else em.new("b32", f"cvt.u32.u{bits}", norm8(lw, b, e, False))
             if base == "shl":
                 em(f"shl.b{bits}", d, a, amt)
             else:
@@ -339,9 +342,8 @@ def _float_binary(lw: KernelLowering, op: Operation) -> None:
             float_convert(lw, d, r, w, e)  # type: ignore[arg-type]
         elif ty == "f64" and kind.endswith(".NaN"):
             # PTX has no max.NaN.f64: the plain max, then either operand if it is a NaN
-            t, isn = em.tmp("b64"), em.tmp("pred")
-            em(f"{kind[:3]}.f64", t, a, b)
-            em("testp.notanumber.f64", isn, a)
+            t = em.new("b64", f"{kind[:3]}.f64", a, b)
+            isn = em.new("pred", "testp.notanumber.f64", a)
             t2 = em.new("b64", "selp.b64", a, t, isn)
             isn2 = em.new("pred", "testp.notanumber.f64", b)
             em("selp.b64", d, b, t2, isn2)
@@ -351,15 +353,13 @@ def _float_binary(lw: KernelLowering, op: Operation) -> None:
     elementwise(lw, op, body)
 
 
-def _neg_abs(lw: KernelLowering, op: Operation) -> None:
-    ins = "neg" if op.name == "arith.negf" else "abs"
-    ty = float_suffix(T.element_of(op.operands[0].type))  # type: ignore[arg-type]
-    elementwise(lw, op, lambda d, s: lw.e(f"{ins}.{ty}", d, s[0]))
+# float ops that are one instruction on every arithmetic float type: its opcode without the type
+_FLT_ONE = {"arith.negf": "neg", "math.absf": "abs", "math.fma": "fma.rn"}
 
 
-def _fma(lw: KernelLowering, op: Operation) -> None:
-    ty = float_suffix(T.element_of(op.operands[0].type))  # type: ignore[arg-type]
-    elementwise(lw, op, lambda d, s: lw.e(f"fma.rn.{ty}", d, s[0], s[1], s[2]))
+def _float_one(lw: KernelLowering, op: Operation) -> None:
+    ins = f"{_FLT_ONE[op.name]}.{float_suffix(T.element_of(op.operands[0].type))}"  # type: ignore[arg-type]
+    elementwise(lw, op, lambda d, s: lw.e(ins, d, *s))
 
 
 # f32 exp2 is `ex2.approx.ftz.f32`, also inside exp, tanh and erf: subnormal inputs are read as
@@ -396,14 +396,10 @@ def _f32_math(lw: KernelLowering, name: str, d: str, x: str) -> None:
         em("mul.f32", d, t, f32_hex(LN2))
     elif name == "math.tanh":
         # tanh(x) = sign(x) * (1 - 2 / (exp(2|x|) + 1)), saturating for large |x|
-        ax, t, ex, den, q, r = (em.tmp("b32") for _ in range(6))
-        em("abs.f32", ax, x)
-        em("mul.f32", t, ax, f32_hex(2 * LOG2E))
-        em(EX2_F32, ex, t)
-        em("add.f32", den, ex, f32_hex(1.0))
-        em("rcp.rn.f32", q, den)
-        em("fma.rn.f32", r, q, f32_hex(-2.0), f32_hex(1.0))
-        em("copysign.f32", d, x, r)
+        ax = em.new("b32", "abs.f32", x)
+        ex = em.new("b32", EX2_F32, em.new("b32", "mul.f32", ax, f32_hex(2 * LOG2E)))
+        q = em.new("b32", "rcp.rn.f32", em.new("b32", "add.f32", ex, f32_hex(1.0)))
+        em("copysign.f32", d, x, em.new("b32", "fma.rn.f32", q, f32_hex(-2.0), f32_hex(1.0)))
     elif name == "math.erf":
         # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7): 1 - poly(t) * exp(-x^2), t = 1 / (1 + p|x|)
         ax, t, den, poly, x2, ex, r = (em.tmp("b32") for _ in range(7))
@@ -515,9 +511,7 @@ def _float_to_int(lw: KernelLowering, op: Operation) -> None:
         if se.storage_only or se.name == "bf16":  # type: ignore[union-attr]
             x, sname = (_fp8_to_f32 if se.storage_only else to_f32)(lw, x, se), "f32"  # type: ignore
         if de.bits == 1:  # type: ignore[union-attr]
-            z = em.tmp("pred")
-            em(f"setp.ne.{sname}", z, x, immediate(T.SCALAR_TYPES[sname], 0.0))
-            em("mov.pred", d, z)
+            em("mov.pred", d, em.new("pred", f"setp.ne.{sname}", x, immediate(T.SCALAR_TYPES[sname], 0.0)))
             return
         em(f"cvt.rzi.{'s' if signed else 'u'}{int_bits(de)}.{sname}", d, x)  # type: ignore[arg-type]
 
@@ -539,7 +533,7 @@ def _fp8_to_f32(lw: KernelLowering, x: str, se: T.ScalarType) -> str:
     lo = em.new("b16", "and.b16", x, "255")
     h2 = em.new("b32", f"cvt.rn.f16x2.{fmt}x2", lo)
     h, hi = em.tmp("b16"), em.tmp("b16")
-    em("mov.b32", "{" + h + ", " + hi + "}", h2)
+    em("mov.b32", braces([h, hi]), h2)
     return em.new("b32", "cvt.f32.f16", h)
 
 
@@ -548,7 +542,7 @@ def float_convert(lw: KernelLowering, d: str, x: str, se: T.ScalarType, de: T.Sc
     PTX has no cvt for (bf16 <-> f16 / f64) go through f32."""
     em = lw.e
     if se == de:
-        em(f"mov.b{reg_kind(de)[1:]}", d, x)
+        em(f"mov.{reg_kind(de)}", d, x)
     elif se.storage_only:
         float_convert(lw, d, _fp8_to_f32(lw, x, se), T.f32, de)
     elif de.storage_only:
@@ -570,9 +564,8 @@ def _float_casts(lw: KernelLowering, op: Operation) -> None:
         t = op.result.type
         regs, m = lw.new_regs(t, lw.hint(op.result))
         for i in range(0, len(regs) - 1, 2):
-            p = em.tmp("b32")
-            em(f"cvt.rn.{de.name}x2.f32", p, src.regs[i + 1], src.regs[i])  # type: ignore[union-attr]
-            em("mov.b32", "{" + regs[i] + ", " + regs[i + 1] + "}", p)
+            p = em.new("b32", f"cvt.rn.{de.name}x2.f32", src.regs[i + 1], src.regs[i])  # type: ignore[union-attr]
+            em("mov.b32", braces(regs[i:i + 2]), p)
         if len(regs) % 2:
             float_convert(lw, regs[-1], src.regs[-1], se, de)  # type: ignore[arg-type]
         lw.set(op.result, Tensor(regs, m, de))  # type: ignore[arg-type]
@@ -602,9 +595,7 @@ def _addptr(lw: KernelLowering, op: Operation) -> None:
             em("mad.lo.s64", d, o, str(eb), p)
             return
         if oe.bits < 32:
-            o32 = em.tmp("b32")
-            em(f"cvt.{sg}32.{sg}16", o32, norm8(lw, o, oe))
-            o = o32
+            o = em.new("b32", f"cvt.{sg}32.{sg}16", norm8(lw, o, oe))
         em(f"mad.wide.{'s' if oe.is_signed or oe.bits == 1 else 'u'}32", d, o, str(eb), p)
 
     elementwise(lw, op, body)
@@ -613,10 +604,10 @@ def _addptr(lw: KernelLowering, op: Operation) -> None:
 #: op name -> its lowering (lower.py merges the tables of the lower_* modules)
 LOWERINGS = {
     "arith.constant": _constant, "tt.get_program_id": _program_id, "tt.get_num_programs": _program_id,
-    "tlx.thread_id": _thread_id, "tlx.cluster_cta_rank": _cta_rank, "tlx.clock64": _clock,
+    "tlx.thread_id": _thread_id, "tlx.clock64": _clock, **dict.fromkeys(_CLUSTER_SREGS, _cluster_sreg),
     "tt.make_range": _make_range, "tt.splat": _splat, **dict.fromkeys(_INT_BIN, _int_binary), "math.absi": _absi,
     "arith.cmpi": _cmpi, "arith.cmpf": _cmpf, "arith.select": _select, **dict.fromkeys(_FLT_BIN, _float_binary),
-    "arith.negf": _neg_abs, "math.absf": _neg_abs, "math.fma": _fma, **dict.fromkeys(_MATH, _math),
+    **dict.fromkeys(_FLT_ONE, _float_one), **dict.fromkeys(_MATH, _math),
     "arith.extsi": _int_casts, "arith.extui": _int_casts, "arith.trunci": _int_casts, "arith.sitofp": _int_to_float,
     "arith.uitofp": _int_to_float, "arith.fptosi": _float_to_int, "arith.fptoui": _float_to_int,
     "arith.extf": _float_casts, "arith.truncf": _float_casts, "tt.fp_to_fp": _float_casts, "arith.bitcast": _bitcast,

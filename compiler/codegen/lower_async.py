@@ -31,6 +31,7 @@ from ..ir.core import BlockArgument, Operation, Value
 from ..analysis import layout_math as LM
 from ..passes.layouts import alloc_layout
 from .lower_memory import pack_words
+from .ptx import address, braces
 from .values import Barriers, Desc, Scalar, SmemView, Tensor
 
 if TYPE_CHECKING:
@@ -64,8 +65,7 @@ def _alloc_barriers(lw: KernelLowering, op: Operation) -> None:
     addr = lw.smem_addr(int(op.attrs["offset"]))
     n, count = int(op.attrs["num"]), int(op.attrs["arrive_count"])
     for i in range(n):
-        a = f"[{addr}+{8 * i}]" if i else f"[{addr}]"
-        lw.e("mbarrier.init.shared::cta.b64", a, str(count), pred=lw.part.leader)
+        lw.e("mbarrier.init.shared::cta.b64", address(addr, 8 * i), str(count), pred=lw.part.leader)
     lw.set(op.result, Barriers(addr, n, True))
 
 
@@ -89,21 +89,18 @@ def _arrive(lw: KernelLowering, op: Operation) -> None:
     # num_arrivals): each thread arrives by itself. Any other barrier: the partition's leader.
     leader = None if op.attrs.get("per_thread") else lw.part.leader
     p = lw.and_pred(leader, _opt_pred(lw, op))
-    bar = lw.val(op.arg("bar"))
     if op.name == "tlx.barrier_expect_bytes":
         lw.e("mbarrier.arrive.expect_tx.shared::cta.b64", "_", f"[{a}]", str(int(op.attrs["bytes"])), pred=p)
-    elif isinstance(bar, Barriers) and bar.remote:
+        return
+    count = int(op.attrs.get("count", 1))
+    ins = "mbarrier.arrive.shared::cta.b64"
+    if lw.val(op.arg("bar")).remote:  # type: ignore[union-attr]
         # another CTA's barrier (a remote arrive has no state result, hence the sink). ClusterSync
         # chose the scope: cluster when the arrive must publish this CTA's generic accesses to
         # the other CTA; cta (the default .release.cta) when it only hands back buffers read
         # through the async proxy, sparing a MEMBAR.GPU per arrive. Unmarked: cluster.
-        count = int(op.attrs.get("count", 1))
-        sem = "" if op.attrs.get("scope") == "cta" else ".release.cluster"
-        lw.e(f"mbarrier.arrive{sem}.shared::cluster.b64", "_", f"[{a}]",
-             *([str(count)] if count != 1 else []), pred=p)
-    else:
-        count = int(op.attrs.get("count", 1))
-        lw.e("mbarrier.arrive.shared::cta.b64", "_", f"[{a}]", *([str(count)] if count != 1 else []), pred=p)
+        ins = f"mbarrier.arrive{'' if op.attrs.get('scope') == 'cta' else '.release.cluster'}.shared::cluster.b64"
+    lw.e(ins, "_", f"[{a}]", *([str(count)] if count != 1 else []), pred=p)
 
 
 def _inval(lw: KernelLowering, op: Operation) -> None:
@@ -213,8 +210,7 @@ def _view_addr(lw: KernelLowering, view: SmemView, off: int) -> str:
     if isinstance(view.origin, str):
         x = em.new("b32", "xor.b32", view.origin, str(off))
         return f"[{em.new('b32', 'add.s32', view.base, x)}]"
-    o = view.origin ^ off
-    return f"[{view.base}+{o}]" if o else f"[{view.base}]"
+    return address(view.base, view.origin ^ off)
 
 
 def _coords(lw: KernelLowering, offs: List[Value], deltas: Tuple[int, ...]) -> str:
@@ -224,7 +220,7 @@ def _coords(lw: KernelLowering, offs: List[Value], deltas: Tuple[int, ...]) -> s
     for v, dlt in zip(reversed(offs), deltas):
         r = lw.scalar(v)
         regs.append(em.new("b32", "add.s32", r, str(dlt)) if dlt else r)
-    return "{" + ", ".join(regs) + "}"
+    return braces(regs)
 
 
 def _l2_policy(lw: KernelLowering, op: Operation) -> Optional[str]:
@@ -233,14 +229,7 @@ def _l2_policy(lw: KernelLowering, op: Operation) -> Optional[str]:
     evict = op.attrs.get("evict", "")
     if evict not in ("evict_first", "evict_last"):
         return None
-    key = ("l2_policy", evict)
-    reg = lw.part.cache.get(key)
-    if reg is None:
-        with lw.in_prologue():
-            reg = lw.e.new("b64", f"createpolicy.fractional.L2::{evict}.b64", "1.0")
-        lw.part.cache[key] = reg
-        lw.pinned.add(reg)
-    return reg
+    return lw.once(("l2_policy", evict), lambda: lw.e.new("b64", f"createpolicy.fractional.L2::{evict}.b64", "1.0"))
 
 
 def _tma_load(lw: KernelLowering, op: Operation) -> None:
@@ -356,6 +345,13 @@ def _captured(v: Value) -> Value:
     return v
 
 
+def _constant_index(desc_slot: Operation) -> Optional[int]:
+    """The index of a `tlx.desc_slot` when it is an integer constant (None otherwise)."""
+    c = desc_slot.arg("index").defining_op
+    k = c.attrs.get("value") if c is not None and c.name == "arith.constant" else None
+    return k if isinstance(k, int) else None
+
+
 def slot_key(slot: Value) -> Tuple[Optional[int], Optional[int]]:
     """Which slot a `!descslot` value is: (id of its slot array, or None when not known (a slot
     carried through a loop or chosen by an `if`); its constant index, or None when the index is
@@ -364,15 +360,12 @@ def slot_key(slot: Value) -> Tuple[Optional[int], Optional[int]]:
     d = slot.defining_op
     if d is None or d.name != "tlx.desc_slot":
         return None, None  # may be any slot
-    c = d.arg("index").defining_op
-    k = c.attrs.get("value") if c is not None and c.name == "arith.constant" else None
-    return id(_captured(d.arg("slots"))), k if isinstance(k, int) else None
+    return id(_captured(d.arg("slots"))), _constant_index(d)
 
 
 def _slot_of(op: Optional[Operation]) -> Optional[Value]:
-    if op is not None and op.name == "tt.make_tensor_descriptor":
-        return op.arg("slot")
-    if op is not None and op.name == "tlx.reinterpret_tensor_descriptor":
+    """The slot a make / reinterpret of a descriptor writes or reads (None: no slot)."""
+    if op is not None and op.name in ("tt.make_tensor_descriptor", "tlx.reinterpret_tensor_descriptor"):
         return op.arg("slot")
     return None
 
@@ -494,9 +487,8 @@ def _desc_slot(lw: KernelLowering, op: Operation) -> None:
     """Slot `index` of an array: 128 bytes a slot."""
     em = lw.e
     base = lw.scalar(op.arg("slots"))
-    c = op.arg("index").defining_op
-    k = c.attrs.get("value") if c is not None and c.name == "arith.constant" else None
-    if isinstance(k, int):
+    k = _constant_index(op)
+    if k is not None:
         addr = em.new("b64", "add.s64", base, str(k * TENSOR_MAP_BYTES))
     else:
         addr = em.new("b64", "mad.wide.s32", lw.scalar(op.arg("index")), str(TENSOR_MAP_BYTES), base)
@@ -589,7 +581,7 @@ def _operand(lw: KernelLowering, view: SmemView, mn_dim: int, mn_extent: int, k_
     lo = em.new("b32", "bfe.u32", start, "4", "14")
     lo2 = em.new("b32", "or.b32", lo, str((lbo >> 4) << 16))
     hi = lw.const("b32", str((sbo >> 4) | (mode << 30)))
-    return em.new("b64", "mov.b64", "{" + lo2 + ", " + hi + "}"), mn_major
+    return em.new("b64", "mov.b64", braces([lo2, hi])), mn_major
 
 
 def _tile_delta(view: SmemView, coord: Tuple[int, int], loc) -> int:
@@ -682,10 +674,9 @@ def _async_dot(lw: KernelLowering, op: Operation) -> None:
             dregs = "{" + ",".join(regs[base:base + nregs]) + "}"
             for kk in range(n_k):
                 scale_d = ptrue if (acc_v is not None or kk > 0) else pfalse
-                bd = em.tmp("b64")
-                em("add.s64", bd, b_desc, str(_tile_delta(bview, (kk * kstep, j * n * wn), op.loc)))
+                bd = em.new("b64", "add.s64", b_desc, str(_tile_delta(bview, (kk * kstep, j * n * wn), op.loc)))
                 if a_reg:
-                    a_opnd = "{" + ", ".join(a_words[(i, kk)]) + "}"
+                    a_opnd = braces(a_words[(i, kk)])
                 else:
                     delta = _tile_delta(aview, (i * 16 * wm, kk * kstep), op.loc)
                     a_opnd = em.new("b64", "add.s64", a_desc, str(delta))

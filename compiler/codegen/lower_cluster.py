@@ -1,6 +1,7 @@
-"""Lowering of thread-block cluster ops (sm_90): the cluster's CTA count, the cluster barrier, the
-mbarrier-init fence, remote views (mapa) and the stores and bulk copies into another CTA's
-shared memory (distributed shared memory).
+"""Lowering of thread-block cluster ops (sm_90): the cluster barrier, the mbarrier-init fence,
+remote views (mapa) and the stores and bulk copies into another CTA's shared memory
+(distributed shared memory). The cluster's size and a CTA's rank are special registers
+(`lower_arith`).
 
 A remote view keeps the view's geometry and swaps its base for the shared::cluster address of the
 same bytes in the other CTA: `mapa` maps an address of this CTA's shared window to the other's,
@@ -19,17 +20,11 @@ from typing import TYPE_CHECKING, List, Optional
 from ..errors import TLXCompileError
 from ..ir.core import Operation
 from .lower_memory import SmemAccess, _vec_text, _width_ops, pack_words
-from .values import Barriers, Scalar, SmemView, Tensor
-from ..ir import types as T
+from .ptx import address
+from .values import Barriers, SmemView, Tensor
 
 if TYPE_CHECKING:
     from .lower import KernelLowering
-
-
-def _cluster_size(lw: KernelLowering, op: Operation) -> None:
-    r = lw.e.named("b32", "cluster_size")
-    lw.e("mov.u32", r, "%cluster_nctarank")
-    lw.set(op.result, Scalar(r, T.i32))
 
 
 def _cluster_barrier(lw: KernelLowering, op: Operation) -> None:
@@ -108,15 +103,13 @@ def _async_remote_copy(lw: KernelLowering, op: Operation) -> None:
     if not (isinstance(dst.origin, int) and isinstance(src.origin, int)):
         raise TLXCompileError("async_remote_shmem_copy needs whole buffers (not a dynamic sub-slice)", op.loc)
     nbytes = op.arg("src").type.nbytes  # type: ignore[union-attr]
-    d = f"[{dst.base}+{dst.origin}]" if dst.origin else f"[{dst.base}]"
-    s = f"[{src.base}+{src.origin}]" if src.origin else f"[{src.base}]"
-    lw.e("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes", d, s, str(nbytes),
-         f"[{bar.addr}]", pred=lw.part.leader)
+    lw.e("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes", address(dst.base, dst.origin),
+         address(src.base, src.origin), str(nbytes), f"[{bar.addr}]", pred=lw.part.leader)
 
 
 #: op name -> its lowering (lower.py merges the tables of the lower_* modules)
 LOWERINGS = {
-    "tlx.cluster_size": _cluster_size, "tlx.cluster_barrier": _cluster_barrier,
+    "tlx.cluster_barrier": _cluster_barrier,
     "tlx.fence_mbarrier_init": _fence_mbarrier_init, "tlx.remote_view": _remote_view,
     "tlx.remote_store": _remote_store, "tlx.async_remote_store": _async_remote_store,
     "tlx.async_remote_copy": _async_remote_copy,

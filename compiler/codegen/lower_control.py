@@ -102,7 +102,7 @@ def _for(lw: KernelLowering, op: Operation) -> None:
     ct = f"{'s' if it.is_signed else 'u'}{it.bits}"  # type: ignore[union-attr]
     kind = reg_kind(it)
     iv = e.named(kind, lw.hint(blk.args[0], "iv"))
-    e(f"mov.b{kind[1:]}", iv, lw.scalar(lb))
+    lw.mov(kind, iv, lw.scalar(lb))
     claimed: set = set()
     wants = [lw._carried_need(op, k) for k in range(len(op.results))]
     homes = [_home(lw, v, a, op, claimed, w) for v, a, w in zip(op.group("inits"), blk.args[1:], wants)]

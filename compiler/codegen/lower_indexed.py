@@ -20,19 +20,12 @@ from ..ir import types as T
 from ..ir.core import Operation
 from ..analysis import layout_math as LM
 from .layout_rules import elem_bytes
-from .lower_memory import _ld_type, global_vec, pack_words, pad_reg, unpack_words, word_regs
-from .values import Desc, Scalar, SmemView, Tensor, reg_kind
+from .lower_memory import _ld_type, global_access, index_u32, pack_words, pad_reg, unpack_words, word_regs
+from .ptx import address
+from .values import Desc, SmemView, Tensor, reg_kind
 
 if TYPE_CHECKING:  # pragma: no cover
     from .lower import KernelLowering
-
-
-def _u32(lw: KernelLowering, reg: str, e: T.ScalarType) -> str:
-    """An index register as 32 bits (only its low bits are used)."""
-    k = reg_kind(e)
-    if k == "b32":
-        return reg
-    return lw.e.new("b32", "cvt.u32.u64" if k == "b64" else "cvt.u32.u16", reg)
 
 
 def _index_part(lw: KernelLowering, idx: str, offs: List[int]) -> Optional[str]:
@@ -49,19 +42,12 @@ def _index_part(lw: KernelLowering, idx: str, offs: List[int]) -> Optional[str]:
         n = 1
         while k + n < len(offs) and offs[k + n] == o << n:
             n += 1
-        t = em.tmp("b32")
-        em("bfe.u32", t, idx, str(k), str(n))
-        s = em.tmp("b32")
+        t = em.new("b32", "bfe.u32", idx, str(k), str(n))
         if LM.is_pow2(o):
-            em("shl.b32", s, t, str(LM.log2(o)))
+            s = em.new("b32", "shl.b32", t, str(LM.log2(o)))
         else:
-            em("mul.lo.u32", s, t, str(o))
-        if acc is None:
-            acc = s
-        else:
-            x = em.tmp("b32")
-            em("xor.b32", x, acc, s)
-            acc = x
+            s = em.new("b32", "mul.lo.u32", t, str(o))
+        acc = s if acc is None else em.new("b32", "xor.b32", acc, s)
         k += n
     return acc
 
@@ -83,12 +69,7 @@ class IndexedAccess:
         origin = view.origin
         self.K = origin if isinstance(origin, int) else 0
         if isinstance(origin, str) and origin:
-            if t is None:
-                t = origin
-            else:
-                x = lw.e.tmp("b32")
-                lw.e("xor.b32", x, t, origin)
-                t = x
+            t = origin if t is None else lw.e.new("b32", "xor.b32", t, origin)
         self.t = t
         rank = len(view.shape)
         self.axis_off = [view.element_bases(tuple((1 << k) if d == axis else 0 for d in range(rank)))
@@ -99,25 +80,15 @@ class IndexedAccess:
         """The address operand of register r's element, whose axis coordinate is in `idx`."""
         em = self.lw.e
         K = self.K
-        i = 0
-        x = r
-        while x:
-            if x & 1:
-                K ^= self.reg_off[i]
-            x >>= 1
-            i += 1
+        for i, off in enumerate(self.reg_off):
+            if r >> i & 1:
+                K ^= off
         parts = [p for p in (self.t, _index_part(self.lw, idx, self.axis_off)) if p is not None]
         if not parts:
-            return f"[{self.view.base}+{self.view.smap().padded(K)}]" if K else f"[{self.view.base}]"
-        u = parts[0]
-        for p in parts[1:]:
-            y = em.tmp("b32")
-            em("xor.b32", y, u, p)
-            u = y
+            return address(self.view.base, self.view.smap().padded(K))
+        u = parts[0] if len(parts) == 1 else em.new("b32", "xor.b32", *parts)
         if K:
-            y = em.tmp("b32")
-            em("xor.b32", y, u, str(K))
-            u = y
+            u = em.new("b32", "xor.b32", u, str(K))
         a = em.tmp("b32")
         em("add.s32", a, self.view.base, pad_reg(self.lw, u, self.padding))
         return f"[{a}]"
@@ -135,7 +106,7 @@ def _local_gather(lw: KernelLowering, op: Operation) -> None:
     regs = lw.e.named_array(reg_kind(elem), m.num_regs, lw.hint(op.result, "gather"))
     for r in range(m.num_regs):
         words, wt = word_regs(lw, elem, eb)
-        lw.e(f"ld.shared.{_ld_type(wt)}", words[0], acc.address(r, _u32(lw, idx.regs[r], ie)))
+        lw.e(f"ld.shared.{_ld_type(wt)}", words[0], acc.address(r, index_u32(lw, idx.regs[r], ie)))
         unpack_words(lw, words, wt, [regs[r]], elem)
     lw.set(op.result, Tensor(regs, m, elem))
 
@@ -150,29 +121,18 @@ def _local_scatter(lw: KernelLowering, op: Operation) -> None:
     owner = lw.owner_pred(m)
     for r in range(m.num_regs):
         words, wt = pack_words(lw, [vals.regs[r]], vals.elem, elem_bytes(vals.elem))
-        lw.e(f"st.shared.{wt}", acc.address(r, _u32(lw, idx.regs[r], ie)), words[0], pred=owner)
+        lw.e(f"st.shared.{wt}", acc.address(r, index_u32(lw, idx.regs[r], ie)), words[0], pred=owner)
 
 
 def _prefetch(lw: KernelLowering, op: Operation) -> None:
-    ptr_v, mask_v = op.arg("ptr"), op.arg("mask")
-    level = op.attrs["level"]
-    p = lw.val(ptr_v)
-    ins = f"prefetch.global.{level}"
-    if isinstance(p, Scalar):
-        pred = lw.part.leader
-        if mask_v is not None:
-            pred = lw.and_pred(pred, lw.scalar(mask_v))
-        lw.e(ins, f"[{p.reg}]", pred=pred)
-        return
-    if not isinstance(p, Tensor):
-        raise TLXCompileError("internal: prefetch of a non-pointer value", op.loc)
-    e = op.arg("ptr").type.element.pointee  # type: ignore[union-attr]
-    v = global_vec(lw, ptr_v, p.lmap, max(1, e.bits // 8), mask_v)  # one prefetch per contiguous vector
-    masks = lw.tensor(mask_v).regs if mask_v is not None else None
-    owner = lw.owner_pred(p.lmap)
-    for r0 in range(0, len(p.regs), v):
-        pred = owner if masks is None else lw.and_pred(owner, masks[r0])
-        lw.e(ins, f"[{p.regs[r0]}]", pred=pred)
+    ptr_v = op.arg("ptr")
+    eb = elem_bytes(T.element_of(ptr_v.type).pointee)  # type: ignore[union-attr]
+    m, n, v, ptrs, masks = global_access(lw, ptr_v, op.arg("mask"), eb)
+    # one prefetch per contiguous vector, by the leader (a scalar) or one owner of each element
+    owner = lw.owner_pred(m) if m is not None else lw.part.leader
+    for r0 in range(0, n, v):
+        pred = lw.and_pred(owner, masks[r0] if masks else None)
+        lw.e(f"prefetch.global.{op.attrs['level']}", f"[{ptrs[r0]}]", pred=pred)
 
 
 def _prefetch_tensormap(lw: KernelLowering, op: Operation) -> None:

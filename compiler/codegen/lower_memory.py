@@ -22,7 +22,8 @@ from ..ir.alias import Placement, placement
 from ..ir.core import Operation, Value
 from ..analysis import layout_math as LM
 from .layout_rules import elem_bytes
-from .values import Barriers, Scalar, SmemView, Tensor, Token, int_bits, reg_kind
+from .ptx import address, braces
+from .values import Barriers, Scalar, SmemView, Tensor, Token, reg_kind
 
 if TYPE_CHECKING:
     from .lower import KernelLowering
@@ -59,11 +60,8 @@ def pack_words(lw: KernelLowering, regs: List[str], e, nbytes: int) -> Tuple[Lis
     if wt == "b64" or (wt == "b32" and eb == 4):
         return list(regs), wt
     if wt == "b16" and eb == 1:  # two bytes
-        a, b, c = em.tmp("b16"), em.tmp("b16"), em.tmp("b16")
-        em("and.b16", a, regs[0], "255")
-        em("shl.b16", b, regs[1], "8")
-        em("or.b16", c, a, b)
-        return [c], "b16"
+        a = em.new("b16", "and.b16", regs[0], "255")
+        return [em.new("b16", "or.b16", a, em.new("b16", "shl.b16", regs[1], "8"))], "b16"
     if wt in ("b16", "b8"):
         return [regs[0]], wt
     words = []
@@ -72,17 +70,13 @@ def pack_words(lw: KernelLowering, regs: List[str], e, nbytes: int) -> Tuple[Lis
         part = regs[w * per:(w + 1) * per]
         t = em.tmp("b32")
         if eb == 2:
-            em("mov.b32", t, "{" + ", ".join(part) + "}")
+            em("mov.b32", t, braces(part))
         else:  # four bytes
             acc = None
             for k, r in enumerate(part):
-                x, y = em.tmp("b32"), em.tmp("b32")
-                em("cvt.u32.u16", x, r)
-                if acc is None:
-                    em("and.b32", y, x, "255")
-                else:
-                    em("bfi.b32", y, x, acc, str(8 * k), "8")
-                acc = y
+                x = em.new("b32", "cvt.u32.u16", r)
+                acc = em.new("b32", "and.b32", x, "255") if acc is None else \
+                    em.new("b32", "bfi.b32", x, acc, str(8 * k), "8")
             em("mov.b32", t, acc)
         words.append(t)
     return words, "b32"
@@ -125,7 +119,7 @@ def unpack_words(lw: KernelLowering, words: List[str], wt: str, dsts: List[str],
     for w, word in enumerate(words):
         part = dsts[w * per:(w + 1) * per]
         if eb == 2:
-            em("mov.b32", "{" + ", ".join(part) + "}", word)
+            em("mov.b32", braces(part), word)
         else:
             for k, d in enumerate(part):
                 x = em.new("b32", "bfe.u32", word, str(8 * k), "8")
@@ -133,7 +127,7 @@ def unpack_words(lw: KernelLowering, words: List[str], wt: str, dsts: List[str],
 
 
 def _vec_text(regs: List[str]) -> str:
-    return regs[0] if len(regs) == 1 else "{" + ", ".join(regs) + "}"
+    return regs[0] if len(regs) == 1 else braces(regs)
 
 
 def _ld_type(wt: str) -> str:
@@ -155,6 +149,11 @@ class MatrixPlan(NamedTuple):
     lane_vals: List[int]
     trans: bool
     word_bits: int
+
+    @property
+    def form(self) -> str:
+        """The instructions' shape, matrix count and transpose (`m8n8.x4.trans`)."""
+        return f"m8n8.x{1 << len(self.sel)}{'.trans' if self.trans else ''}"
 
 
 def matrix_plan(eb: int, reg_off: List[int], lane_off: List[int], warp_off: List[int]) -> Optional[MatrixPlan]:
@@ -239,12 +238,8 @@ class SmemAccess:
         if isinstance(origin, int):
             self.K = origin
         elif origin:
-            t = lw.e.tmp("b32")
-            if self.t is None:
-                lw.e("mov.b32", t, origin)
-            else:
-                lw.e("xor.b32", t, self.t, origin)
-            self.t = t
+            self.t = lw.e.new("b32", "mov.b32", origin) if self.t is None else \
+                lw.e.new("b32", "xor.b32", self.t, origin)
             self.tmask = 0xFFFFFFFF
         self.base_plus_t = None
 
@@ -273,7 +268,7 @@ class SmemAccess:
             # is padded on its own: the register part at compile time
             ra = self.view.smap().padded(ra)
         if self.t is None:
-            return f"[{base}+{ra}]" if ra else f"[{base}]"
+            return address(base, ra)
         if rx == 0:
             if self.base_plus_t is None:
                 self.base_plus_t = em.new("b32", "add.s32", base, pad_reg(self.lw, self.t, self.padding))
@@ -281,7 +276,7 @@ class SmemAccess:
         else:
             xr = em.new("b32", "xor.b32", self.t, str(rx))
             a = em.new("b32", "add.s32", base, pad_reg(self.lw, xr, self.padding))
-        return f"[{a}+{ra}]" if ra else f"[{a}]"
+        return address(a, ra)
 
 
 def pad_reg(lw: KernelLowering, linear: str, padding) -> str:
@@ -310,13 +305,11 @@ def smem_store(lw: KernelLowering, view: SmemView, x: Tensor) -> None:
     acc = SmemAccess(lw, view, x.lmap, x.elem)
     plan = acc.matrix_plan() if reg_kind(x.elem) == "b16" else None
     if plan is not None:
-        nm = 1 << len(plan.sel)
-        trans = ".trans" if plan.trans else ""
         n = 1 << plan.word_bits
         for g, mats in _matrix_groups(len(x.regs), plan.sel, plan.word_bits):
             words = [pack_words(lw, x.regs[r:r + n], x.elem, 4)[0][0] for r in mats]
             # ldmatrix / stmatrix take a vector operand even for one matrix ({%r}, not %r)
-            lw.e(f"stmatrix.sync.aligned.m8n8.x{nm}{trans}.shared.b16", acc.address(g), "{" + ", ".join(words) + "}")
+            lw.e(f"stmatrix.sync.aligned.{plan.form}.shared.b16", acc.address(g), braces(words))
         return
     v = acc.vec
     nbytes = v * acc.eb
@@ -332,12 +325,10 @@ def smem_load(lw: KernelLowering, view: SmemView, m: LM.LinearMap, elem, hint: s
     acc = SmemAccess(lw, view, m, elem)
     plan = acc.matrix_plan() if reg_kind(elem) == "b16" else None
     if plan is not None:
-        nm = 1 << len(plan.sel)
-        trans = ".trans" if plan.trans else ""
         n = 1 << plan.word_bits
         for g, mats in _matrix_groups(len(regs), plan.sel, plan.word_bits):
             words = [lw.e.tmp("b32") for _ in mats]
-            lw.e(f"ldmatrix.sync.aligned.m8n8.x{nm}{trans}.shared.b16", "{" + ", ".join(words) + "}", acc.address(g))
+            lw.e(f"ldmatrix.sync.aligned.{plan.form}.shared.b16", braces(words), acc.address(g))
             for w, r in zip(words, mats):
                 unpack_words(lw, [w], "b32", regs[r:r + n], elem)
         return regs
@@ -390,22 +381,22 @@ def _local_alloc(lw: KernelLowering, op: Operation) -> None:
         smem_store(lw, view, lw.tensor(src))
 
 
+def index_u32(lw: KernelLowering, reg: str, e: T.ScalarType) -> str:
+    """An index register as 32 bits (only its low bits are used)."""
+    k = reg_kind(e)
+    if k == "b32":
+        return reg
+    return lw.e.new("b32", "cvt.u32.u64" if k == "b64" else "cvt.u32.u16", reg)
+
+
 def _add_index(lw: KernelLowering, base: str, idx_v: Value, stride: int) -> str:
     """base + idx * stride (a constant index folds)."""
     info = lw.axis.info(idx_v)
-    em = lw.e
     if info.constant is not None:
         off = info.constant * stride
-        if off == 0:
-            return base
-        return em.new("b32", "add.s32", base, str(off))
-    idx = lw.scalar(idx_v)
-    bits = idx_v.type.bits  # type: ignore[union-attr]
-    if bits != 32:
-        i32 = em.tmp("b32")
-        em(f"cvt.u32.u{int_bits(idx_v.type)}", i32, idx)  # type: ignore[arg-type]
-        idx = i32
-    return em.new("b32", "mad.lo.s32", idx, str(stride), base)
+        return lw.e.new("b32", "add.s32", base, str(off)) if off else base
+    idx = index_u32(lw, lw.scalar(idx_v), idx_v.type)  # type: ignore[arg-type]
+    return lw.e.new("b32", "mad.lo.s32", idx, str(stride), base)
 
 
 def _memdesc_index(lw: KernelLowering, op: Operation) -> None:
@@ -444,13 +435,8 @@ def _alias_slab(lw: KernelLowering, src: SmemView, idx_v: Value) -> str:
     if info.constant is not None:
         off = p.slab_offset(info.constant)
         return em.new("b32", "add.s32", src.base, str(off)) if off else src.base
-    idx = lw.scalar(idx_v)
-    if idx_v.type.bits != 32:  # type: ignore[union-attr]
-        i32 = em.tmp("b32")
-        em(f"cvt.u32.u{int_bits(idx_v.type)}", i32, idx)  # type: ignore[arg-type]
-        idx = i32
     addr = src.base
-    rest = idx
+    rest = index_u32(lw, lw.scalar(idx_v), idx_v.type)  # type: ignore[arg-type]
     for radix, stride in reversed(src.slab_digits):  # innermost digit first
         digit = em.new("b32", "rem.u32", rest, str(radix))
         rest = em.new("b32", "div.u32", rest, str(radix))
@@ -502,8 +488,7 @@ def _memdesc_subslice(lw: KernelLowering, op: Operation) -> None:
     if isinstance(origin, int):
         origin = origin ^ K
     elif K:
-        t = lw.e.new("b32", "xor.b32", origin, str(K))
-        origin = t
+        origin = lw.e.new("b32", "xor.b32", origin, str(K))
     em = lw.e
     for d, v in dyn_terms:
         # XOR of the byte offsets of the offset's bits (the offset is a multiple of the slice size)
@@ -514,9 +499,7 @@ def _memdesc_subslice(lw: KernelLowering, op: Operation) -> None:
             unit[sd] = 1 << bit
             boff = smap.offset(tuple(unit))
             b = em.new("b32", "bfe.u32", r, str(bit), "1")
-            m = em.new("b32", "mul.lo.u32", b, str(boff))
-            t = em.new("b32", "xor.b32", m, str(origin))
-            origin = t
+            origin = em.new("b32", "xor.b32", em.new("b32", "mul.lo.u32", b, str(boff)), str(origin))
     coords = None
     if not dyn_terms and src.origin_coords is not None:
         coords = tuple(a + b for a, b in zip(src.origin_coords if len(src.origin_coords) == len(so) else (0,) * len(so), so))
@@ -581,70 +564,58 @@ def _regs_of(lw: KernelLowering, v: Optional[Value], n: int) -> Optional[List[st
     return None if v is None else lw.regs(v, n)
 
 
+def global_access(lw: KernelLowering, ptr_v: Value, mask_v: Optional[Value], eb: int):
+    """(layout or None for a scalar pointer, registers, registers per vector, pointer registers,
+    mask registers or None) of a global load or store."""
+    ptr = lw.val(ptr_v)
+    m = ptr.lmap if isinstance(ptr, Tensor) else None
+    n = m.num_regs if m is not None else 1
+    v = global_vec(lw, ptr_v, m, eb, mask_v) if m is not None else 1
+    return m, n, v, lw.regs(ptr_v, n), _regs_of(lw, mask_v, n)
+
+
 def _load(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
     ptr_v, mask_v, other_v = op.arg("ptr"), op.arg("mask"), op.arg("other")
-    ptr = lw.val(ptr_v)
     t = op.result.type
     e = T.element_of(t)
     eb = elem_bytes(e)
     cache = op.attrs.get("cache", "")
     cmod = "." + cache if cache in ("ca", "cg", "cs", "cv", "lu") else ""
     vol = ".volatile" if op.attrs.get("volatile") else ""
-    if isinstance(ptr, Scalar):
-        d = em.named(reg_kind(e), lw.hint(op.result, "ld"))
-        mask = lw.scalar(mask_v) if mask_v is not None else None
-        if other_v is not None:
-            lw.mov(reg_kind(e), d, lw.scalar(other_v))
-        words, wt = word_regs(lw, e, eb)
-        em(f"ld{vol}.global{cmod}.{_ld_type(wt)}", _vec_text(words), f"[{ptr.reg}]", pred=mask)
-        unpack_words(lw, words, wt, [d], e)
-        lw.set(op.result, Scalar(d, e))  # type: ignore[arg-type]
-        return
-    m = ptr.lmap  # type: ignore[union-attr]
-    regs = em.named_array(reg_kind(e), m.num_regs, lw.hint(op.result, "ld"))
-    v = global_vec(lw, ptr_v, m, eb, mask_v)
-    masks = _regs_of(lw, mask_v, len(regs))
-    others = _regs_of(lw, other_v, len(regs))
+    m, n, v, ptrs, masks = global_access(lw, ptr_v, mask_v, eb)
+    regs = em.named_array(reg_kind(e), n, lw.hint(op.result, "ld"))
+    others = _regs_of(lw, other_v, n)
     nbytes = v * eb
-    for r0 in range(0, len(regs), v):
+    for r0 in range(0, n, v):
         words, wt = word_regs(lw, e, nbytes)
-        p = masks[r0] if masks else None
         if others is not None:
             # masked-off elements read `other`: start from it, the load overwrites the rest
             ow, _ = pack_words(lw, others[r0:r0 + v], e, nbytes)
             for w, o in zip(words, ow):
                 em(f"mov.{wt if wt != 'b8' else 'b16'}", w, o)
         vec, _, _ = _width_ops(nbytes, eb)
-        em(f"ld{vol}.global{cmod}{vec}.{_ld_type(wt)}", _vec_text(words),
-           f"[{ptr.regs[r0]}]", pred=p)  # type: ignore[union-attr]
+        em(f"ld{vol}.global{cmod}{vec}.{_ld_type(wt)}", _vec_text(words), f"[{ptrs[r0]}]",
+           pred=masks[r0] if masks else None)
         unpack_words(lw, words, wt, regs[r0:r0 + v], e)
-    lw.set(op.result, Tensor(regs, m, e))
+    lw.set(op.result, Tensor(regs, m, e) if m is not None else Scalar(regs[0], e))  # type: ignore[arg-type]
 
 
 def _store(lw: KernelLowering, op: Operation) -> None:
     em = lw.e
     ptr_v, val_v, mask_v = op.arg("ptr"), op.arg("value"), op.arg("mask")
-    ptr = lw.val(ptr_v)
     e = T.element_of(val_v.type)
     eb = elem_bytes(e)
-    if isinstance(ptr, Scalar):
-        mask = lw.scalar(mask_v) if mask_v is not None else None
-        p = lw.and_pred(lw.part.leader, mask)
-        words, wt = pack_words(lw, [lw.scalar(val_v)], e, eb)
-        em(f"st.global.{wt}", f"[{ptr.reg}]", words[0], pred=p)
-        return
-    m = ptr.lmap  # type: ignore[union-attr]
-    vals = lw.tensor(val_v).regs
-    v = global_vec(lw, ptr_v, m, eb, mask_v)
-    masks = _regs_of(lw, mask_v, len(vals))
-    owner = lw.owner_pred(m)
+    m, n, v, ptrs, masks = global_access(lw, ptr_v, mask_v, eb)
+    vals = lw.regs(val_v, n)
+    # a scalar store is made by the leader, a tensor's by one thread of each group holding copies
+    owner = lw.owner_pred(m) if m is not None else lw.part.leader
     nbytes = v * eb
-    for r0 in range(0, len(vals), v):
+    for r0 in range(0, n, v):
         words, wt = pack_words(lw, vals[r0:r0 + v], e, nbytes)
         p = lw.and_pred(owner, masks[r0] if masks else None)
         vec, _, _ = _width_ops(nbytes, eb)
-        em(f"st.global{vec}.{wt}", f"[{ptr.regs[r0]}]", _vec_text(words), pred=p)  # type: ignore[union-attr]
+        em(f"st.global{vec}.{wt}", f"[{ptrs[r0]}]", _vec_text(words), pred=p)
 
 
 _ATOM = {"add": "add", "fadd": "add", "max": "max", "min": "min", "umax": "max", "umin": "min", "and": "and",
@@ -683,8 +654,6 @@ def _atomic(lw: KernelLowering, op: Operation) -> None:
     """tt.atomic_rmw and tt.atomic_cas; a used scalar result goes through scratch to every thread."""
     em = lw.e
     cas = op.name == "tt.atomic_cas"
-    ptr_v = op.arg("ptr")
-    ptr = lw.val(ptr_v)
     res = op.result
     e: T.ScalarType = T.element_of(res.type)  # type: ignore[assignment]
     if cas:
@@ -696,45 +665,38 @@ def _atomic(lw: KernelLowering, op: Operation) -> None:
         kind = op.attrs["op"]
         ins = f"atom{_sem_scope(op)}.global.{_ATOM[kind]}.{_atom_type(kind, e, op.loc)}"
         operand_vals = [op.arg("value")]
-    mask_v = op.arg("mask") if not cas else None
-    used = bool(res.uses)
-    if isinstance(ptr, Scalar):
-        d = em.named(reg_kind(e), lw.hint(res, "old"))
-        p = lw.and_pred(lw.part.leader, lw.scalar(mask_v) if mask_v is not None else None)
-        em(ins, d, f"[{ptr.reg}]", *[lw.scalar(v) for v in operand_vals], pred=p)
-        if used:
-            s = lw.scratch(op)
-            em(f"st.shared.b{e.bits}", f"[{s}]", d, pred=lw.part.leader)
-            lw.part_barrier()
-            d2 = em.named(reg_kind(e), lw.hint(res, "old"))
-            em(f"ld.shared.b{e.bits}", d2, f"[{s}]")
-            d = d2
-        lw.set(res, Scalar(d, e))
-        return
-    m = ptr.lmap  # type: ignore[union-attr]
-    n = m.num_regs
+    m, n, _, ptrs, masks = global_access(lw, op.arg("ptr"), op.arg("mask") if not cas else None, e.bytes)
     regs = em.named_array(reg_kind(e), n, lw.hint(res, "old"))
-    owner = lw.owner_pred(m)
-    masks = _regs_of(lw, mask_v, n)
-    ops = [_regs_of(lw, v, n) for v in operand_vals]
+    # a scalar atomic is made by the leader, a tensor's by one thread of each group holding copies
+    owner = lw.owner_pred(m) if m is not None else lw.part.leader
+    ops = [lw.regs(v, n) for v in operand_vals]
     for i in range(n):
         p = lw.and_pred(owner, masks[i] if masks else None)
-        em(ins, regs[i], f"[{ptr.regs[i]}]", *[o[i] for o in ops], pred=p)  # type: ignore[index, union-attr]
+        em(ins, regs[i], f"[{ptrs[i]}]", *[o[i] for o in ops], pred=p)
+    used = bool(res.uses)
+    if m is None:
+        if used:
+            s = lw.scratch(op)
+            em(f"st.shared.b{e.bits}", f"[{s}]", regs[0], pred=lw.part.leader)
+            lw.part_barrier()
+            regs = [em.named(reg_kind(e), lw.hint(res, "old"))]
+            em(f"ld.shared.b{e.bits}", regs[0], f"[{s}]")
+        lw.set(res, Scalar(regs[0], e))
+        return
     if used and (m.free_lane_mask() or m.free_warp_mask()):
         if m.free_warp_mask():
             raise TLXCompileError("the result of this atomic is needed by warps that hold copies of its elements",
                                   op.loc, hint="use a tensor with at least as many elements as the threads")
-        src = em.tmp("b32")
-        em("and.b32", src, lw.part.lane, str(31 & ~m.free_lane_mask()))
+        src = em.new("b32", "and.b32", lw.part.lane, str(31 & ~m.free_lane_mask()))
         for i in range(n):
             if e.bits == 32:
                 em("shfl.sync.idx.b32", regs[i], regs[i], src, "31", "-1")
             else:
                 lo, hi = em.tmp("b32"), em.tmp("b32")
-                em("mov.b64", "{" + lo + ", " + hi + "}", regs[i])
+                em("mov.b64", braces([lo, hi]), regs[i])
                 em("shfl.sync.idx.b32", lo, lo, src, "31", "-1")
                 em("shfl.sync.idx.b32", hi, hi, src, "31", "-1")
-                em("mov.b64", regs[i], "{" + lo + ", " + hi + "}")
+                em("mov.b64", regs[i], braces([lo, hi]))
     lw.set(res, Tensor(regs, m, e))
 
 

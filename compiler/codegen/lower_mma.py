@@ -27,13 +27,14 @@ blocked parent); one ``fma.rn.f32`` (``.f64``) per element and K step, in K orde
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Tuple
 
 from ..analysis import layout_math as LM
 from ..errors import TLXCompileError
 from ..ir import layouts as L
 from ..ir import types as T
 from ..ir.core import Operation
+from .ptx import braces
 from .values import Tensor
 
 if TYPE_CHECKING:
@@ -41,11 +42,6 @@ if TYPE_CHECKING:
 
 # operand element -> its mma.sync type name
 _MMA_IN = {"f16": "f16", "bf16": "bf16", "f32": "tf32", "i8": "s8", "f8e4m3": "e4m3", "f8e5m2": "e5m2"}
-
-
-def mma_sync_shape(bits: int) -> Tuple[int, int, int]:
-    """(m, n, k) of the mma.sync instruction for operands of `bits` bits."""
-    return 16, 8, 256 // bits
 
 
 def mma_sync_opcode(a: T.ScalarType, b: T.ScalarType, acc: T.ScalarType, loc=None) -> str:
@@ -69,8 +65,7 @@ def mma_sync_opcode(a: T.ScalarType, b: T.ScalarType, acc: T.ScalarType, loc=Non
                               hint="accumulate in float32 (float16 only for fp16 or fp8 operands)")
     if (ta == "s8") != (acc.name == "i32"):
         raise TLXCompileError(f"an int8 dot accumulates in int32, not {acc.name}", loc)
-    k = mma_sync_shape(a.bits)[2]
-    return f"mma.sync.aligned.m16n8k{k}.row.col.{dt}.{ta}.{tb}.{dt}"
+    return f"mma.sync.aligned.m16n8k{256 // a.bits}.row.col.{dt}.{ta}.{tb}.{dt}"
 
 
 def _check_layout(t: Tensor, want: L.DistributedLayout, shape, what: str, loc) -> None:
@@ -109,10 +104,10 @@ def pack_word(lw: KernelLowering, regs: List[str], e: T.ScalarType) -> str:
     if e.bits == 32:
         return regs[0]
     if e.bits == 16:
-        return em.new("b32", "mov.b32", "{" + regs[0] + ", " + regs[1] + "}")
+        return em.new("b32", "mov.b32", braces(regs[:2]))
     # four bytes, each in the low byte of a 16-bit register: pair them, then pick bytes 0 and 2
-    lo = em.new("b32", "mov.b32", "{" + regs[0] + ", " + regs[1] + "}")
-    hi = em.new("b32", "mov.b32", "{" + regs[2] + ", " + regs[3] + "}")
+    lo = em.new("b32", "mov.b32", braces(regs[:2]))
+    hi = em.new("b32", "mov.b32", braces(regs[2:]))
     return em.new("b32", "prmt.b32", lo, hi, "0x6420")
 
 
@@ -132,7 +127,7 @@ def _lower_mma_sync(lw: KernelLowering, op: Operation) -> None:
     mma: L.MmaLayout = rt.layout  # type: ignore[assignment]
     ae, be, re = a_v.type.element, b_v.type.element, rt.element  # type: ignore[union-attr]
     opcode = mma_sync_opcode(ae, be, re, op.loc)  # type: ignore[arg-type]
-    if (ae.name.startswith("f8") or be.name.startswith("f8")) and _capability(lw) < 89:  # type: ignore[union-attr]
+    if (ae.name.startswith("f8") or be.name.startswith("f8")) and lw.capability < 89:  # type: ignore[union-attr]
         raise TLXCompileError(f"mma.sync on fp8 operands needs sm_89 or newer; the target is {lw.target}", op.loc)
     kw = 32 // ae.bits  # type: ignore[union-attr]
     kinstr = 8 * kw
@@ -166,12 +161,11 @@ def _lower_mma_sync(lw: KernelLowering, op: Operation) -> None:
         for k0 in range(0, K, kinstr):
             aw = [a_words.word((m0 + 8 * (j & 1), k0 + 4 * kw * (j >> 1)), (0, 1)) for j in range(4)]
             bw = [b_words.word((k0 + 4 * kw * j, n0), (1, 0)) for j in range(2)]
-            em(opcode, "{" + ", ".join(dw) + "}", "{" + ", ".join(aw) + "}", "{" + ", ".join(bw) + "}",
-               "{" + ", ".join(cw) + "}")
+            em(opcode, braces(dw), braces(aw), braces(bw), braces(cw))
             cw = dw
         if f16_acc:
-            em("mov.b32", "{" + dout[0] + ", " + dout[1] + "}", dw[0])
-            em("mov.b32", "{" + dout[2] + ", " + dout[3] + "}", dw[1])
+            em("mov.b32", braces(dout[:2]), dw[0])
+            em("mov.b32", braces(dout[2:]), dw[1])
     lw.set(op.result, Tensor(regs, c, re))
     if in_place:
         lw.alias(op.result, acc_v)
@@ -179,10 +173,6 @@ def _lower_mma_sync(lw: KernelLowering, op: Operation) -> None:
 
 def _kind(e) -> str:
     return "b16" if e.bits == 16 else "b32"
-
-
-def _capability(lw: KernelLowering) -> int:
-    return int(lw.target[3:].rstrip("a"))
 
 
 def _lower_fma(lw: KernelLowering, op: Operation) -> None:

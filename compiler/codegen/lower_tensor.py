@@ -20,7 +20,8 @@ from ..ir.core import Operation
 from ..analysis import layout_math as LM
 from . import layout_rules as R
 from .lower_arith import norm8, to_f32
-from .lower_memory import bool_byte, scratch_view, smem_load, smem_store
+from .lower_memory import pack_words, scratch_view, smem_load, smem_store
+from .ptx import address, braces
 from .values import Scalar, Tensor, float_suffix, int_bits, reg_kind
 
 if TYPE_CHECKING:
@@ -209,26 +210,20 @@ def _arg_combiner(lw: KernelLowering, kind: str, e: T.ScalarType, loc):
         x, y, t = av, bv, ty
         if t is None:
             x, y, t = to_f32(lw, av, e), to_f32(lw, bv, e), "f32"
-        better, eq, lt_idx, tie, take_b = (em.tmp("pred") for _ in range(5))
-        em(f"setp.{cmp}.{t}", better, y, x)
-        em(f"setp.eq.{t}", eq, y, x)
-        em("setp.lt.s32", lt_idx, bi, ai)
-        em("and.pred", tie, eq, lt_idx)
-        em("or.pred", take_b, better, tie)
+        def pred(ins: str, *args: str) -> str:
+            return em.new("pred", ins, *args)
+
+        better = pred(f"setp.{cmp}.{t}", y, x)
+        eq = pred(f"setp.eq.{t}", y, x)
+        lt_idx = pred("setp.lt.s32", bi, ai)
+        take_b = pred("or.pred", better, pred("and.pred", eq, lt_idx))  # better, or tied at a lower index
         if e.is_float:
             # a NaN wins (as numpy's argmax) unless the current one is already NaN
-            bn, an, nb, t2, an2, t3, t4, t5, t6, t7 = (em.tmp("pred") for _ in range(10))
-            em(f"setp.nan.{t}", bn, y, y)
-            em(f"setp.num.{t}", an, x, x)
-            em("and.pred", nb, bn, an)
-            em("or.pred", t2, take_b, nb)
-            em(f"setp.nan.{t}", an2, x, x)
-            em("not.pred", t3, an2)
-            em("and.pred", t4, t2, t3)
-            em("and.pred", t5, an2, bn)
-            em("and.pred", t6, t5, lt_idx)
-            em("or.pred", t7, t4, t6)
-            take_b = t7
+            b_nan = pred(f"setp.nan.{t}", y, y)
+            take_b = pred("or.pred", take_b, pred("and.pred", b_nan, pred(f"setp.num.{t}", x, x)))
+            a_nan = pred(f"setp.nan.{t}", x, x)
+            keep_a = pred("and.pred", take_b, pred("not.pred", a_nan))
+            take_b = pred("or.pred", keep_a, pred("and.pred", pred("and.pred", a_nan, b_nan), lt_idx))
         em(f"selp.b{k[1:]}", dv, bv, av, take_b)
         em("selp.b32", di, bi, ai, take_b)
 
@@ -238,26 +233,19 @@ def _arg_combiner(lw: KernelLowering, kind: str, e: T.ScalarType, loc):
 def _shfl(lw: KernelLowering, r: str, kind: str, mask: int) -> str:
     """The value of register r in lane (lane ^ mask)."""
     em = lw.e
+
+    def bfly(x: str) -> str:
+        return em.new("b32", "shfl.sync.bfly.b32", x, str(mask), "31", "-1")
+
     if kind == "b32":
-        return em.new("b32", "shfl.sync.bfly.b32", r, str(mask), "31", "-1")
+        return bfly(r)
     if kind == "b16":
-        w, d32, d = em.tmp("b32"), em.tmp("b32"), em.tmp("b16")
-        em("cvt.u32.u16", w, r)
-        em("shfl.sync.bfly.b32", d32, w, str(mask), "31", "-1")
-        em("cvt.u16.u32", d, d32)
-        return d
+        return em.new("b16", "cvt.u16.u32", bfly(em.new("b32", "cvt.u32.u16", r)))
     if kind == "pred":
-        w, d32, d = em.tmp("b32"), em.tmp("b32"), em.tmp("pred")
-        em("selp.b32", w, "1", "0", r)
-        em("shfl.sync.bfly.b32", d32, w, str(mask), "31", "-1")
-        em("setp.ne.b32", d, d32, "0")
-        return d
-    lo, hi, a, b, d = em.tmp("b32"), em.tmp("b32"), em.tmp("b32"), em.tmp("b32"), em.tmp("b64")
-    em("mov.b64", "{" + lo + ", " + hi + "}", r)
-    em("shfl.sync.bfly.b32", a, lo, str(mask), "31", "-1")
-    em("shfl.sync.bfly.b32", b, hi, str(mask), "31", "-1")
-    em("mov.b64", d, "{" + a + ", " + b + "}")
-    return d
+        return em.new("pred", "setp.ne.b32", bfly(em.new("b32", "selp.b32", "1", "0", r)), "0")
+    lo, hi = em.tmp("b32"), em.tmp("b32")
+    em("mov.b64", braces([lo, hi]), r)
+    return em.new("b64", "mov.b64", braces([bfly(lo), bfly(hi)]))
 
 
 def _reduce(lw: KernelLowering, op: Operation) -> None:
@@ -326,10 +314,10 @@ def _reduce(lw: KernelLowering, op: Operation) -> None:
         for x, c in zip(parts, rm.reg_coords()):
             f = lw.thread_plus(t_flat, fmask, flat_of(c))
             slot_addr.append(f)
-            w, a = em.tmp("b32"), em.tmp("b32")
-            em("mad.lo.s32", w, t_wai, str(n_out), f)  # type: ignore[arg-type]
-            em("mad.lo.s32", a, w, str(per), base)
-            _st_scalar(lw, a, x[0], k, eb)
+            w = em.new("b32", "mad.lo.s32", t_wai, str(n_out), f)  # type: ignore[arg-type]
+            a = em.new("b32", "mad.lo.s32", w, str(per), base)
+            words, wt = pack_words(lw, [x[0]], e, eb)
+            em(f"st.shared.{wt}", f"[{a}]", words[0])
             if arg:
                 em("st.shared.b32", f"[{a}+{eb}]", x[1])
         lw.part_barrier()
@@ -354,27 +342,12 @@ def _reduce(lw: KernelLowering, op: Operation) -> None:
         lw.set(res, Scalar(final[0], rt))
 
 
-def _st_scalar(lw: KernelLowering, addr: str, r: str, kind: str, eb: int) -> None:
-    if kind == "pred":
-        lw.e("st.shared.b8", f"[{addr}]", bool_byte(lw, r))
-    else:
-        lw.e(f"st.shared.{'b8' if eb == 1 else kind}", f"[{addr}]", r)
-
-
 def _ld_scalar(lw: KernelLowering, addr: str, off: int, kind: str, eb: int) -> str:
     em = lw.e
-    a = f"[{addr}+{off}]" if off else f"[{addr}]"
+    a = address(addr, off)
     if kind == "pred":
-        t, p = em.tmp("b16"), em.tmp("pred")
-        em("ld.shared.u8", t, a)
-        em("setp.ne.b16", p, t, "0")
-        return p
-    d = em.tmp(kind)
-    if kind == "b16" and eb == 1:
-        em("ld.shared.u8", d, a)
-    else:
-        em(f"ld.shared.{kind}", d, a)
-    return d
+        return em.new("pred", "setp.ne.b16", em.new("b16", "ld.shared.u8", a), "0")
+    return em.new(kind, "ld.shared.u8" if kind == "b16" and eb == 1 else f"ld.shared.{kind}", a)
 
 
 #: op name -> its lowering (lower.py merges the tables of the lower_* modules)

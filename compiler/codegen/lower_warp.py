@@ -64,15 +64,9 @@ def _warp_redux(lw: KernelLowering, op: Operation) -> None:
     for d, s in zip(out, srcs):
         x = s
         if kind.startswith("abs_"):
-            a = em.tmp("b32")
-            em("and.b32", a, x, "2147483647")  # |x|: the sign bit cleared, as the real TLX does
-            x = a
+            x = em.new("b32", "and.b32", x, "2147483647")  # |x|: the sign bit cleared, as the real TLX does
         for lane_mask in (16, 8, 4, 2, 1):
-            t = em.tmp("b32")
-            em("shfl.sync.bfly.b32", t, x, str(lane_mask), "31", FULL_WARP)
-            y = em.tmp("b32")
-            em(_REDUX[kind], y, x, t)
-            x = y
+            x = em.new("b32", _REDUX[kind], x, em.new("b32", "shfl.sync.bfly.b32", x, str(lane_mask), "31", FULL_WARP))
         em("mov.b32", d, x)
     _result(lw, op, 0, out)
 
@@ -114,7 +108,7 @@ def _inline_asm(lw: KernelLowering, op: Operation) -> None:
             val = pack_words(lw, elems, T.element_of(args[o.value].type), o.bits // 8)[0][0] if o.elems > 1 else elems[0]
             if o.constraint.isdigit():  # tied: the input arrives in the output's register
                 tied = outs[int(o.constraint)][3]
-                em("mov.pred" if o.bits == 1 else f"mov.b{max(o.bits, 16)}", tied, val)
+                em(f"mov.{_KIND_OF_WIDTH[o.bits]}", tied, val)
                 val = tied
             ins.append(val)
         dsts = [q[3] for q in outs]
@@ -126,7 +120,7 @@ def _inline_asm(lw: KernelLowering, op: Operation) -> None:
             kind = reg_kind(e)
             if o.elems == 1:
                 if targets:
-                    em("mov.pred" if kind == "pred" else f"mov.{kind}", targets[0], reg)
+                    em(f"mov.{kind}", targets[0], reg)
                 continue
             parts = targets if len(targets) == o.elems else [em.tmp(kind) for _ in range(o.elems)]
             unpack_words(lw, [reg], "b32" if o.bits == 32 else "b16", parts, e)

@@ -77,7 +77,14 @@ def _regs(s: str) -> Tuple[str, ...]:
     if "%" not in s:
         return ()
     return tuple(_REG.findall(s))
+def address(base: str, offset=0) -> str:
+    """The address operand `[base+offset]` (`[base]` for a zero offset)."""
+    return f"[{base}+{offset}]" if offset else f"[{base}]"
 
+
+def braces(regs: Sequence[str]) -> str:
+    """A vector operand `{a, b, ...}` (PTX wants the braces even around one register)."""
+    return "{" + ", ".join(regs) + "}"
 
 
 class Emitter:
