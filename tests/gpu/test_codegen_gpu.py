@@ -178,6 +178,18 @@ def test_reshape_permute_split_and_join_move_the_right_elements(torch):
     check(host(z), np.stack([hi, lo], axis=-1).transpose(0, 2, 1).reshape(M, N), 0, 0, "join")
 
 
+def test_a_masked_scalar_load_gives_other_where_the_mask_is_off(torch):
+    """Programs at or past n read `other`, not what the load's register held before (the
+    scalar path used to overwrite `other` with the unloaded word)."""
+    P, n = 64, 37
+    x = torch.arange(100, 100 + P, device="cuda", dtype=torch.int32)
+    y = poisoned(torch, (P,), torch.int32)
+    K.SCALAR_MASKED_LOAD[(P,)](x, y, n)
+    torch.cuda.synchronize()
+    want = np.where(np.arange(P) < n, np.arange(100, 100 + P), -5)
+    check(host(y), want, 0, 0, "masked scalar load")
+
+
 def test_atomics_add_once_per_element_and_return_the_old_value(torch):
     P, SLOTS, BLOCK = 50, 8, 64
     cnt = torch.zeros(SLOTS, device="cuda", dtype=torch.int32)

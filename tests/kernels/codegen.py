@@ -164,6 +164,13 @@ def atomic_kernel(cnt_ptr, fsum_ptr, mx_ptr, ticket_ptr, cas_ptr, SLOTS: tl.cons
 
 
 @tlx.jit
+def scalar_masked_load_kernel(x_ptr, y_ptr, n):
+    """Program i loads x[i] as a scalar where i < n, else `other` (-5), and stores it to y[i]."""
+    pid = tl.program_id(0)
+    tl.store(y_ptr + pid, tl.load(x_ptr + pid, mask=pid < n, other=-5))
+
+
+@tlx.jit
 def smem_kernel(x_ptr, y_ptr, z_ptr, M: tl.constexpr, N: tl.constexpr):
     r = tl.arange(0, M)
     c = tl.arange(0, N)
@@ -425,6 +432,7 @@ SPLIT_JOIN = spec("split/join", split_join_kernel, {"x_ptr": "*fp32", "y_ptr": "
                   {"M": 64, "N": 128})
 ATOMICS = spec("atomics", atomic_kernel, {"cnt_ptr": "*i32", "fsum_ptr": "*fp32", "mx_ptr": "*i32",
                                           "ticket_ptr": "*i32", "cas_ptr": "*i32"}, {"SLOTS": 8, "BLOCK": 64})
+SCALAR_MASKED_LOAD = spec("scalar masked load", scalar_masked_load_kernel, {"x_ptr": "*i32", "y_ptr": "*i32", "n": "i32"})
 SMEM = [spec(f"smem {t}", smem_kernel, {"x_ptr": f"*{t}", "y_ptr": f"*{t}", "z_ptr": f"*{t}"},
              {"M": 64, "N": 64 if t == "fp32" else 128}) for t in ("fp16", "fp32", "i8")]
 DYN_SLICE = spec("dynamic slice", dyn_slice_kernel, {"x_ptr": "*fp16", "y_ptr": "*fp16", "row0": "i32"},
