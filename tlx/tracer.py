@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import inspect
 import operator as pyop
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
@@ -206,13 +207,11 @@ class Tracer:
         self.loop_depth = 0
         self.is_kernel = depth == 0
         self.partition = partition
-        self.returned = False
         self.ret_value: Any = None
         self.def_locs: Dict[str, Location] = {}
         self.assign_locs: Dict[str, Location] = {}
         # per loop body being traced: the first assignment that gave a name a value of another type
         self.retyped: Dict[str, Location] = {}
-        self.node_loc: Location = self.loc_of(None)
 
     # ---- locations and errors ------------------------------------------------------------------
     def loc_of(self, node: Optional[ast.AST]) -> Location:
@@ -256,10 +255,15 @@ class Tracer:
         finally:
             self.builder.loc = saved
 
-    def _attach(self, e: TLXCompileError, node: ast.AST) -> TLXCompileError:
-        if e.loc is None:
-            return type(e)(e.message, self.loc_of(node), e.hint)
-        return e
+    @contextlib.contextmanager
+    def _inserting_into(self, block: Block):
+        """Emit at the end of `block` for the duration (the insertion point is restored after)."""
+        saved = self.builder.block, self.builder.index
+        self.builder.set_insertion_point_to_end(block)
+        try:
+            yield
+        finally:
+            self.builder.block, self.builder.index = saved
 
     # ---- statements ------------------------------------------------------------------------------
     def run_body(self, stmts: Sequence[ast.stmt]) -> None:
@@ -278,8 +282,8 @@ class Tracer:
                     return
             try:
                 self.visit(s)
-            except TLXCompileError as e:
-                raise self._attach(e, s) from e.__cause__
+            except TLXCompileError as e:  # visit() gave it this line; show it without the chain it was raised in
+                raise e from e.__cause__
 
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
@@ -353,14 +357,16 @@ class Tracer:
             raise self.error(node, "starred assignment is not supported in a kernel")
         raise self.error(node, f"cannot assign to {type(target).__name__}")
 
-    def visit_Return(self, node: ast.Return) -> None:
+    def _check_not_in_loop(self, node: ast.AST) -> None:
         if self.loop_depth:
             raise self.error(node, "`return` inside a loop is not supported",
                              hint="compute a flag and guard the rest of the loop body with `if`")
+
+    def visit_Return(self, node: ast.Return) -> None:
+        self._check_not_in_loop(node)
         value = self.visit(node.value) if node.value is not None else None
         if self.is_kernel and value is not None:
             raise self.error(node, "a kernel cannot return a value", hint="store results through a pointer argument")
-        self.returned = True
         self.ret_value = value
         raise _Return()
 
@@ -444,14 +450,12 @@ class Tracer:
 
     def _trace_branch(self, stmts: Sequence[ast.stmt], liveins: Dict[str, Any]) -> Tuple[Block, Dict[str, Any]]:
         blk = Block()
-        saved_block, saved_index = self.builder.block, self.builder.index
-        self.ctx.branch_hosts[id(blk)] = saved_block  # so `_defined_inside` sees where it will be
-        self.builder.set_insertion_point_to_end(blk)
+        self.ctx.branch_hosts[id(blk)] = self.builder.block  # so `_defined_inside` sees where it will be
         self.scope = dict(liveins)
         try:
-            self.visit_stmts(stmts)
+            with self._inserting_into(blk):
+                self.visit_stmts(stmts)
         finally:
-            self.builder.block, self.builder.index = saved_block, saved_index
             del self.ctx.branch_hosts[id(blk)]
         return blk, self.scope
 
@@ -491,24 +495,16 @@ class Tracer:
     def _if_with_return(self, node: ast.If, cond: tensor, rest: List[ast.stmt]) -> None:
         """`if c: ...return...` outside loops: the statements after the `if` continue on the paths
         that did not return (each branch traces `branch + rest`)."""
-        if self.loop_depth:
-            raise self.error(node, "`return` inside a loop is not supported",
-                             hint="compute a flag and guard the rest of the loop body with `if`")
+        self._check_not_in_loop(node)
         liveins = dict(self.scope)
         results = []
         blocks = []
         for stmts in (list(node.body) + rest, list(node.orelse) + rest):
-            self.returned, self.ret_value = False, None
+            self.ret_value = None
             blk = Block()
-            saved_block, saved_index = self.builder.block, self.builder.index
-            self.builder.set_insertion_point_to_end(blk)
             self.scope = dict(liveins)
-            try:
-                self.visit_stmts(stmts)
-            except _Return:
-                pass
-            finally:
-                self.builder.block, self.builder.index = saved_block, saved_index
+            with self._inserting_into(blk):
+                self.run_body(stmts)
             blocks.append(blk)
             results.append(self.ret_value)
         a, b = results
@@ -522,7 +518,7 @@ class Tracer:
                 a, b = self._runtime_pair(a, b, node)
             self._check_same_types(node, ["the return value"], [a], [b], "then", "else")
             (value,) = self._build_if(cond, blocks[0], blocks[1], [a], [b], ["ret"])
-        self.returned, self.ret_value = True, value
+        self.ret_value = value
         raise _Return()
 
     def _runtime_pair(self, a: Any, b: Any, node: ast.AST) -> Tuple[Any, Any]:
@@ -538,22 +534,14 @@ class Tracer:
         vals, blocks = [], []
         for expr in (node.body, node.orelse):
             blk = Block()
-            saved_block, saved_index = self.builder.block, self.builder.index
-            self.builder.set_insertion_point_to_end(blk)
-            try:
-                v = unwrap(self.visit(expr))
-            finally:
-                self.builder.block, self.builder.index = saved_block, saved_index
-            vals.append(v)
+            with self._inserting_into(blk):
+                vals.append(unwrap(self.visit(expr)))
             blocks.append(blk)
         a, b = vals
         for i, (x, y) in enumerate(((a, b), (b, a))):
-            if isinstance(x, (bool, int, float)) and isinstance(y, tensor):
-                saved_block, saved_index = self.builder.block, self.builder.index
-                self.builder.set_insertion_point_to_end(blocks[i])
-                conv = semantic.full(y.shape, x, y.dtype) if y.shape else semantic.scalar_constant(x, y.dtype)
-                self.builder.block, self.builder.index = saved_block, saved_index
-                vals[i] = conv
+            if isinstance(x, (bool, int, float)) and isinstance(y, tensor):  # a number takes the tensor's type
+                with self._inserting_into(blocks[i]):
+                    vals[i] = semantic.full(y.shape, x, y.dtype)
         a, b = vals
         self._check_same_types(node, ["the conditional expression"], [a], [b], "true", "false")
         (r,) = self._build_if(cond, blocks[0], blocks[1], [a], [b], [""])
@@ -613,40 +601,20 @@ class Tracer:
         liveins = dict(self.scope)
         carried = self._carried_names(node.body, liveins, ignore={target}, node=node)
         self._localize(liveins, carried)
-        inits: List[Value] = []
-        for n in carried:
-            inits.extend(_flatten(liveins[n]) or [])
-        rnames = [n for n in carried for _ in (_flatten(liveins[n]) or [])]
+        inits, rnames = self._carry_in(liveins, carried)
         forop = self.builder.create("scf.for", [lbv.handle, ubv.handle, stv.handle, inits], [v.type for v in inits],
                                     attrs, 1, result_names=rnames)
         body = forop.regions[0].block
         iv = body.add_arg(ivt.to_ir(), target)
         args_ = [body.add_arg(v.type, n) for v, n in zip(inits, rnames)]
-        saved_block, saved_index = self.builder.block, self.builder.index
-        self.builder.set_insertion_point_to_end(body)
-        ivv = tensor(iv, ivt, ())
-        if negative:  # iterate lb..ub upward, expose ub - iv + lb (as Triton does)
-            ivv = semantic.add(semantic.sub(ubv, ivv), lbv)
-        self.scope = dict(liveins)
-        pos = 0
-        for n in carried:
-            w, pos = _unflatten(liveins[n], args_, pos)
-            self.scope[n] = w
-        self.scope[target] = ivv
-        self.loop_depth += 1
-        saved_retyped, self.retyped = self.retyped, {}
-        try:
-            self.visit_stmts(node.body)
-            self._yield_carried(node, carried, liveins, args_)
-        finally:
-            self.loop_depth -= 1
-            self.retyped = saved_retyped
-            self.builder.block, self.builder.index = saved_block, saved_index
-        self.scope = dict(liveins)
-        pos = 0
-        for n in carried:
-            w, pos = _unflatten(liveins[n], list(forop.results), pos)
-            self.scope[n] = w
+        with self._inserting_into(body):
+            ivv = tensor(iv, ivt, ())
+            if negative:  # iterate lb..ub upward, expose ub - iv + lb (as Triton does)
+                ivv = semantic.add(semantic.sub(ubv, ivv), lbv)
+            self._bind_carried(liveins, carried, args_)
+            self.scope[target] = ivv
+            self._trace_loop_body(node, carried, liveins, args_)
+        self._bind_carried(liveins, carried, list(forop.results))
 
     def _carried_names(self, body: Sequence[ast.stmt], liveins: Dict[str, Any], ignore: Set[str],
                        node: ast.AST) -> List[str]:
@@ -665,6 +633,36 @@ class Tracer:
                                  hint=f"assign a runtime value to '{n}' before the loop (without tl.constexpr), "
                                       "or use another name inside the loop")
         return names
+
+    @staticmethod
+    def _carry_in(liveins: Dict[str, Any], carried: Sequence[str]) -> Tuple[List[Value], List[str]]:
+        """The IR values the carried names enter a loop with, and the name of each."""
+        inits: List[Value] = []
+        rnames: List[str] = []
+        for n in carried:
+            parts = _flatten(liveins[n]) or []
+            inits.extend(parts)
+            rnames.extend([n] * len(parts))
+        return inits, rnames
+
+    def _bind_carried(self, liveins: Dict[str, Any], carried: Sequence[str], vals: List[Value]) -> None:
+        """The scope is `liveins` with the carried names bound to their parts of `vals` (a loop
+        body's block arguments, or the loop's results)."""
+        self.scope = dict(liveins)
+        pos = 0
+        for n in carried:
+            self.scope[n], pos = _unflatten(liveins[n], vals, pos)
+
+    def _trace_loop_body(self, node: Any, carried: Sequence[str], liveins: Dict[str, Any], args_: List[Value]) -> None:
+        """Trace a loop's body and yield its carried values (`args_`: the body's carried arguments)."""
+        self.loop_depth += 1
+        saved_retyped, self.retyped = self.retyped, {}
+        try:
+            self.visit_stmts(node.body)
+            self._yield_carried(node, carried, liveins, args_)
+        finally:
+            self.loop_depth -= 1
+            self.retyped = saved_retyped
 
     def _yield_carried(self, node: ast.AST, carried: Sequence[str], liveins: Dict[str, Any], args_: List[Value]) -> None:
         vals: List[Value] = []
@@ -696,44 +694,22 @@ class Tracer:
         liveins = dict(self.scope)
         carried = self._carried_names(node.body, liveins, ignore=set(), node=node)
         self._localize(liveins, carried)
-        inits: List[Value] = []
-        for n in carried:
-            inits.extend(_flatten(liveins[n]) or [])
-        rnames = [n for n in carried for _ in (_flatten(liveins[n]) or [])]
+        inits, rnames = self._carry_in(liveins, carried)
         wop = self.builder.create("scf.while", [inits], [v.type for v in inits], None, 2, result_names=rnames)
         before, after = wop.regions[0].block, wop.regions[1].block
         bargs = [before.add_arg(v.type, n) for v, n in zip(inits, rnames)]
         aargs = [after.add_arg(v.type, n) for v, n in zip(inits, rnames)]
-        saved_block, saved_index = self.builder.block, self.builder.index
-
-        def bind(vals: List[Value]) -> None:
-            self.scope = dict(liveins)
-            pos = 0
-            for n in carried:
-                w, pos = _unflatten(liveins[n], vals, pos)
-                self.scope[n] = w
-
-        try:
-            self.builder.set_insertion_point_to_end(before)
-            bind(bargs)
+        with self._inserting_into(before):
+            self._bind_carried(liveins, carried, bargs)
             cond = self._as_condition(self.visit(node.test), node)
             if not isinstance(cond, tensor):
                 raise self.error(node, "a `while` condition must be a runtime scalar",
                                  hint="for a compile-time number of iterations use tl.static_range")
             self.builder.create("scf.condition", [cond.handle, bargs], [])
-            self.builder.set_insertion_point_to_end(after)
-            bind(aargs)
-            self.loop_depth += 1
-            saved_retyped, self.retyped = self.retyped, {}
-            try:
-                self.visit_stmts(node.body)
-                self._yield_carried(node, carried, liveins, aargs)
-            finally:
-                self.loop_depth -= 1
-                self.retyped = saved_retyped
-        finally:
-            self.builder.block, self.builder.index = saved_block, saved_index
-        bind(list(wop.results))
+        with self._inserting_into(after):
+            self._bind_carried(liveins, carried, aargs)
+            self._trace_loop_body(node, carried, liveins, aargs)
+        self._bind_carried(liveins, carried, list(wop.results))
 
     # ---- with: warp specialization ------------------------------------------------------------------
     def visit_With(self, node: ast.With) -> None:
@@ -779,38 +755,34 @@ class Tracer:
         if default_task.registers is not None:
             attrs["default_registers"] = default_task.registers
         wsop = self.builder.create("tlx.warp_specialize", [[]], [], attrs, 1 + len(parts))
-        saved_block, saved_index = self.builder.block, self.builder.index
         liveins = dict(self.scope)
         try:
             # the default partition sees the enclosing values directly
-            self.builder.set_insertion_point_to_end(wsop.regions[0].block)
-            self.ctx.replica_id = 0
-            self.visit_stmts(default_node.body)
-            self.builder.create("tlx.ws_yield", [], [])
+            with self._inserting_into(wsop.regions[0].block):
+                self.ctx.replica_id = 0
+                self.visit_stmts(default_node.body)
+                self.builder.create("tlx.ws_yield", [], [])
             self.scope = dict(liveins)
             for k, (wnode, _, _, r) in enumerate(parts):
                 blk = wsop.regions[1 + k].block
                 for c in ws.captures:
                     blk.add_arg(c.type, c.name)
                 ws.blocks.append(blk)
-                part = _Partition(ws, blk)
-                self.builder.set_insertion_point_to_end(blk)
                 self.ctx.replica_id = r
                 self.ctx.in_partition = True
-                saved_part = self.partition
-                self.partition = part
+                self.partition = _Partition(ws, blk)  # outside async_tasks (no nesting): no partition to restore
                 self.ctx.const_anchor.append(blk)
                 try:
-                    self.visit_stmts(wnode.body)
+                    with self._inserting_into(blk):
+                        self.visit_stmts(wnode.body)
+                        self.builder.create("tlx.ws_return", [], [])
                 finally:
                     self.ctx.const_anchor.pop()
-                    self.partition = saved_part
+                    self.partition = None
                     self.ctx.in_partition = False
-                self.builder.create("tlx.ws_return", [], [])
                 self.scope = dict(liveins)
         finally:
             self.ctx.replica_id = None
-            self.builder.block, self.builder.index = saved_block, saved_index
         self._drop_unused_captures(wsop, ws)
         wsop.set_operands([ws.captures])
 
@@ -841,9 +813,7 @@ class Tracer:
                 if isinstance(cond, tensor):
                     raise self.error(s, "inside async_tasks an `if` must test a compile-time value")
                 out.extend(self._collect_tasks(s.body if cond else s.orelse))
-            elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
-                continue
-            elif isinstance(s, ast.Pass):
+            elif isinstance(s, ast.Pass) or isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
                 continue
             else:
                 raise self.error(s, "async_tasks may contain only `with tlx.async_task(...):` blocks "
@@ -969,9 +939,6 @@ class Tracer:
             raise self.error(node, "a tuple or list can only be indexed with a compile-time integer")
         return unwrap(base)[idx]
 
-    def visit_Index(self, node: Any) -> Any:  # Python 3.8 compatibility node
-        return self.visit(node.value)
-
     def visit_JoinedStr(self, node: ast.JoinedStr) -> Any:
         parts = []
         for v in node.values:
@@ -1014,13 +981,9 @@ class Tracer:
             raise self.error(node, f"unary operator on {_describe(v)}")
         if isinstance(node.op, ast.Not):
             return semantic.not_(v) if isinstance(v, tensor) else (not v)
-        if isinstance(node.op, ast.USub):
-            return -v
-        if isinstance(node.op, ast.UAdd):
-            return +v
-        if isinstance(node.op, ast.Invert):
-            return ~v
-        raise self.error(node, f"unary operator {type(node.op).__name__} is not supported")
+        return self._UNARYOPS[type(node.op)](v)
+
+    _UNARYOPS = {ast.USub: pyop.neg, ast.UAdd: pyop.pos, ast.Invert: pyop.invert}
 
     _CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 
@@ -1062,10 +1025,8 @@ class Tracer:
                 continue
             if isinstance(v, Handle):
                 raise self.error(node, f"{_describe(v)} cannot be used in `and` / `or`")
-            if is_and and not v:
-                return v if not runtime else semantic.full(runtime[0].shape, False, core.int1) if runtime[0].shape else semantic.scalar_constant(False, core.int1)
-            if not is_and and v:
-                return v if not runtime else semantic.full(runtime[0].shape, True, core.int1) if runtime[0].shape else semantic.scalar_constant(True, core.int1)
+            if bool(v) != is_and:  # a compile-time operand decides: False for `and`, True for `or`
+                return semantic.full(runtime[0].shape, not is_and, core.int1) if runtime else v
             acc = v
         if not runtime:
             return acc
