@@ -11,6 +11,7 @@ from typing import Any
 from tlx.compiler.errors import TLXCompileError
 
 from . import math, semantic
+from .math import abs, ceil, cos, exp, exp2, floor, fma, log, log2, rsqrt, sigmoid, sin, sqrt
 from .core import dtype as dtype_cls
 from .core import (block_type, bfloat16, builtin, constexpr, dtype, float8e4nv, float8e5, float16, float32,
                    float64, int1, int8, int16, int32, int64, pointer_type, tensor, tensor_descriptor, uint8,
@@ -225,19 +226,6 @@ def umulhi(x: Any, y: Any) -> tensor:
     raise TLXCompileError("tl.umulhi is not supported by tlx yet")
 
 
-exp = math.exp
-exp2 = math.exp2
-log = math.log
-log2 = math.log2
-sqrt = math.sqrt
-rsqrt = math.rsqrt
-sin = math.sin
-cos = math.cos
-abs = math.abs
-floor = math.floor
-ceil = math.ceil
-fma = math.fma
-sigmoid = math.sigmoid
 
 
 # ---- shapes ------------------------------------------------------------------------------------

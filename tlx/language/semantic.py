@@ -12,6 +12,7 @@ import math
 import numbers
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from tlx.compiler.analysis.layout_math import is_pow2
 from tlx.compiler.errors import TLXCompileError, TLXValueError
 from tlx.compiler.ir import layouts as L
 from tlx.compiler.ir import types as T
@@ -45,10 +46,6 @@ def emit1(name: str, operands: Sequence[Any], dt: dtype, shape: Sequence[int] = 
 
 def err(msg: str, hint: Optional[str] = None) -> TLXCompileError:
     return TLXCompileError(msg, hint=hint)
-
-
-def is_pow2(n: int) -> bool:
-    return n > 0 and (n & (n - 1)) == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -437,18 +434,27 @@ def binary_operands(lhs: Any, rhs: Any, allow_lhs_ptr: bool = False, allow_rhs_p
     return broadcast_pair(lt, rt)  # type: ignore[arg-type]
 
 
-def _int_identity(a: Any, b: Any, ident: int) -> Optional[tensor]:
-    """`a op ident` is `a` for an integer tensor `a` and the Python integer `ident` (no promotion)."""
-    a, b = unwrap(a), unwrap(b)
-    if isinstance(a, tensor) and type(b) is int and b == ident and a.dtype.is_int() and not a.dtype.is_bool():
-        return a
+def _int_identity(a: Any, b: Any, ident: int, commutative: bool) -> Optional[tensor]:
+    """The integer tensor operand of `a op b` when the other one is the Python integer `ident`
+    (`a op ident` is `a`, with no promotion; `ident op b` too when `op` is commutative)."""
+    pairs = ((a, b), (b, a)) if commutative else ((a, b),)
+    for x, y in pairs:
+        x, y = unwrap(x), unwrap(y)
+        if isinstance(x, tensor) and type(y) is int and y == ident and x.dtype.is_int() and not x.dtype.is_bool():
+            return x
     return None
 
 
+def _arith(name_f: str, name_si: str, name_ui: str, a: tensor, b: tensor) -> tensor:
+    """The float op `name_f` on float operands, else `name_si` / `name_ui` for signed / unsigned ones."""
+    if a.dtype.is_floating():
+        return float_op(name_f, [a, b], a.dtype, a.shape)
+    name = name_si if a.dtype.is_int_signed() else name_ui
+    return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
+
+
 def add(a: Any, b: Any) -> tensor:
-    r = _int_identity(a, b, 0)
-    if r is None:
-        r = _int_identity(b, a, 0)
+    r = _int_identity(a, b, 0, commutative=True)
     if r is not None:
         return r
     a, b = binary_operands(a, b, True, True)
@@ -458,33 +464,24 @@ def add(a: Any, b: Any) -> tensor:
         if b.dtype.is_ptr():
             raise err("cannot add two pointers")
         return emit1("tt.addptr", [a.handle, b.handle], a.dtype, a.shape)
-    if a.dtype.is_floating():
-        return float_op("arith.addf", [a, b], a.dtype, a.shape)
-    return emit1("arith.addi", [a.handle, b.handle], a.dtype, a.shape)
+    return _arith("arith.addf", "arith.addi", "arith.addi", a, b)
 
 
 def sub(a: Any, b: Any) -> tensor:
-    r = _int_identity(a, b, 0)
+    r = _int_identity(a, b, 0, commutative=False)
     if r is not None:
         return r
     a, b = binary_operands(a, b, True, False)
     if a.dtype.is_ptr():
         return emit1("tt.addptr", [a.handle, minus(b).handle], a.dtype, a.shape)
-    if a.dtype.is_floating():
-        return float_op("arith.subf", [a, b], a.dtype, a.shape)
-    return emit1("arith.subi", [a.handle, b.handle], a.dtype, a.shape)
+    return _arith("arith.subf", "arith.subi", "arith.subi", a, b)
 
 
 def mul(a: Any, b: Any) -> tensor:
-    r = _int_identity(a, b, 1)
-    if r is None:
-        r = _int_identity(b, a, 1)
+    r = _int_identity(a, b, 1, commutative=True)
     if r is not None:
         return r
-    a, b = binary_operands(a, b)
-    if a.dtype.is_floating():
-        return float_op("arith.mulf", [a, b], a.dtype, a.shape)
-    return emit1("arith.muli", [a.handle, b.handle], a.dtype, a.shape)
+    return _arith("arith.mulf", "arith.muli", "arith.muli", *binary_operands(a, b))
 
 
 def truediv(a: Any, b: Any) -> tensor:
@@ -498,16 +495,11 @@ def floordiv(a: Any, b: Any) -> tensor:
     a, b = binary_operands(a, b, div_or_mod=True)
     if not (a.dtype.is_int() or a.dtype.is_bool()):
         raise err(f"// needs integer operands, got {a.dtype}", hint="use / for floats")
-    name = "arith.divsi" if a.dtype.is_int_signed() else "arith.divui"
-    return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
+    return _arith("", "arith.divsi", "arith.divui", a, b)
 
 
 def mod(a: Any, b: Any) -> tensor:
-    a, b = binary_operands(a, b, div_or_mod=True)
-    if a.dtype.is_floating():
-        return float_op("arith.remf", [a, b], a.dtype, a.shape)
-    name = "arith.remsi" if a.dtype.is_int_signed() else "arith.remui"
-    return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
+    return _arith("arith.remf", "arith.remsi", "arith.remui", *binary_operands(a, b, div_or_mod=True))
 
 
 def _bitwise_operands(a: Any, b: Any) -> Tuple[tensor, tensor]:
@@ -597,13 +589,8 @@ def maximum(a: Any, b: Any, propagate_nan: Any = None) -> tensor:
 
 
 def _extremum(kind: str, a: Any, b: Any, propagate_nan: Any) -> tensor:
-    a, b = binary_operands(a, b)
-    if a.dtype.is_floating():
-        name = f"arith.{kind}imumf" if _propagates(propagate_nan) else f"arith.{kind}numf"
-        return float_op(name, [a, b], a.dtype, a.shape)
-    else:
-        name = f"arith.{kind}si" if a.dtype.is_int_signed() else f"arith.{kind}ui"
-    return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
+    name_f = f"arith.{kind}imumf" if _propagates(propagate_nan) else f"arith.{kind}numf"
+    return _arith(name_f, f"arith.{kind}si", f"arith.{kind}ui", *binary_operands(a, b))
 
 
 def _propagates(p: Any) -> bool:
@@ -888,6 +875,8 @@ def reduce(x: Any, axis: Any, kind: str, keep_dims: bool = False) -> tensor:
 
 
 _DOT_INPUTS = (float16, bfloat16, core.float8e4nv, core.float8e5, int8, float32, float64)
+# operand dtype -> the accumulator dtypes tl.dot allows (fp16 and fp8 operands: fp32 or fp16)
+_DOT_ACCUMULATORS = {int8: (int32,), float64: (float64,), float32: (float32,), bfloat16: (float32,)}
 
 
 def dot(a: Any, b: Any, acc: Any = None, input_precision: Any = None, allow_tf32: Any = None,
@@ -920,14 +909,7 @@ def dot(a: Any, b: Any, acc: Any = None, input_precision: Any = None, allow_tf32
     ip = str(ip).lower()
     if ip not in ("tf32", "ieee") + tuple(_SPLIT_PRECISIONS):
         raise err(f"tl.dot input_precision must be one of 'tf32', 'tf32x3', 'bf16x3', 'bf16x6', 'ieee', got {ip!r}")
-    if a.dtype == int8:
-        allowed = (int32,)
-    elif a.dtype == float64:
-        allowed = (float64,)
-    elif a.dtype in (float32, bfloat16):
-        allowed = (float32,)
-    else:
-        allowed = (float32, float16)
+    allowed = _DOT_ACCUMULATORS.get(a.dtype, (float32, float16))
     if acc is None:
         if out_dtype == bfloat16:
             raise err("tl.dot out_dtype=bfloat16 is unsupported", hint="use float32 or float16 and cast the result")
@@ -1055,9 +1037,7 @@ def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any
     if not (isinstance(last, int) and last == 1):
         raise TLXValueError(f"the last stride of a tensor descriptor must be the constant 1, got {last!r}")
     elt = base.dtype.element_ty  # type: ignore[attr-defined]
-    if block[-1] * elt.primitive_bitwidth // 8 < 16:
-        raise err(f"the inner block dimension must span at least 16 bytes, got {block[-1]} x {elt}")
-    check_shape(block)
+    _check_tma_block(block, elt)
     pad = unwrap(padding_option)
     if pad not in ("zero", "nan"):
         raise TLXValueError(f"padding_option must be 'zero' or 'nan', got {pad!r}")
@@ -1071,6 +1051,13 @@ def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any
     if slot is not None and slot.index is not None:
         slot.written[slot.index] = (tuple(block), elt)
     return core.tensor_descriptor(op.result, elt, block)
+
+
+def _check_tma_block(block: List[int], elt: dtype) -> None:
+    """A TMA tile: power-of-two sizes, the inner one at least 16 bytes."""
+    if block[-1] * elt.primitive_bitwidth // 8 < 16:
+        raise err(f"the inner block dimension must span at least 16 bytes, got {block[-1]} x {elt}")
+    check_shape(block)
 
 
 def allocate_tensor_descriptor(num: Any) -> core.tensor_descriptor_ptr:
@@ -1119,9 +1106,7 @@ def reinterpret_tensor_descriptor(ptr: Any, block_shape: Any, dt: Any) -> core.t
     if not 1 <= len(block) <= 5 or not all(isinstance(b, int) and b > 0 for b in block):
         raise TLXValueError(f"reinterpret_tensor_descriptor needs a block shape of 1..5 positive constant sizes, "
                             f"got {block}")
-    if block[-1] * elt.primitive_bitwidth // 8 < 16:
-        raise err(f"the inner block dimension must span at least 16 bytes, got {block[-1]} x {elt}")
-    check_shape(block)
+    _check_tma_block(block, elt)
     seen = slot.written.get(slot.index) if slot.index is not None else None
     if seen is not None and seen != (tuple(block), elt):
         raise err(f"reinterpret_tensor_descriptor reads slot {slot.index} as {block} x {elt}, but "
