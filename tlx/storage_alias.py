@@ -25,6 +25,7 @@ Tensor memory (`storage_kind.tmem`) exists only on Blackwell (sm_100): a spec of
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from tlx.compiler.errors import TLXCompileError, TLXTypeError, TLXValueError
@@ -67,37 +68,22 @@ def _check_storage(storage: Any) -> "storage_kind":
     return storage
 
 
+@dataclass(frozen=True)
 class storage_alias_spec_type:
     """The type of a storage alias spec: its storage kind and its size, when the kernel fixed one."""
 
-    def __init__(self, storage: storage_kind, buffer_size_bytes: Optional[int] = None):
-        self._storage = storage
-        self._buffer_size_bytes = buffer_size_bytes
-
-    @property
-    def storage(self) -> storage_kind:
-        return self._storage
-
-    @property
-    def buffer_size_bytes(self) -> Optional[int]:
-        return self._buffer_size_bytes
-
-    def __eq__(self, other: object) -> bool:
-        return (isinstance(other, storage_alias_spec_type) and self._storage == other._storage
-                and self._buffer_size_bytes == other._buffer_size_bytes)
-
-    def __hash__(self) -> int:
-        return hash((self._storage, self._buffer_size_bytes))
+    storage: storage_kind
+    buffer_size_bytes: Optional[int] = None
 
     def _size_text(self, sep: str) -> str:
-        return f"{sep}{self._buffer_size_bytes}" if self._buffer_size_bytes else ""
+        return f"{sep}{self.buffer_size_bytes}" if self.buffer_size_bytes else ""
 
     def __repr__(self) -> str:
-        return f"storage_alias_spec_type(storage={self._storage.value}{self._size_text(', size=')})"
+        return f"storage_alias_spec_type(storage={self.storage.value}{self._size_text(', size=')})"
 
     def mangle(self) -> str:
         """The name fragment this type adds to a specialization's mangled name."""
-        return f"storage_alias_spec_{self._storage.value}{self._size_text('_')}"
+        return f"storage_alias_spec_{self.storage.value}{self._size_text('_')}"
 
 
 class reuse_group:
@@ -176,8 +162,7 @@ class storage_alias_spec_type_class:
         return self._type
 
     def __repr__(self) -> str:
-        size = f", size={self.buffer_size_bytes}" if self.buffer_size_bytes else ""
-        return f"storage_alias_spec(storage={self.storage.value}{size})"
+        return f"storage_alias_spec(storage={self.storage.value}{self._type._size_text(', size=')})"
 
     # -- inside a kernel -------------------------------------------------------------------------
 
@@ -225,7 +210,7 @@ class storage_alias_spec_type_class:
         n_groups = next(iter(counts))
         align = _align(overlap_def)
         size = _size(overlap_def)
-        stride = -(-size // align) * align
+        stride = _up(size, align)
         placements: Dict[int, dict] = {}
         _place(overlap_def, 0, (stride,), (), placements)
         object.__setattr__(self, "_overlap_set", True)
