@@ -95,6 +95,17 @@ def _unflatten(template: Any, values: List[Value], pos: int = 0) -> Tuple[Any, i
     return (tuple(items) if isinstance(template, tuple) else items), pos
 
 
+def _flatten_named(values: Sequence[Any], names: Sequence[str]) -> Tuple[List[Value], List[str]]:
+    """The IR values the runtime `values` consist of, in order, and for each the name of its value."""
+    flat: List[Value] = []
+    flat_names: List[str] = []
+    for v, n in zip(values, names):
+        parts = _flatten(v) or []
+        flat.extend(parts)
+        flat_names.extend([n] * len(parts))
+    return flat, flat_names
+
+
 def _types(v: Any) -> Optional[List[T.Type]]:
     """The IR types of a runtime value's parts (None for a compile-time value)."""
     f = _flatten(v)
@@ -462,35 +473,23 @@ class Tracer:
     def _check_same_types(self, node: ast.AST, names: Sequence[str], a_vals: Sequence[Any], b_vals: Sequence[Any],
                           a_what: str, b_what: str) -> None:
         for n, a, b in zip(names, a_vals, b_vals):
-            fa, fb = _flatten(a), _flatten(b)
-            if fa is None or fb is None or [v.type for v in fa] != [v.type for v in fb]:
+            ta = _types(a)
+            if ta is None or ta != _types(b):
                 raise self.error(node, f"'{n}' has different types in the {a_what} and {b_what} branches: "
                                        f"{_describe(a)} vs {_describe(b)}",
                                  hint="give it the same dtype and shape on both paths (use .to(...) or tl.broadcast_to)")
 
     def _build_if(self, cond: tensor, then_blk: Block, else_blk: Block, then_vals: List[Any], else_vals: List[Any],
                   names: Sequence[str]) -> List[Any]:
-        tflat: List[Value] = []
-        eflat: List[Value] = []
-        for a, b in zip(then_vals, else_vals):
-            tflat.extend(_flatten(a) or [])
-            eflat.extend(_flatten(b) or [])
+        tflat, rnames = _flatten_named(then_vals, names)
+        eflat, _ = _flatten_named(else_vals, names)
         for blk, vals in ((then_blk, tflat), (else_blk, eflat)):
-            op = Operation("scf.yield", [vals], [], None, 0, self.builder.loc)
-            blk.append(op)
-        rnames = []
-        for n, v in zip(names, then_vals):
-            rnames.extend([n] * len(_flatten(v) or []))
+            blk.append(Operation("scf.yield", [vals], [], None, 0, self.builder.loc))
         ifop = self.builder.create("scf.if", [cond.handle], [v.type for v in tflat], None, 2, result_names=rnames)
         for r, blk in zip(ifop.regions, (then_blk, else_blk)):
             r.block = blk
             blk.parent = r
-        out = []
-        pos = 0
-        for v in then_vals:
-            w, pos = _unflatten(v, list(ifop.results), pos)
-            out.append(w)
-        return out
+        return _unflatten(list(then_vals), list(ifop.results))[0]
 
     def _if_with_return(self, node: ast.If, cond: tensor, rest: List[ast.stmt]) -> None:
         """`if c: ...return...` outside loops: the statements after the `if` continue on the paths
@@ -601,7 +600,7 @@ class Tracer:
         liveins = dict(self.scope)
         carried = self._carried_names(node.body, liveins, ignore={target}, node=node)
         self._localize(liveins, carried)
-        inits, rnames = self._carry_in(liveins, carried)
+        inits, rnames = _flatten_named([liveins[n] for n in carried], carried)
         forop = self.builder.create("scf.for", [lbv.handle, ubv.handle, stv.handle, inits], [v.type for v in inits],
                                     attrs, 1, result_names=rnames)
         body = forop.regions[0].block
@@ -634,24 +633,11 @@ class Tracer:
                                       "or use another name inside the loop")
         return names
 
-    @staticmethod
-    def _carry_in(liveins: Dict[str, Any], carried: Sequence[str]) -> Tuple[List[Value], List[str]]:
-        """The IR values the carried names enter a loop with, and the name of each."""
-        inits: List[Value] = []
-        rnames: List[str] = []
-        for n in carried:
-            parts = _flatten(liveins[n]) or []
-            inits.extend(parts)
-            rnames.extend([n] * len(parts))
-        return inits, rnames
-
     def _bind_carried(self, liveins: Dict[str, Any], carried: Sequence[str], vals: List[Value]) -> None:
         """The scope is `liveins` with the carried names bound to their parts of `vals` (a loop
         body's block arguments, or the loop's results)."""
         self.scope = dict(liveins)
-        pos = 0
-        for n in carried:
-            self.scope[n], pos = _unflatten(liveins[n], vals, pos)
+        self.scope.update(zip(carried, _unflatten([liveins[n] for n in carried], vals)[0]))
 
     def _trace_loop_body(self, node: Any, carried: Sequence[str], liveins: Dict[str, Any], args_: List[Value]) -> None:
         """Trace a loop's body and yield its carried values (`args_`: the body's carried arguments)."""
@@ -672,8 +658,7 @@ class Tracer:
             if isinstance(new, (bool, int, float)) and isinstance(old, tensor) and not old.shape:
                 new = semantic.scalar_constant(new, old.dtype)
             f = _flatten(new)
-            of = _flatten(old)
-            if f is None or of is None or [v.type for v in f] != [v.type for v in of]:
+            if f is None or [v.type for v in f] != _types(old):  # `old` is a runtime value: carried
                 first = self.def_locs.get(n)
                 # the assignment that changed the type (later ones may only keep the new type)
                 at = self.retyped.get(n) or self.assign_locs.get(n)
@@ -694,7 +679,7 @@ class Tracer:
         liveins = dict(self.scope)
         carried = self._carried_names(node.body, liveins, ignore=set(), node=node)
         self._localize(liveins, carried)
-        inits, rnames = self._carry_in(liveins, carried)
+        inits, rnames = _flatten_named([liveins[n] for n in carried], carried)
         wop = self.builder.create("scf.while", [inits], [v.type for v in inits], None, 2, result_names=rnames)
         before, after = wop.regions[0].block, wop.regions[1].block
         bargs = [before.add_arg(v.type, n) for v, n in zip(inits, rnames)]
