@@ -708,7 +708,7 @@ class Tracer:
                              hint="only `with tlx.async_tasks():` / `with tlx.async_task(...):` are supported")
         if node.items[0].optional_vars is not None:
             raise self.error(node, "`with tlx.async_tasks() as x` binds nothing; drop `as x`")
-        if self.partition is not None or self.ctx.in_partition:
+        if self.partition is not None:  # inlined helpers inherit the partition
             raise self.error(node, "async_tasks cannot be nested")
         tasks = self._collect_tasks(node.body)
         defaults = [t for t in tasks if t[0].is_default]
@@ -754,7 +754,6 @@ class Tracer:
                     blk.add_arg(c.type, c.name)
                 ws.blocks.append(blk)
                 self.ctx.replica_id = r
-                self.ctx.in_partition = True
                 self.partition = _Partition(ws, blk)  # outside async_tasks (no nesting): no partition to restore
                 self.ctx.const_anchor.append(blk)
                 try:
@@ -764,7 +763,6 @@ class Tracer:
                 finally:
                     self.ctx.const_anchor.pop()
                     self.partition = None
-                    self.ctx.in_partition = False
                 self.scope = dict(liveins)
         finally:
             self.ctx.replica_id = None
@@ -1161,9 +1159,7 @@ def trace(fn: KernelFunction, arg_types: Dict[str, T.Type], constexprs: Dict[str
         for p in runtime:
             if p.name in equal_to_one:
                 scope[p.name] = semantic.scalar_constant(1, core.dtype_from_ir(arg_types[p.name]))
-        tracer = Tracer(fn, ctx, scope)
-        ctx.tracer = tracer
-        tracer.run_body(fn.body())
+        Tracer(fn, ctx, scope).run_body(fn.body())
         builder.set_insertion_point_to_end(block)
         builder.loc = Location(fn.file, (fdef.end_lineno or fdef.lineno) + fn.line_offset, 0)
         builder.create("tt.return", [], [])

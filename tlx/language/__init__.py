@@ -359,11 +359,7 @@ def inline_asm_elementwise(asm: Any, constraints: Any, args: Any, dtype: Any, is
         shape = semantic.broadcast_shapes(shape, v.shape)
     if shape:
         vals = [semantic.broadcast_to(v, shape) for v in vals]
-
-    def bits(d: Any) -> int:
-        return 64 if d.is_ptr() else d.primitive_bitwidth
-
-    inline_asm.plan(cons, [bits(v.dtype) for v in vals], [bits(d) for d in dts], npack)
+    inline_asm.plan(cons, [v.dtype.primitive_bitwidth for v in vals], [d.primitive_bitwidth for d in dts], npack)
     op = semantic.emit("tt.elementwise_inline_asm", [[v.handle for v in vals]],
                        [semantic.ir_type(d, shape) for d in dts],
                        {"asm": text, "constraints": cons, "pure": pure, "pack": npack})

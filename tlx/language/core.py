@@ -243,8 +243,6 @@ class TraceContext:
         self.num_warps = num_warps
         self.target = target
         self.replica_id: Optional[int] = None  # inside a replicated async_task
-        self.in_partition = False
-        self.tracer: Any = None
         # constants are made once per (block, type, value) at the top of the function body or of
         # the worker partition being traced (partitions are isolated from outer values)
         self.const_anchor: List[Any] = [builder.block]

@@ -718,6 +718,14 @@ def _check_mod(cache_modifier: Any, eviction_policy: Any) -> Dict[str, str]:
     return out
 
 
+def _pointer(ptr: Any, need: str) -> Tuple[tensor, dtype]:
+    """A memory op's pointer operand (`need` says what it must be) and its element dtype."""
+    ptr = to_tensor(ptr)
+    if not ptr.dtype.is_ptr():
+        raise err(f"{need}, got {ptr.dtype}")
+    return ptr, ptr.dtype.element_ty  # type: ignore[attr-defined]
+
+
 def _mask(mask: Any, ptr: tensor, what: str) -> Optional[tensor]:
     """A memory op's optional mask as int1 of the pointer's shape (None stays None)."""
     m = unwrap(mask)
@@ -734,16 +742,14 @@ def _mask(mask: Any, ptr: tensor, what: str) -> Optional[tensor]:
 def load(ptr: Any, mask: Any = None, other: Any = None, boundary_check: Any = (), padding_option: Any = "",
          cache_modifier: Any = "", eviction_policy: Any = "", volatile: Any = False) -> tensor:
     """tl.load through a pointer or a block of pointers."""
-    ptr, mask, other = to_tensor(ptr), unwrap(mask), unwrap(other)
-    if not ptr.dtype.is_ptr():
-        raise err(f"tl.load needs a pointer or a block of pointers, got {ptr.dtype}")
+    ptr, elt = _pointer(ptr, "tl.load needs a pointer or a block of pointers")
+    mask, other = unwrap(mask), unwrap(other)
     if unwrap(boundary_check) or unwrap(padding_option):
         raise err("boundary_check / padding_option apply to block pointers, which tlx does not support",
                   hint="use a mask, or a tensor descriptor (desc.load)")
     if mask is None and other is not None:
         raise err("`other` cannot be given without `mask`")
     mask = _mask(mask, ptr, "load")
-    elt = ptr.dtype.element_ty  # type: ignore[attr-defined]
     is_bool = elt == int1
     if is_bool:
         elt = int8
@@ -762,12 +768,9 @@ def load(ptr: Any, mask: Any = None, other: Any = None, boundary_check: Any = ()
 
 def store(ptr: Any, value: Any, mask: Any = None, boundary_check: Any = (), cache_modifier: Any = "",
           eviction_policy: Any = "") -> None:
-    ptr = to_tensor(ptr)
-    if not ptr.dtype.is_ptr():
-        raise err(f"tl.store needs a pointer or a block of pointers, got {ptr.dtype}")
+    ptr, elt = _pointer(ptr, "tl.store needs a pointer or a block of pointers")
     if unwrap(boundary_check):
         raise err("boundary_check applies to block pointers, which tlx does not support", hint="use a mask")
-    elt = ptr.dtype.element_ty  # type: ignore[attr-defined]
     value = to_tensor(unwrap(value))
     if elt == int1:
         elt = int8
@@ -788,15 +791,12 @@ _SCOPE = ("gpu", "cta", "sys")
 
 def atomic(op: str, ptr: Any, val: Any, mask: Any = None, sem: Any = None, scope: Any = None) -> tensor:
     """tl.atomic_<op>: returns the old values."""
-    ptr = to_tensor(ptr)
-    if not ptr.dtype.is_ptr():
-        raise err(f"atomics need a pointer, got {ptr.dtype}")
+    ptr, elt = _pointer(ptr, "atomics need a pointer")
     sem, scope = unwrap(sem) or "acq_rel", unwrap(scope) or "gpu"
     if sem not in _SEM:
         raise err(f"unknown sem {sem!r}", hint=f"use one of {_SEM}")
     if scope not in _SCOPE:
         raise err(f"unknown scope {scope!r}", hint=f"use one of {_SCOPE}")
-    elt = ptr.dtype.element_ty  # type: ignore[attr-defined]
     val = to_tensor(unwrap(val))
     if ptr.shape:
         val = broadcast_to(val, ptr.shape)
@@ -819,10 +819,7 @@ def atomic(op: str, ptr: Any, val: Any, mask: Any = None, sem: Any = None, scope
 
 
 def atomic_cas(ptr: Any, cmp: Any, val: Any, sem: Any = None, scope: Any = None) -> tensor:
-    ptr = to_tensor(ptr)
-    if not ptr.dtype.is_ptr():
-        raise err(f"atomic_cas needs a pointer, got {ptr.dtype}")
-    elt = ptr.dtype.element_ty  # type: ignore[attr-defined]
+    ptr, elt = _pointer(ptr, "atomic_cas needs a pointer")
     sem, scope = unwrap(sem) or "acq_rel", unwrap(scope) or "gpu"
     cmp = cast(to_tensor(unwrap(cmp)), elt)
     val = cast(to_tensor(unwrap(val)), elt)
