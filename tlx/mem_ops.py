@@ -62,13 +62,13 @@ def local_alloc(shape: Any, dtype: Any, num: Any, storage: Any = storage_kind.sm
         lay = L.default_shared_layout(shape, dt.primitive_bitwidth)
     else:  # the user's layout is kept as given: the compiler never retags it to suit a consumer
         lay = resolve_shared_layout(layout, shape, dt)
+    t = T.MemDescType((num,) + shape, dt.ir, lay, num, True)
     reuse = unwrap(reuse)
     if isinstance(reuse, storage_alias_spec_type_class):
         if reuse.storage is not unwrap(storage):
             raise TLXValueError(f"storage_alias_spec storage ({reuse.storage.value}) does not match the "
                                 f"local_alloc storage ({unwrap(storage).value})")
-        return reuse._alloc(shape, num, dt, lay)
-    t = T.MemDescType((num,) + shape, dt.ir, lay, num, True)
+        return reuse._alloc(t, dt)
     if isinstance(reuse, buffered_tensor):
         return _reuse_buffer(reuse, t, dt)
     if reuse is not None:

@@ -166,8 +166,8 @@ class storage_alias_spec_type_class:
 
     # -- inside a kernel -------------------------------------------------------------------------
 
-    def _alloc(self, shape: Tuple[int, ...], num: int, dt: Any, lay: L.SharedLayout) -> buffered_tensor:
-        """`local_alloc(shape, dt, num, reuse=self)`: a `tlx.local_alias` of the spec's bytes,
+    def _alloc(self, t: T.MemDescType, dt: Any) -> buffered_tensor:
+        """`local_alloc(..., reuse=self)` of buffers of type `t`: a `tlx.local_alias` of the spec's bytes,
         at byte 0 with its buffers back to back until `set_buffer_overlap` places it."""
         if self._handle is None:
             raise TLXCompileError("this storage_alias_spec has no storage behind it (it was built outside a kernel)",
@@ -176,8 +176,7 @@ class storage_alias_spec_type_class:
             raise TLXCompileError("local_alloc(reuse=spec) after spec.set_buffer_overlap(...): the overlap "
                                   "scheme must name every allocation of the spec",
                                   hint="allocate every buffer of the spec before calling set_buffer_overlap")
-        t = T.MemDescType((num,) + shape, dt.ir, lay, num, True)
-        op = semantic.emit("tlx.local_alias", [self._handle], [t], placement_attrs(0, [t.nbytes // num]))
+        op = semantic.emit("tlx.local_alias", [self._handle], [t], placement_attrs(0, [t.nbytes // t.buffers]))
         self._members.append(op)
         self._resize({})
         return buffered_tensor(op.result, dt)

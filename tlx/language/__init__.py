@@ -357,8 +357,7 @@ def inline_asm_elementwise(asm: Any, constraints: Any, args: Any, dtype: Any, is
     shape: tuple = ()
     for v in vals:
         shape = semantic.broadcast_shapes(shape, v.shape)
-    if shape:
-        vals = [semantic.broadcast_to(v, shape) for v in vals]
+    vals = [semantic.broadcast_to(v, shape) for v in vals]
     inline_asm.plan(cons, [v.dtype.primitive_bitwidth for v in vals], [d.primitive_bitwidth for d in dts], npack)
     op = semantic.emit("tt.elementwise_inline_asm", [[v.handle for v in vals]],
                        [semantic.ir_type(d, shape) for d in dts],

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tlx.compiler.analysis.layout_math import is_pow2
 from tlx.compiler.errors import TLXCompileError, TLXValueError
+from tlx.compiler.ir import Operation
 from tlx.compiler.ir import layouts as L
 from tlx.compiler.ir import types as T
 
@@ -86,8 +87,6 @@ def constant(value: Any, dt: dtype, shape: Sequence[int] = ()) -> tensor:
     key = (id(anchor), t, type(value), value)
     v = ctx.const_cache.get(key)
     if v is None:
-        from tlx.compiler.ir import Operation
-
         name = f"c{value}_{dt.sig}".replace("-", "m") if isinstance(value, int) and not shape else "cst"
         op = Operation("arith.constant", [], [t], {"value": value}, 0, ctx.builder.loc, [name])
         n = ctx.const_count.get(id(anchor), 0)
@@ -221,7 +220,7 @@ def broadcast_shapes(a: Sequence[int], b: Sequence[int]) -> Tuple[int, ...]:
 def broadcast_pair(a: tensor, b: tensor) -> Tuple[tensor, tensor]:
     if a.shape == b.shape:
         return a, b
-    shape = broadcast_shapes(a.shape, b.shape) if a.shape and b.shape else (a.shape or b.shape)
+    shape = broadcast_shapes(a.shape, b.shape)  # a scalar's () pads to all ones
     return broadcast_to(a, shape), broadcast_to(b, shape)
 
 
@@ -601,10 +600,8 @@ def _propagates(p: Any) -> bool:
 def where(cond: Any, x: Any, y: Any) -> tensor:
     cond = cast(to_tensor(cond), int1)
     x, y = binary_operands(x, y, True, True)
-    shape = broadcast_shapes(cond.shape, x.shape) if cond.shape and x.shape else (cond.shape or x.shape)
-    if shape:
-        x, y = broadcast_to(x, shape), broadcast_to(y, shape)
-        cond = broadcast_to(cond, shape)
+    shape = broadcast_shapes(cond.shape, x.shape)
+    x, y, cond = (broadcast_to(v, shape) for v in (x, y, cond))
     return emit1("arith.select", [cond.handle, x.handle, y.handle], x.dtype, x.shape)
 
 
@@ -687,13 +684,10 @@ def hint(x: Any, key: str, values: Any) -> tensor:
         raise err(f"{key} values must be positive compile-time integers, got {values}")
     if len(values) != max(1, len(x.shape)):
         raise err(f"{key} needs one value per dimension ({max(1, len(x.shape))}), got {len(values)}")
-    d = x.handle.defining_op
-    attrs: Dict[str, Any] = {}
-    src = x.handle
-    if d is not None and d.name == "tt.hint":
-        attrs = dict(d.attrs)
+    d = x.handle.defining_op  # a second hint on a value keeps the first one's
+    attrs: Dict[str, Any] = dict(d.attrs) if d is not None and d.name == "tt.hint" else {}
     attrs[key] = values
-    return emit1("tt.hint", [src], x.dtype, x.shape, attrs)
+    return emit1("tt.hint", [x.handle], x.dtype, x.shape, attrs)
 
 
 # ---------------------------------------------------------------------------------------------
