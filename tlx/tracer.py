@@ -934,9 +934,6 @@ class Tracer:
                 parts.append(format(unwrap(x), self.visit(v.format_spec) if v.format_spec else ""))  # type: ignore[attr-defined]
         return "".join(parts)
 
-    def visit_FormattedValue(self, node: ast.FormattedValue) -> Any:
-        return format(unwrap(self.visit(node.value)))
-
     _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
                ast.Mod: "mod", ast.BitAnd: "and_", ast.BitOr: "or_", ast.BitXor: "xor", ast.LShift: "lshift",
                ast.RShift: "rshift", ast.Pow: "pow", ast.MatMult: "matmul"}

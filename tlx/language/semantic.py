@@ -300,11 +300,10 @@ def cast(x: Any, dst: dtype, fp_downcast_rounding: Optional[str] = None, bitcast
     if src.is_floating() and dst.is_floating():
         if src.is_fp8() or dst.is_fp8() or (fp_downcast_rounding not in (None, "rtne")):
             return emit1("tt.fp_to_fp", [x.handle], dst, sh, {"rounding": fp_downcast_rounding or "rtne"})
-        if (src.is_fp16() or src.is_bf16()) and not dst.is_fp32() and not (src.primitive_bitwidth < dst.primitive_bitwidth and dst.is_fp64()):
+        if {src.name, dst.name} == {"fp16", "bf16"}:  # no direct conversion between the two: through fp32
             return cast(cast(x, float32), dst)
-        if src.primitive_bitwidth > dst.primitive_bitwidth:
-            return emit1("arith.truncf", [x.handle], dst, sh)
-        return emit1("arith.extf", [x.handle], dst, sh)
+        name = "arith.truncf" if src.primitive_bitwidth > dst.primitive_bitwidth else "arith.extf"
+        return emit1(name, [x.handle], dst, sh)
     if (src.is_int() or src.is_bool()) and (dst.is_int() or dst.is_bool()):
         if dst.is_bool():
             return compare(x, full(sh, 0, src), "ne")
