@@ -25,6 +25,7 @@ import builtins
 import contextlib
 import inspect
 import operator as pyop
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from tlx.compiler.errors import IRVerifyError, TLXCompileError
@@ -124,23 +125,23 @@ def _describe(v: Any) -> str:
     return f"compile-time {type(v).__name__} {v!r}"
 
 
+@dataclass(eq=False)
 class _Partition:
     """Tracing state of one worker partition: its block and the captures it remapped."""
 
-    def __init__(self, ws: "_WarpSpecialize", block: Block):
-        self.ws = ws
-        self.block = block
-        self.map: Dict[int, Value] = {}
-        self.remat = 0  # ops recomputed at the top of the partition (after its constants)
+    ws: "_WarpSpecialize"
+    block: Block
+    map: Dict[int, Value] = field(default_factory=dict)
+    remat: int = 0  # ops recomputed at the top of the partition (after its constants)
 
 
+@dataclass(eq=False)
 class _WarpSpecialize:
     """Collects the explicit captures of one `tlx.warp_specialize` while its partitions trace."""
 
-    def __init__(self) -> None:
-        self.captures: List[Value] = []
-        self.blocks: List[Block] = []
-        self.index: Dict[int, int] = {}
+    captures: List[Value] = field(default_factory=list)
+    blocks: List[Block] = field(default_factory=list)
+    index: Dict[int, int] = field(default_factory=dict)  # id(captured value) -> its argument position
 
     def capture(self, v: Value, part: _Partition, tracer: "Tracer") -> Value:
         if isinstance(v.type, T.TensorType):
@@ -211,12 +212,8 @@ class Tracer:
         self.ctx = ctx
         self.builder = ctx.builder
         self.scope = scope
-        self.globals = jitfn.globals
-        self.file = jitfn.file
-        self.line_offset = jitfn.line_offset
         self.depth = depth
         self.loop_depth = 0
-        self.is_kernel = depth == 0
         self.partition = partition
         self.ret_value: Any = None
         self.def_locs: Dict[str, Location] = {}
@@ -226,15 +223,14 @@ class Tracer:
 
     # ---- locations and errors ------------------------------------------------------------------
     def loc_of(self, node: Optional[ast.AST]) -> Location:
-        cache = self.jitfn.loc_cache
-        key = id(node)
-        loc = cache.get(key)
+        fn = self.jitfn
+        loc = fn.loc_cache.get(id(node))
         if loc is None:
             if node is None or not hasattr(node, "lineno"):
-                loc = Location(self.file, self.line_offset + 1, 0)
+                loc = Location(fn.file, fn.line_offset + 1, 0)
             else:
-                loc = Location(self.file, node.lineno + self.line_offset, getattr(node, "col_offset", 0))
-            cache[key] = loc
+                loc = Location(fn.file, node.lineno + fn.line_offset, getattr(node, "col_offset", 0))
+            fn.loc_cache[id(node)] = loc
         return loc
 
     def error(self, node: Optional[ast.AST], msg: str, hint: Optional[str] = None) -> TLXCompileError:
@@ -376,7 +372,7 @@ class Tracer:
     def visit_Return(self, node: ast.Return) -> None:
         self._check_not_in_loop(node)
         value = self.visit(node.value) if node.value is not None else None
-        if self.is_kernel and value is not None:
+        if self.depth == 0 and value is not None:  # the kernel itself
             raise self.error(node, "a kernel cannot return a value", hint="store results through a pointer argument")
         self.ret_value = value
         raise _Return()
@@ -807,8 +803,8 @@ class Tracer:
     def lookup(self, name: str, node: ast.AST) -> Any:
         if name in self.scope:
             v = self.scope[name]
-        elif name in self.globals:
-            v = self.globals[name]
+        elif name in self.jitfn.globals:
+            v = self.jitfn.globals[name]
         elif name in self.jitfn.closure:
             v = self.jitfn.closure[name]
         elif hasattr(builtins, name):
@@ -1074,9 +1070,8 @@ class Tracer:
                 raise self.error(node, f"{fn.__name__}(): parameter '{p.name}' is a tl.constexpr but got {_describe(v)}",
                                  hint="pass a compile-time value")
             scope[p.name] = unwrap(v) if p.is_constexpr else v
-        body = fn.body()  # reads the helper's source first: it sets the line offset the Tracer copies
         sub = Tracer(fn, self.ctx, scope, self.depth + 1, self.partition)
-        sub.run_body(body)
+        sub.run_body(fn.body())
         return sub.ret_value
 
     def visit_Lambda(self, node: ast.Lambda) -> Any:
