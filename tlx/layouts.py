@@ -495,8 +495,11 @@ class amd_mfma_layout(layout_encoding):
 
 def resolve_shared_layout(lay: Any, shape: Tuple[int, ...], dtype: Any) -> L.SharedLayout:
     """The compiler's layout for `local_alloc(shape, dtype, layout=lay)`: a TLX shared layout or a
-    CuTe swizzle, resolved for one buffer of `shape` (a TLXTypeError for anything else)."""
+    CuTe swizzle, resolved for one buffer of `shape`, or the default layout when `lay` is None (a
+    TLXTypeError for anything else)."""
     lay = unwrap(lay)
+    if lay is None:
+        return L.default_shared_layout(tuple(shape), dtype.primitive_bitwidth)
     if isinstance(lay, (shared_layout_encoding, swizzled_layout)):
         return lay.resolve(tuple(shape), dtype)
     if isinstance(lay, layout):

@@ -58,10 +58,8 @@ def local_alloc(shape: Any, dtype: Any, num: Any, storage: Any = storage_kind.sm
         raise TLXCompileError(f"local_alloc needs at least one buffer, got num={num}")
     if not shape or any(d < 1 for d in shape):
         raise TLXCompileError(f"local_alloc shape must have positive dimensions, got {shape}")
-    if unwrap(layout) is None:
-        lay = L.default_shared_layout(shape, dt.primitive_bitwidth)
-    else:  # the user's layout is kept as given: the compiler never retags it to suit a consumer
-        lay = resolve_shared_layout(layout, shape, dt)
+    # the default layout, or the user's kept as given: the compiler never retags it to suit a consumer
+    lay = resolve_shared_layout(layout, shape, dt)
     t = T.MemDescType((num,) + shape, dt.ir, lay, num, True)
     reuse = unwrap(reuse)
     if isinstance(reuse, storage_alias_spec_type_class):
@@ -154,10 +152,7 @@ def local_reinterpret(src: Any, dtype: Any, shape: Any = None, layout: Any = Non
     # layout (explicit or the default) describes one buffer of it, else the whole view
     keeps_buffers = bool(st.buffers) and new_shape[:1] == st.shape[:1]
     one = new_shape[1:] if keeps_buffers else new_shape
-    if unwrap(layout) is None:
-        lay = L.default_shared_layout(one, dt.primitive_bitwidth)
-    else:
-        lay = resolve_shared_layout(layout, one, dt)
+    lay = resolve_shared_layout(layout, one, dt)
     t = T.MemDescType(new_shape, dt.ir, lay, st.buffers if keeps_buffers else 0, st.mutable, st.alloc_shape)
     op = semantic.emit("tlx.memdesc_reinterpret", [b.handle], [t])
     return buffered_tensor(op.result, dt)
