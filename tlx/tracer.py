@@ -452,8 +452,7 @@ class Tracer:
         self._check_same_types(node, names, then_vals, else_vals, "then", "else")
         result = self._build_if(cond, then_blk, else_blk, then_vals, else_vals, names)
         self.scope = dict(liveins)
-        for n, v in zip(names, result):
-            self.scope[n] = v
+        self.scope.update(zip(names, result))
 
     def _trace_branch(self, stmts: Sequence[ast.stmt], liveins: Dict[str, Any]) -> Tuple[Block, Dict[str, Any]]:
         blk = Block()
@@ -723,11 +722,8 @@ class Tracer:
         if any(r is not None for r in regs) and any(r is None for r in regs):
             raise self.error(node, "either every worker async_task gives registers= or none does")
         if not parts:  # only the default survived: no warp specialization
-            self.ctx.replica_id = 0
-            try:
+            with self._replica(0):
                 self.visit_stmts(default_node.body)
-            finally:
-                self.ctx.replica_id = None
             return
         ws = _WarpSpecialize()
         part_warps = [p[1] for p in parts]
@@ -737,33 +733,37 @@ class Tracer:
             attrs["default_registers"] = default_task.registers
         wsop = self.builder.create("tlx.warp_specialize", [[]], [], attrs, 1 + len(parts))
         liveins = dict(self.scope)
-        try:
-            # the default partition sees the enclosing values directly
-            with self._inserting_into(wsop.regions[0].block):
-                self.ctx.replica_id = 0
-                self.visit_stmts(default_node.body)
-                self.builder.create("tlx.ws_yield", [], [])
+        # the default partition sees the enclosing values directly
+        with self._replica(0), self._inserting_into(wsop.regions[0].block):
+            self.visit_stmts(default_node.body)
+            self.builder.create("tlx.ws_yield", [], [])
+        for k, (wnode, _, _, r) in enumerate(parts):
             self.scope = dict(liveins)
-            for k, (wnode, _, _, r) in enumerate(parts):
-                blk = wsop.regions[1 + k].block
-                for c in ws.captures:
-                    blk.add_arg(c.type, c.name)
-                ws.blocks.append(blk)
-                self.ctx.replica_id = r
-                self.partition = _Partition(ws, blk)  # outside async_tasks (no nesting): no partition to restore
-                self.ctx.const_anchor.append(blk)
-                try:
-                    with self._inserting_into(blk):
-                        self.visit_stmts(wnode.body)
-                        self.builder.create("tlx.ws_return", [], [])
-                finally:
-                    self.ctx.const_anchor.pop()
-                    self.partition = None
-                self.scope = dict(liveins)
-        finally:
-            self.ctx.replica_id = None
+            blk = wsop.regions[1 + k].block
+            for c in ws.captures:
+                blk.add_arg(c.type, c.name)
+            ws.blocks.append(blk)
+            self.partition = _Partition(ws, blk)  # outside async_tasks (no nesting): no partition to restore
+            self.ctx.const_anchor.append(blk)
+            try:
+                with self._replica(r), self._inserting_into(blk):
+                    self.visit_stmts(wnode.body)
+                    self.builder.create("tlx.ws_return", [], [])
+            finally:
+                self.ctx.const_anchor.pop()
+                self.partition = None
+        self.scope = dict(liveins)
         self._drop_unused_captures(wsop, ws)
         wsop.set_operands([ws.captures])
+
+    @contextlib.contextmanager
+    def _replica(self, replica_id: int):
+        """Trace as replica `replica_id` of an async_task (what tlx.async_task_replica_id() gives)."""
+        self.ctx.replica_id = replica_id
+        try:
+            yield
+        finally:
+            self.ctx.replica_id = None
 
     @staticmethod
     def _drop_unused_captures(wsop: Operation, ws: _WarpSpecialize) -> None:
