@@ -165,13 +165,10 @@ class swizzled_layout(layout_encoding):
     def _to_encoding(self, shape: Optional[Sequence[int]] = None) -> swizzled_shared_layout_encoding:
         """The swizzled_shared_layout_encoding of this swizzle for a buffer of `shape` (a shape
         is needed unless there is no swizzle)."""
-        if self.order is not None:
-            rank = len(self.order)
-        elif shape is not None:
-            rank = len(shape)
-        else:
+        if self.order is None and shape is None:
             raise TLXValueError("swizzled_layout: cannot resolve without an order or a shape")
-        order = list(self.order) if self.order is not None else list(reversed(range(rank)))
+        order = list(self.order) if self.order is not None else list(reversed(range(len(shape or ()))))
+        rank = len(order)
         if self.maxPhase == 1:
             per_phase = 1
         else:

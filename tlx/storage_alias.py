@@ -197,9 +197,7 @@ class storage_alias_spec_type_class:
         leaves: List[Operation] = []
         _collect_leaves(overlap_def, self, leaves)
         groups = _buffer_groups(overlap_def, 1)
-        counts = {}
-        for op, g in groups:
-            counts.setdefault(op.result.type.buffers // g, []).append(op)
+        counts = {op.result.type.buffers // g for op, g in groups}  # buffer groups per leaf
         if len(counts) > 1:
             detail = ", ".join(f"{_name(op)}: {op.result.type.buffers} buffers / group size {g}" for op, g in groups)
             raise TLXCompileError(f"the allocations of a reuse_group tree must have the same number of buffer groups "
