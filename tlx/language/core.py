@@ -30,10 +30,7 @@ class dtype:
         self.sig = sig  # the signature spelling: i32, fp16, ...
         self.ir = ir
 
-    def __repr__(self) -> str:
-        return self.name
-
-    def __str__(self) -> str:
+    def __repr__(self) -> str:  # also str(): object.__str__ calls it
         return self.name
 
     def __eq__(self, other: object) -> bool:

@@ -60,14 +60,10 @@ def type_of_python_scalar(x: Any) -> dtype:
     if isinstance(x, bool):
         return int1
     if isinstance(x, int):
-        if -2 ** 31 <= x < 2 ** 31:
-            return int32
-        if 2 ** 31 <= x < 2 ** 32:
-            return uint32
-        if -2 ** 63 <= x < 2 ** 63:
-            return int64
-        if 2 ** 63 <= x < 2 ** 64:
-            return uint64
+        for dt in (int32, uint32, int64, uint64):  # the first whose range holds x
+            lo, hi = dt.int_range()
+            if lo <= x <= hi:
+                return dt
         raise err(f"integer {x} does not fit in 64 bits")
     if isinstance(x, float):
         a = abs(x)
@@ -703,12 +699,7 @@ def _check_mod(cache_modifier: Any, eviction_policy: Any) -> Dict[str, str]:
         raise err(f"unknown cache_modifier {c!r}", hint=f"use one of {_CACHE}")
     if e not in _EVICT:
         raise err(f"unknown eviction_policy {e!r}", hint=f"use one of {_EVICT}")
-    out = {}
-    if c:
-        out["cache"] = c
-    if e:
-        out["evict"] = e
-    return out
+    return {k: v for k, v in (("cache", c), ("evict", e)) if v}
 
 
 def _pointer(ptr: Any, need: str) -> Tuple[tensor, dtype]:
