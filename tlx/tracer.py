@@ -565,10 +565,8 @@ class Tracer:
         if it_fn is tl.range:
             r = tl.range(*args, **kwargs)
             lb, ub, step = r.start, r.end, r.step
-            if r.num_stages is not None:
-                attrs["num_stages"] = int(r.num_stages)
-            if r.loop_unroll_factor is not None:
-                attrs["loop_unroll_factor"] = int(r.loop_unroll_factor)
+            hints = {"num_stages": r.num_stages, "loop_unroll_factor": r.loop_unroll_factor}
+            attrs = {k: int(v) for k, v in hints.items() if v is not None}
         elif it_fn is builtins.range:
             if kwargs or not 1 <= len(args) <= 3:
                 raise self.error(node, "range() takes 1 to 3 positional arguments")
@@ -593,7 +591,7 @@ class Tracer:
         lbv, ubv, stv = (semantic.cast(v, ivt) for v in vals)
         target = node.target.id
         liveins = dict(self.scope)
-        carried = self._carried_names(node.body, liveins, ignore={target}, node=node)
+        carried = self._carried_names(node, liveins, ignore={target})
         self._localize(liveins, carried)
         inits, rnames = _flatten_named([liveins[n] for n in carried], carried)
         forop = self.builder.create("scf.for", [lbv.handle, ubv.handle, stv.handle, inits], [v.type for v in inits],
@@ -610,12 +608,12 @@ class Tracer:
             self._trace_loop_body(node, carried, liveins, args_)
         self._bind_carried(liveins, carried, list(forop.results))
 
-    def _carried_names(self, body: Sequence[ast.stmt], liveins: Dict[str, Any], ignore: Set[str],
-                       node: ast.AST) -> List[str]:
+    def _carried_names(self, node: Any, liveins: Dict[str, Any], ignore: Set[str]) -> List[str]:
+        """The names loop `node` carries: runtime values bound before it that its body rebinds."""
         names = []
         assigned = self.jitfn.assigned_cache.get(id(node))
         if assigned is None:
-            assigned = self.jitfn.assigned_cache[id(node)] = _assigned_names(body)
+            assigned = self.jitfn.assigned_cache[id(node)] = _assigned_names(node.body)
         for n in sorted(assigned - ignore):
             if n not in liveins:
                 continue
@@ -672,7 +670,7 @@ class Tracer:
         if node.orelse:
             raise self.error(node, "`while ... else` is not supported in kernels")
         liveins = dict(self.scope)
-        carried = self._carried_names(node.body, liveins, ignore=set(), node=node)
+        carried = self._carried_names(node, liveins, ignore=set())
         self._localize(liveins, carried)
         inits, rnames = _flatten_named([liveins[n] for n in carried], carried)
         wop = self.builder.create("scf.while", [inits], [v.type for v in inits], None, 2, result_names=rnames)
