@@ -41,7 +41,7 @@ def local_alloc(shape: Any, dtype: Any, num: Any, storage: Any = storage_kind.sm
     `reuse=buf` (an array from `local_alloc`) puts them at the start of `buf`'s bytes, which must
     hold them."""
     shape = tuple(semantic.constexpr_int(d, "each dimension of the local_alloc shape") for d in unwrap(shape))
-    if isinstance(unwrap(num), (core.Handle, tensor)):  # the real TLX's ValueError
+    if isinstance(unwrap(num), core.Handle):  # the real TLX's ValueError
         raise TLXValueError("the number of buffers of local_alloc must be a compile-time constant, got a runtime value",
                             hint="pass it as a literal or a tl.constexpr parameter directly (`num=2`, "
                                  "`num=tl.constexpr(2)`); a variable assigned in the kernel is a runtime value")
@@ -204,7 +204,7 @@ def local_load(src: Any, token: Any = None, layout: Any = None, relaxed: Any = F
 
 def _axis(axis: Any, rank: int, what: str) -> int:
     a = unwrap(axis)
-    if isinstance(a, core.Handle) or isinstance(a, tensor):
+    if isinstance(a, core.Handle):
         raise TLXCompileError(f"{what}'s axis must be a compile-time integer, got a runtime value")
     if not isinstance(a, int) or isinstance(a, bool) or not 0 <= a < rank:
         raise TLXValueError(f"{what}'s axis must be a dimension of the rank-{rank} buffer (0..{rank - 1}), got {a!r}")
@@ -555,8 +555,7 @@ def async_descriptor_store(desc: Any, source: Any, offsets: Any, eviction_policy
     d = _desc(desc)
     b = _as_buffer(source, "async_descriptor_store's source")
     _check_tile(d, b, "async_descriptor_store")
-    red = unwrap(store_reduce)
-    if red:
+    if unwrap(store_reduce):
         raise TLXCompileError("store_reduce needs Blackwell")
     attrs = semantic._check_mod("", eviction_policy)
     semantic.emit("tlx.tma_store", [d.handle, b.handle, _offsets(offsets, len(d.block_shape), "async_descriptor_store")], [], attrs)

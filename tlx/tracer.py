@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from tlx.compiler.errors import IRVerifyError, TLXCompileError
-from tlx.compiler.ir import Block, BlockArgument, Builder, Location, Module, Operation, Region, Value, is_pure, verify_module
+from tlx.compiler.ir import Block, BlockArgument, Builder, Location, Module, Operation, Value, is_pure, verify_module
 from tlx.compiler.ir import types as T
 
 from . import language as tl
@@ -1023,10 +1023,8 @@ class Tracer:
                 kwargs[k.arg] = self.visit(k.value)
         if isinstance(fn, KernelFunction):
             return self.inline(fn, args, kwargs, node)
-        if getattr(fn, "__tlx_builtin__", False):
-            return fn(*args, **kwargs)
-        if inspect.ismethod(fn) and isinstance(fn.__self__, Handle):
-            return fn(*args, **kwargs)
+        if getattr(fn, "__tlx_builtin__", False) or inspect.ismethod(fn) and isinstance(fn.__self__, Handle):
+            return fn(*args, **kwargs)  # a builtin or a method of a traced value: it takes traced values
         if fn in (builtins.min, builtins.max) and any(_is_runtime(a) for a in args):
             if len(args) != 2 or kwargs:
                 raise self.error(node, f"{fn.__name__}() of runtime values takes exactly two arguments")

@@ -226,8 +226,6 @@ def umulhi(x: Any, y: Any) -> tensor:
     raise TLXCompileError("tl.umulhi is not supported by tlx yet")
 
 
-
-
 # ---- shapes ------------------------------------------------------------------------------------
 
 @builtin
@@ -255,11 +253,9 @@ def trans(input: Any, *dims: Any) -> tensor:
 def expand_dims(input: Any, axis: Any) -> tensor:
     x = semantic.to_tensor(input)
     axis = unwrap(axis)
-    if isinstance(axis, (tuple, list)):
-        for a in sorted(axis):
-            x = semantic.expand_dims(x, a)
-        return x
-    return semantic.expand_dims(x, axis)
+    for a in sorted(axis) if isinstance(axis, (tuple, list)) else [axis]:
+        x = semantic.expand_dims(x, a)
+    return x
 
 
 @builtin
