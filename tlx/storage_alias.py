@@ -178,7 +178,7 @@ class storage_alias_spec_type_class:
                                   hint="allocate every buffer of the spec before calling set_buffer_overlap")
         op = semantic.emit("tlx.local_alias", [self._handle], [t], placement_attrs(0, [t.nbytes // t.buffers]))
         self._members.append(op)
-        self._resize({})
+        self._resize()
         return buffered_tensor(op.result, dt)
 
     @builtin
@@ -214,11 +214,12 @@ class storage_alias_spec_type_class:
         for op in self._members:
             if id(op) in placements:
                 op.attrs.update(placements[id(op)])
-        self._resize({"groups": n_groups, "stride": stride, "align": align})
+        self._resize(n_groups * stride)
 
-    def _resize(self, layout: dict) -> None:
-        """Give the spec's bytes the size (and alignment) its members need, checking a fixed size."""
-        need = 0
+    def _resize(self, min_size: int = 0) -> None:
+        """Give the spec's bytes the size (and alignment) its members need, and at least `min_size`
+        (the bytes set_buffer_overlap's buffer groups span), checking a fixed size."""
+        need = min_size
         align = TMA_ALIGN
         for op in self._members:
             t = op.result.type
@@ -226,8 +227,6 @@ class storage_alias_spec_type_class:
             one = t.nbytes // t.buffers
             need = max(need, max(p.slab_offset(i) for i in range(t.buffers)) + one)
             align = max(align, alignment_of(op))
-        if layout:
-            need = max(need, layout["groups"] * layout["stride"])
         size = need
         if self.buffer_size_bytes is not None:
             if need > self.buffer_size_bytes:
@@ -235,8 +234,7 @@ class storage_alias_spec_type_class:
                                       f"its allocations need {need} bytes",
                                       hint=f"raise buffer_size_bytes to at least {need}, or omit it")
             size = self.buffer_size_bytes
-        backing = self._handle.owner
-        backing.attrs["alignment"] = align
+        self._handle.owner.attrs["alignment"] = align
         self._handle.type = _bytes_type(max(size, 1))
 
 

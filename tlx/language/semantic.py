@@ -33,10 +33,9 @@ def ir_type(dt: dtype, shape: Sequence[int] = ()) -> T.Type:
     return T.TensorType(tuple(shape), e) if shape else e  # type: ignore[arg-type]
 
 
-def emit(name: str, operands: Sequence[Any] = (), result_types: Sequence[T.Type] = (), attrs: Optional[Dict] = None,
-         num_regions: int = 0):
+def emit(name: str, operands: Sequence[Any] = (), result_types: Sequence[T.Type] = (), attrs: Optional[Dict] = None):
     """Create op `name` at the trace's insertion point (with the current source location)."""
-    return core.current().builder.create(name, operands, result_types, attrs, num_regions)
+    return core.current().builder.create(name, operands, result_types, attrs)
 
 
 def emit1(name: str, operands: Sequence[Any], dt: dtype, shape: Sequence[int] = (), attrs: Optional[Dict] = None) -> tensor:
