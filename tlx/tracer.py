@@ -65,10 +65,7 @@ def _assigned_names(stmts: Sequence[ast.stmt]) -> Set[str]:
 
 
 def _contains_return(node: ast.AST) -> bool:
-    for n in ast.walk(node):
-        if isinstance(n, ast.Return):
-            return True
-    return False
+    return any(isinstance(n, ast.Return) for n in ast.walk(node))
 
 
 def _flatten(v: Any) -> Optional[List[Value]]:
