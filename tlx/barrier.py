@@ -127,26 +127,18 @@ def fence_mbarrier_init_cluster() -> None:
 
 # ---- cluster launch control (Blackwell) ------------------------------------------------------------
 
-def _clc_needs_blackwell(name: str) -> TLXCompileError:
-    return TLXCompileError(f"tlx.{name}: cluster launch control (clusterlaunchcontrol.try_cancel) needs sm_100 "
-                           "(Blackwell); tlx targets sm_90a",
-                           hint="on Hopper, schedule tiles with a persistent loop over tl.program_id / "
-                                "tl.num_programs instead")
+def _clc_needs_blackwell(name: str):
+    """The cluster-launch-control builtin `name`: it needs sm_100, so here it is always a TLXCompileError."""
+    def fn(*args: Any, **kwargs: Any) -> None:
+        raise TLXCompileError(f"tlx.{name}: cluster launch control (clusterlaunchcontrol.try_cancel) needs sm_100 "
+                              "(Blackwell); tlx targets sm_90a",
+                              hint="on Hopper, schedule tiles with a persistent loop over tl.program_id / "
+                                   "tl.num_programs instead")
+    fn.__name__ = name
+    fn.__doc__ = "Cluster launch control exists only on sm_100: always a TLXCompileError here."
+    return builtin(fn)
 
 
-@builtin
-def clc_create_context(*args: Any, **kwargs: Any) -> None:
-    """Cluster launch control exists only on sm_100: always a TLXCompileError here."""
-    raise _clc_needs_blackwell("clc_create_context")
-
-
-@builtin
-def clc_producer(*args: Any, **kwargs: Any) -> None:
-    """Cluster launch control exists only on sm_100: always a TLXCompileError here."""
-    raise _clc_needs_blackwell("clc_producer")
-
-
-@builtin
-def clc_consumer(*args: Any, **kwargs: Any) -> None:
-    """Cluster launch control exists only on sm_100: always a TLXCompileError here."""
-    raise _clc_needs_blackwell("clc_consumer")
+clc_create_context = _clc_needs_blackwell("clc_create_context")
+clc_producer = _clc_needs_blackwell("clc_producer")
+clc_consumer = _clc_needs_blackwell("clc_consumer")

@@ -22,7 +22,6 @@ class Param:
     """One kernel parameter."""
 
     name: str
-    index: int
     is_constexpr: bool
     default: Any = inspect.Parameter.empty
 
@@ -55,8 +54,8 @@ class KernelFunction:
         for p in self.signature.parameters.values():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 raise TLXCompileError(f"kernel {fn.__name__}: *args / **kwargs parameters are not supported")
-        self.params: List[Param] = [Param(p.name, i, is_constexpr_annotation(p.annotation), p.default)
-                                    for i, p in enumerate(self.signature.parameters.values())]
+        self.params: List[Param] = [Param(p.name, is_constexpr_annotation(p.annotation), p.default)
+                                    for p in self.signature.parameters.values()]
         self.globals = fn.__globals__
         self.closure: Dict[str, Any] = {}
         for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):

@@ -13,9 +13,13 @@ only NVMMA buffers.
 
 from __future__ import annotations
 
+import math
 from typing import Any, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from tlx.compiler.errors import TLXAssertionError, TLXCompileError, TLXTypeError, TLXValueError
+from tlx.compiler.analysis.layout_math import is_pow2
 from tlx.compiler.ir import layouts as L
 
 from .language.core import builtin, unwrap
@@ -41,10 +45,6 @@ def _bases(xs: Any, what: str) -> List[List[int]]:
     return [_ints(b, what) for b in xs]
 
 
-def _pow2(x: int) -> bool:
-    return x > 0 and x & (x - 1) == 0
-
-
 def _check_order(order: Sequence[int], rank: int, what: str) -> None:
     if sorted(order) != list(range(rank)):
         raise TLXValueError(f"{what}: order {list(order)} is not a permutation of the {rank} dimensions")
@@ -58,7 +58,7 @@ def _check_no_cta_split(what: str, *groups: Sequence[int]) -> None:
 
 
 def _check_shape(shape: Sequence[int], what: str) -> None:
-    if not shape or any(not _pow2(d) for d in shape):
+    if not shape or any(not is_pow2(d) for d in shape):
         raise TLXCompileError(f"{what} needs a buffer whose dimensions are powers of two, got {list(shape)}")
 
 
@@ -85,10 +85,6 @@ class layout_encoding:
 class shared_layout_encoding(layout_encoding):
     """Base of the shared-memory layouts `tlx.local_alloc(..., layout=...)` takes."""
 
-    def make_permute(self, dims: Sequence[int]) -> "shared_layout_encoding":
-        """The layout of a view whose dimension i is this layout's dimension dims[i]."""
-        raise NotImplementedError(f"{type(self).__name__}.make_permute")
-
     def resolve(self, shape: Tuple[int, ...], dtype: Any) -> L.SharedLayout:
         """The compiler's layout for one buffer of `shape` x `dtype` (checks that it fits)."""
         raise NotImplementedError(f"{type(self).__name__}.resolve")
@@ -114,7 +110,7 @@ class swizzled_shared_layout_encoding(shared_layout_encoding):
         self.numCTAOrder = _ints(numCTAOrder, "numCTAOrder")
         for name in ("vectorSize", "perPhase", "maxPhase"):
             v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or not _pow2(v):
+            if not isinstance(v, int) or isinstance(v, bool) or not is_pow2(v):
                 raise TLXValueError(f"swizzled_shared_layout_encoding {name} must be a power of two, got {v!r}")
 
     @classmethod
@@ -122,11 +118,6 @@ class swizzled_shared_layout_encoding(shared_layout_encoding):
         """The unswizzled row-major layout of a rank-`rank` buffer."""
         order = list(reversed(range(rank)))
         return cls(1, 1, 1, order, [1] * rank, [1] * rank, [1] * rank, list(order))
-
-    def make_permute(self, dims: Sequence[int]) -> "swizzled_shared_layout_encoding":
-        return swizzled_shared_layout_encoding(self.vectorSize, self.perPhase, self.maxPhase,
-                                               [self.order[d] for d in dims], self.numCTAs, self.numCTAsPerCGA,
-                                               self.numCTASplit, self.numCTAOrder)
 
     def resolve(self, shape: Tuple[int, ...], dtype: Any) -> L.SharedLayout:
         what = "swizzled_shared_layout_encoding"
@@ -174,13 +165,10 @@ class swizzled_layout(layout_encoding):
     def _to_encoding(self, shape: Optional[Sequence[int]] = None) -> swizzled_shared_layout_encoding:
         """The swizzled_shared_layout_encoding of this swizzle for a buffer of `shape` (a shape
         is needed unless there is no swizzle)."""
-        if self.order is not None:
-            rank = len(self.order)
-        elif shape is not None:
-            rank = len(shape)
-        else:
+        if self.order is None and shape is None:
             raise TLXValueError("swizzled_layout: cannot resolve without an order or a shape")
-        order = list(self.order) if self.order is not None else list(reversed(range(rank)))
+        order = list(self.order) if self.order is not None else list(reversed(range(len(shape or ()))))
+        rank = len(order)
         if self.maxPhase == 1:
             per_phase = 1
         else:
@@ -229,11 +217,6 @@ class nv_mma_shared_layout_encoding(shared_layout_encoding):
         order = list(reversed(range(rank)))
         return cls(list(shape), order, elemType, [1] * rank, [1] * rank, list(order), fp4Padded, True)
 
-    def make_permute(self, dims: Sequence[int]) -> "nv_mma_shared_layout_encoding":
-        return nv_mma_shared_layout_encoding(self.shape, [self.order[d] for d in dims], self.elemType,
-                                             self.numCTAsPerCGA, self.numCTASplit, self.numCTAOrder, self.fp4Padded,
-                                             self.swizzled)
-
     def resolve(self, shape: Tuple[int, ...], dtype: Any) -> L.SharedLayout:
         what = "nv_mma_shared_layout_encoding"
         rank = len(shape)
@@ -257,9 +240,7 @@ class nv_mma_shared_layout_encoding(shared_layout_encoding):
                                 "one (order [..., 1, 0]) or, for a 2-D buffer, the first ([0, 1])")
         bits = dtype.primitive_bitwidth
         contig = shape[self.order[0]] * bits // 8
-        rows = 1
-        for d in self.order[1:]:
-            rows *= shape[d]
+        rows = math.prod(shape[d] for d in self.order[1:])
         swizzle = 0
         if self.swizzled and rows >= 8:  # a swizzle pattern spans 8 rows
             swizzle = next((s for s in (128, 64, 32) if contig % s == 0), 0)
@@ -298,7 +279,7 @@ class padded_shared_layout_encoding(shared_layout_encoding):
                                 f"{len(self.paddings)} paddings (one padding per interval)")
         for what, xs in (("interval", self.intervals), ("padding", self.paddings)):
             for x in xs:
-                if not _pow2(x):
+                if not is_pow2(x):
                     raise TLXValueError(f"padded_shared_layout_encoding: every {what} must be a power of two, got {x}")
         if len(set(self.intervals)) != len(self.intervals):
             raise TLXValueError(f"padded_shared_layout_encoding: intervals {self.intervals} repeat one")
@@ -343,15 +324,6 @@ class padded_shared_layout_encoding(shared_layout_encoding):
         return padded_shared_layout_encoding([p[0] for p in pairs], [p[1] for p in pairs], order, shape,
                                              [1] * rank, [1] * rank, list(range(rank)))
 
-    def make_permute(self, dims: Sequence[int]) -> "padded_shared_layout_encoding":
-        if self.offset_bases is not None:
-            return padded_shared_layout_encoding(self.intervals, self.paddings, self.order, self.shape,
-                                                 self.numCTAsPerCGA, self.numCTASplit, self.numCTAOrder,
-                                                 [[b[d] for d in dims] for b in self.offset_bases], self.block_bases)
-        return padded_shared_layout_encoding(self.intervals, self.paddings, [self.order[d] for d in dims],
-                                             [self.shape[d] for d in dims], self.numCTAsPerCGA, self.numCTASplit,
-                                             self.numCTAOrder)
-
     def resolve(self, shape: Tuple[int, ...], dtype: Any) -> L.SharedLayout:
         what = "padded_shared_layout_encoding"
         _check_shape(shape, what)
@@ -385,13 +357,8 @@ class shared_linear_layout_encoding(shared_layout_encoding):
         rank = len(self.offset_bases[0])
         if any(len(b) != rank for b in self.offset_bases + self.block_bases):
             raise TLXValueError(f"shared_linear_layout_encoding: every basis must have rank {rank}")
-        if not isinstance(self.alignment, int) or not _pow2(self.alignment):
+        if not isinstance(self.alignment, int) or not is_pow2(self.alignment):
             raise TLXValueError(f"shared_linear_layout_encoding alignment must be a power of two, got {self.alignment!r}")
-
-    def make_permute(self, dims: Sequence[int]) -> "shared_linear_layout_encoding":
-        # the bases describe the physical image; a transposed view keeps it (the view's own
-        # permutation says how its coordinates map onto the buffer's)
-        return self
 
     def resolve(self, shape: Tuple[int, ...], dtype: Any) -> L.SharedLayout:
         what = "shared_linear_layout_encoding"
@@ -411,7 +378,7 @@ def _modes_to_bits(shape: Sequence[int], stride: Sequence[int], what: str) -> Li
         raise TLXValueError(f"tlx.layout {what}: shape {list(shape)} and stride {list(stride)} differ in length")
     out = []
     for n, s in zip(shape, stride):
-        if not _pow2(n):
+        if not is_pow2(n):
             raise TLXValueError(f"tlx.layout {what}: mode extent {n} is not a power of two")
         b = 1
         while b < n:
@@ -452,13 +419,7 @@ class layout(layout_encoding):
         shape = [int(s) for s in tensor_shape]
 
         def coord(flat: int) -> List[int]:
-            c = []
-            for d in range(len(shape)):
-                step = 1
-                for later in shape[d + 1:]:
-                    step *= later
-                c.append((flat // step) % shape[d])
-            return c
+            return [int(c) for c in np.unravel_index(flat % math.prod(shape), shape)]
 
         values = _modes_to_bits(self.value_shape, self.value_stride, "value")
         threads = _modes_to_bits(self.thread_shape, self.thread_stride, "thread")
@@ -468,15 +429,13 @@ class layout(layout_encoding):
         """The compiler's register layout of this layout over a tensor of `tensor_shape`: it needs
         the 5 lane bits of a warp and every element held by some (register, lane, warp)."""
         shape = tuple(int(s) for s in tensor_shape)
-        if any(not _pow2(s) for s in shape):
+        if any(not is_pow2(s) for s in shape):
             raise TLXValueError(f"tlx.layout over a {list(shape)} tensor: dimensions must be powers of two")
         reg, lane, warp = self.linear_bases(shape)
         if len(lane) != 5:
             raise TLXValueError(f"tlx.layout gives {len(lane)} lane bits; a warp has 32 lanes (5 bits)",
                                 hint="make the thread modes hold at least 32 threads")
-        total = 1
-        for s in shape:
-            total *= s
+        total = math.prod(shape)
         starts = [0]
         for s in shape[:-1]:
             starts.append(starts[-1] + s.bit_length() - 1)
@@ -533,8 +492,11 @@ class amd_mfma_layout(layout_encoding):
 
 def resolve_shared_layout(lay: Any, shape: Tuple[int, ...], dtype: Any) -> L.SharedLayout:
     """The compiler's layout for `local_alloc(shape, dtype, layout=lay)`: a TLX shared layout or a
-    CuTe swizzle, resolved for one buffer of `shape` (a TLXTypeError for anything else)."""
+    CuTe swizzle, resolved for one buffer of `shape`, or the default layout when `lay` is None (a
+    TLXTypeError for anything else)."""
     lay = unwrap(lay)
+    if lay is None:
+        return L.default_shared_layout(tuple(shape), dtype.primitive_bitwidth)
     if isinstance(lay, (shared_layout_encoding, swizzled_layout)):
         return lay.resolve(tuple(shape), dtype)
     if isinstance(lay, layout):

@@ -41,7 +41,7 @@ def local_alloc(shape: Any, dtype: Any, num: Any, storage: Any = storage_kind.sm
     `reuse=buf` (an array from `local_alloc`) puts them at the start of `buf`'s bytes, which must
     hold them."""
     shape = tuple(semantic.constexpr_int(d, "each dimension of the local_alloc shape") for d in unwrap(shape))
-    if isinstance(unwrap(num), (core.Handle, tensor)):  # the real TLX's ValueError
+    if isinstance(unwrap(num), core.Handle):  # the real TLX's ValueError
         raise TLXValueError("the number of buffers of local_alloc must be a compile-time constant, got a runtime value",
                             hint="pass it as a literal or a tl.constexpr parameter directly (`num=2`, "
                                  "`num=tl.constexpr(2)`); a variable assigned in the kernel is a runtime value")
@@ -58,17 +58,15 @@ def local_alloc(shape: Any, dtype: Any, num: Any, storage: Any = storage_kind.sm
         raise TLXCompileError(f"local_alloc needs at least one buffer, got num={num}")
     if not shape or any(d < 1 for d in shape):
         raise TLXCompileError(f"local_alloc shape must have positive dimensions, got {shape}")
-    if unwrap(layout) is None:
-        lay = L.default_shared_layout(shape, dt.primitive_bitwidth)
-    else:  # the user's layout is kept as given: the compiler never retags it to suit a consumer
-        lay = resolve_shared_layout(layout, shape, dt)
+    # the default layout, or the user's kept as given: the compiler never retags it to suit a consumer
+    lay = resolve_shared_layout(layout, shape, dt)
+    t = T.MemDescType((num,) + shape, dt.ir, lay, num, True)
     reuse = unwrap(reuse)
     if isinstance(reuse, storage_alias_spec_type_class):
         if reuse.storage is not unwrap(storage):
             raise TLXValueError(f"storage_alias_spec storage ({reuse.storage.value}) does not match the "
                                 f"local_alloc storage ({unwrap(storage).value})")
-        return reuse._alloc(shape, num, dt, lay)
-    t = T.MemDescType((num,) + shape, dt.ir, lay, num, True)
+        return reuse._alloc(t, dt)
     if isinstance(reuse, buffered_tensor):
         return _reuse_buffer(reuse, t, dt)
     if reuse is not None:
@@ -154,10 +152,7 @@ def local_reinterpret(src: Any, dtype: Any, shape: Any = None, layout: Any = Non
     # layout (explicit or the default) describes one buffer of it, else the whole view
     keeps_buffers = bool(st.buffers) and new_shape[:1] == st.shape[:1]
     one = new_shape[1:] if keeps_buffers else new_shape
-    if unwrap(layout) is None:
-        lay = L.default_shared_layout(one, dt.primitive_bitwidth)
-    else:
-        lay = resolve_shared_layout(layout, one, dt)
+    lay = resolve_shared_layout(layout, one, dt)
     t = T.MemDescType(new_shape, dt.ir, lay, st.buffers if keeps_buffers else 0, st.mutable, st.alloc_shape)
     op = semantic.emit("tlx.memdesc_reinterpret", [b.handle], [t])
     return buffered_tensor(op.result, dt)
@@ -209,7 +204,7 @@ def local_load(src: Any, token: Any = None, layout: Any = None, relaxed: Any = F
 
 def _axis(axis: Any, rank: int, what: str) -> int:
     a = unwrap(axis)
-    if isinstance(a, core.Handle) or isinstance(a, tensor):
+    if isinstance(a, core.Handle):
         raise TLXCompileError(f"{what}'s axis must be a compile-time integer, got a runtime value")
     if not isinstance(a, int) or isinstance(a, bool) or not 0 <= a < rank:
         raise TLXValueError(f"{what}'s axis must be a dimension of the rank-{rank} buffer (0..{rank - 1}), got {a!r}")
@@ -560,8 +555,7 @@ def async_descriptor_store(desc: Any, source: Any, offsets: Any, eviction_policy
     d = _desc(desc)
     b = _as_buffer(source, "async_descriptor_store's source")
     _check_tile(d, b, "async_descriptor_store")
-    red = unwrap(store_reduce)
-    if red:
+    if unwrap(store_reduce):
         raise TLXCompileError("store_reduce needs Blackwell")
     attrs = semantic._check_mod("", eviction_policy)
     semantic.emit("tlx.tma_store", [d.handle, b.handle, _offsets(offsets, len(d.block_shape), "async_descriptor_store")], [], attrs)

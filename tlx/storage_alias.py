@@ -25,6 +25,7 @@ Tensor memory (`storage_kind.tmem`) exists only on Blackwell (sm_100): a spec of
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
 from tlx.compiler.errors import TLXCompileError, TLXTypeError, TLXValueError
@@ -67,37 +68,22 @@ def _check_storage(storage: Any) -> "storage_kind":
     return storage
 
 
+@dataclass(frozen=True)
 class storage_alias_spec_type:
     """The type of a storage alias spec: its storage kind and its size, when the kernel fixed one."""
 
-    def __init__(self, storage: storage_kind, buffer_size_bytes: Optional[int] = None):
-        self._storage = storage
-        self._buffer_size_bytes = buffer_size_bytes
-
-    @property
-    def storage(self) -> storage_kind:
-        return self._storage
-
-    @property
-    def buffer_size_bytes(self) -> Optional[int]:
-        return self._buffer_size_bytes
-
-    def __eq__(self, other: object) -> bool:
-        return (isinstance(other, storage_alias_spec_type) and self._storage == other._storage
-                and self._buffer_size_bytes == other._buffer_size_bytes)
-
-    def __hash__(self) -> int:
-        return hash((self._storage, self._buffer_size_bytes))
+    storage: storage_kind
+    buffer_size_bytes: Optional[int] = None
 
     def _size_text(self, sep: str) -> str:
-        return f"{sep}{self._buffer_size_bytes}" if self._buffer_size_bytes else ""
+        return f"{sep}{self.buffer_size_bytes}" if self.buffer_size_bytes else ""
 
     def __repr__(self) -> str:
-        return f"storage_alias_spec_type(storage={self._storage.value}{self._size_text(', size=')})"
+        return f"storage_alias_spec_type(storage={self.storage.value}{self._size_text(', size=')})"
 
     def mangle(self) -> str:
         """The name fragment this type adds to a specialization's mangled name."""
-        return f"storage_alias_spec_{self._storage.value}{self._size_text('_')}"
+        return f"storage_alias_spec_{self.storage.value}{self._size_text('_')}"
 
 
 class reuse_group:
@@ -176,13 +162,12 @@ class storage_alias_spec_type_class:
         return self._type
 
     def __repr__(self) -> str:
-        size = f", size={self.buffer_size_bytes}" if self.buffer_size_bytes else ""
-        return f"storage_alias_spec(storage={self.storage.value}{size})"
+        return f"storage_alias_spec(storage={self.storage.value}{self._type._size_text(', size=')})"
 
     # -- inside a kernel -------------------------------------------------------------------------
 
-    def _alloc(self, shape: Tuple[int, ...], num: int, dt: Any, lay: L.SharedLayout) -> buffered_tensor:
-        """`local_alloc(shape, dt, num, reuse=self)`: a `tlx.local_alias` of the spec's bytes,
+    def _alloc(self, t: T.MemDescType, dt: Any) -> buffered_tensor:
+        """`local_alloc(..., reuse=self)` of buffers of type `t`: a `tlx.local_alias` of the spec's bytes,
         at byte 0 with its buffers back to back until `set_buffer_overlap` places it."""
         if self._handle is None:
             raise TLXCompileError("this storage_alias_spec has no storage behind it (it was built outside a kernel)",
@@ -191,10 +176,9 @@ class storage_alias_spec_type_class:
             raise TLXCompileError("local_alloc(reuse=spec) after spec.set_buffer_overlap(...): the overlap "
                                   "scheme must name every allocation of the spec",
                                   hint="allocate every buffer of the spec before calling set_buffer_overlap")
-        t = T.MemDescType((num,) + shape, dt.ir, lay, num, True)
-        op = semantic.emit("tlx.local_alias", [self._handle], [t], placement_attrs(0, [t.nbytes // num]))
+        op = semantic.emit("tlx.local_alias", [self._handle], [t], placement_attrs(0, [t.nbytes // t.buffers]))
         self._members.append(op)
-        self._resize({})
+        self._resize()
         return buffered_tensor(op.result, dt)
 
     @builtin
@@ -213,9 +197,7 @@ class storage_alias_spec_type_class:
         leaves: List[Operation] = []
         _collect_leaves(overlap_def, self, leaves)
         groups = _buffer_groups(overlap_def, 1)
-        counts = {}
-        for op, g in groups:
-            counts.setdefault(op.result.type.buffers // g, []).append(op)
+        counts = {op.result.type.buffers // g for op, g in groups}  # buffer groups per leaf
         if len(counts) > 1:
             detail = ", ".join(f"{_name(op)}: {op.result.type.buffers} buffers / group size {g}" for op, g in groups)
             raise TLXCompileError(f"the allocations of a reuse_group tree must have the same number of buffer groups "
@@ -225,18 +207,19 @@ class storage_alias_spec_type_class:
         n_groups = next(iter(counts))
         align = _align(overlap_def)
         size = _size(overlap_def)
-        stride = -(-size // align) * align
+        stride = _up(size, align)
         placements: Dict[int, dict] = {}
         _place(overlap_def, 0, (stride,), (), placements)
         object.__setattr__(self, "_overlap_set", True)
         for op in self._members:
             if id(op) in placements:
                 op.attrs.update(placements[id(op)])
-        self._resize({"groups": n_groups, "stride": stride, "align": align})
+        self._resize(n_groups * stride)
 
-    def _resize(self, layout: dict) -> None:
-        """Give the spec's bytes the size (and alignment) its members need, checking a fixed size."""
-        need = 0
+    def _resize(self, min_size: int = 0) -> None:
+        """Give the spec's bytes the size (and alignment) its members need, and at least `min_size`
+        (the bytes set_buffer_overlap's buffer groups span), checking a fixed size."""
+        need = min_size
         align = TMA_ALIGN
         for op in self._members:
             t = op.result.type
@@ -244,8 +227,6 @@ class storage_alias_spec_type_class:
             one = t.nbytes // t.buffers
             need = max(need, max(p.slab_offset(i) for i in range(t.buffers)) + one)
             align = max(align, alignment_of(op))
-        if layout:
-            need = max(need, layout["groups"] * layout["stride"])
         size = need
         if self.buffer_size_bytes is not None:
             if need > self.buffer_size_bytes:
@@ -253,8 +234,7 @@ class storage_alias_spec_type_class:
                                       f"its allocations need {need} bytes",
                                       hint=f"raise buffer_size_bytes to at least {need}, or omit it")
             size = self.buffer_size_bytes
-        backing = self._handle.owner
-        backing.attrs["alignment"] = align
+        self._handle.owner.attrs["alignment"] = align
         self._handle.type = _bytes_type(max(size, 1))
 
 

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import inspect
 import operator as pyop
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from tlx.compiler.errors import IRVerifyError, TLXCompileError
-from tlx.compiler.ir import Block, BlockArgument, Builder, Location, Module, Operation, Region, Value, is_pure, verify_module
+from tlx.compiler.ir import Block, BlockArgument, Builder, Location, Module, Operation, Value, is_pure, verify_module
 from tlx.compiler.ir import types as T
 
 from . import language as tl
@@ -63,10 +65,7 @@ def _assigned_names(stmts: Sequence[ast.stmt]) -> Set[str]:
 
 
 def _contains_return(node: ast.AST) -> bool:
-    for n in ast.walk(node):
-        if isinstance(n, ast.Return):
-            return True
-    return False
+    return any(isinstance(n, ast.Return) for n in ast.walk(node))
 
 
 def _flatten(v: Any) -> Optional[List[Value]]:
@@ -94,6 +93,17 @@ def _unflatten(template: Any, values: List[Value], pos: int = 0) -> Tuple[Any, i
     return (tuple(items) if isinstance(template, tuple) else items), pos
 
 
+def _flatten_named(values: Sequence[Any], names: Sequence[str]) -> Tuple[List[Value], List[str]]:
+    """The IR values the runtime `values` consist of, in order, and for each the name of its value."""
+    flat: List[Value] = []
+    flat_names: List[str] = []
+    for v, n in zip(values, names):
+        parts = _flatten(v) or []
+        flat.extend(parts)
+        flat_names.extend([n] * len(parts))
+    return flat, flat_names
+
+
 def _types(v: Any) -> Optional[List[T.Type]]:
     """The IR types of a runtime value's parts (None for a compile-time value)."""
     f = _flatten(v)
@@ -112,23 +122,23 @@ def _describe(v: Any) -> str:
     return f"compile-time {type(v).__name__} {v!r}"
 
 
+@dataclass(eq=False)
 class _Partition:
     """Tracing state of one worker partition: its block and the captures it remapped."""
 
-    def __init__(self, ws: "_WarpSpecialize", block: Block):
-        self.ws = ws
-        self.block = block
-        self.map: Dict[int, Value] = {}
-        self.remat = 0  # ops recomputed at the top of the partition (after its constants)
+    ws: "_WarpSpecialize"
+    block: Block
+    map: Dict[int, Value] = field(default_factory=dict)
+    remat: int = 0  # ops recomputed at the top of the partition (after its constants)
 
 
+@dataclass(eq=False)
 class _WarpSpecialize:
     """Collects the explicit captures of one `tlx.warp_specialize` while its partitions trace."""
 
-    def __init__(self) -> None:
-        self.captures: List[Value] = []
-        self.blocks: List[Block] = []
-        self.index: Dict[int, int] = {}
+    captures: List[Value] = field(default_factory=list)
+    blocks: List[Block] = field(default_factory=list)
+    index: Dict[int, int] = field(default_factory=dict)  # id(captured value) -> its argument position
 
     def capture(self, v: Value, part: _Partition, tracer: "Tracer") -> Value:
         if isinstance(v.type, T.TensorType):
@@ -199,32 +209,25 @@ class Tracer:
         self.ctx = ctx
         self.builder = ctx.builder
         self.scope = scope
-        self.globals = jitfn.globals
-        self.file = jitfn.file
-        self.line_offset = jitfn.line_offset
         self.depth = depth
         self.loop_depth = 0
-        self.is_kernel = depth == 0
         self.partition = partition
-        self.returned = False
         self.ret_value: Any = None
         self.def_locs: Dict[str, Location] = {}
         self.assign_locs: Dict[str, Location] = {}
         # per loop body being traced: the first assignment that gave a name a value of another type
         self.retyped: Dict[str, Location] = {}
-        self.node_loc: Location = self.loc_of(None)
 
     # ---- locations and errors ------------------------------------------------------------------
     def loc_of(self, node: Optional[ast.AST]) -> Location:
-        cache = self.jitfn.loc_cache
-        key = id(node)
-        loc = cache.get(key)
+        fn = self.jitfn
+        loc = fn.loc_cache.get(id(node))
         if loc is None:
             if node is None or not hasattr(node, "lineno"):
-                loc = Location(self.file, self.line_offset + 1, 0)
+                loc = Location(fn.file, fn.line_offset + 1, 0)
             else:
-                loc = Location(self.file, node.lineno + self.line_offset, getattr(node, "col_offset", 0))
-            cache[key] = loc
+                loc = Location(fn.file, node.lineno + fn.line_offset, getattr(node, "col_offset", 0))
+            fn.loc_cache[id(node)] = loc
         return loc
 
     def error(self, node: Optional[ast.AST], msg: str, hint: Optional[str] = None) -> TLXCompileError:
@@ -256,10 +259,15 @@ class Tracer:
         finally:
             self.builder.loc = saved
 
-    def _attach(self, e: TLXCompileError, node: ast.AST) -> TLXCompileError:
-        if e.loc is None:
-            return type(e)(e.message, self.loc_of(node), e.hint)
-        return e
+    @contextlib.contextmanager
+    def _inserting_into(self, block: Block):
+        """Emit at the end of `block` for the duration (the insertion point is restored after)."""
+        saved = self.builder.block, self.builder.index
+        self.builder.set_insertion_point_to_end(block)
+        try:
+            yield
+        finally:
+            self.builder.block, self.builder.index = saved
 
     # ---- statements ------------------------------------------------------------------------------
     def run_body(self, stmts: Sequence[ast.stmt]) -> None:
@@ -278,8 +286,8 @@ class Tracer:
                     return
             try:
                 self.visit(s)
-            except TLXCompileError as e:
-                raise self._attach(e, s) from e.__cause__
+            except TLXCompileError as e:  # visit() gave it this line; show it without the chain it was raised in
+                raise e from e.__cause__
 
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
@@ -353,14 +361,16 @@ class Tracer:
             raise self.error(node, "starred assignment is not supported in a kernel")
         raise self.error(node, f"cannot assign to {type(target).__name__}")
 
-    def visit_Return(self, node: ast.Return) -> None:
+    def _check_not_in_loop(self, node: ast.AST) -> None:
         if self.loop_depth:
             raise self.error(node, "`return` inside a loop is not supported",
                              hint="compute a flag and guard the rest of the loop body with `if`")
+
+    def visit_Return(self, node: ast.Return) -> None:
+        self._check_not_in_loop(node)
         value = self.visit(node.value) if node.value is not None else None
-        if self.is_kernel and value is not None:
+        if self.depth == 0 and value is not None:  # the kernel itself
             raise self.error(node, "a kernel cannot return a value", hint="store results through a pointer argument")
-        self.returned = True
         self.ret_value = value
         raise _Return()
 
@@ -439,76 +449,53 @@ class Tracer:
         self._check_same_types(node, names, then_vals, else_vals, "then", "else")
         result = self._build_if(cond, then_blk, else_blk, then_vals, else_vals, names)
         self.scope = dict(liveins)
-        for n, v in zip(names, result):
-            self.scope[n] = v
+        self.scope.update(zip(names, result))
 
     def _trace_branch(self, stmts: Sequence[ast.stmt], liveins: Dict[str, Any]) -> Tuple[Block, Dict[str, Any]]:
         blk = Block()
-        saved_block, saved_index = self.builder.block, self.builder.index
-        self.ctx.branch_hosts[id(blk)] = saved_block  # so `_defined_inside` sees where it will be
-        self.builder.set_insertion_point_to_end(blk)
+        self.ctx.branch_hosts[id(blk)] = self.builder.block  # so `_defined_inside` sees where it will be
         self.scope = dict(liveins)
         try:
-            self.visit_stmts(stmts)
+            with self._inserting_into(blk):
+                self.visit_stmts(stmts)
         finally:
-            self.builder.block, self.builder.index = saved_block, saved_index
             del self.ctx.branch_hosts[id(blk)]
         return blk, self.scope
 
     def _check_same_types(self, node: ast.AST, names: Sequence[str], a_vals: Sequence[Any], b_vals: Sequence[Any],
                           a_what: str, b_what: str) -> None:
         for n, a, b in zip(names, a_vals, b_vals):
-            fa, fb = _flatten(a), _flatten(b)
-            if fa is None or fb is None or [v.type for v in fa] != [v.type for v in fb]:
+            ta = _types(a)
+            if ta is None or ta != _types(b):
                 raise self.error(node, f"'{n}' has different types in the {a_what} and {b_what} branches: "
                                        f"{_describe(a)} vs {_describe(b)}",
                                  hint="give it the same dtype and shape on both paths (use .to(...) or tl.broadcast_to)")
 
     def _build_if(self, cond: tensor, then_blk: Block, else_blk: Block, then_vals: List[Any], else_vals: List[Any],
                   names: Sequence[str]) -> List[Any]:
-        tflat: List[Value] = []
-        eflat: List[Value] = []
-        for a, b in zip(then_vals, else_vals):
-            tflat.extend(_flatten(a) or [])
-            eflat.extend(_flatten(b) or [])
+        tflat, rnames = _flatten_named(then_vals, names)
+        eflat, _ = _flatten_named(else_vals, names)
         for blk, vals in ((then_blk, tflat), (else_blk, eflat)):
-            op = Operation("scf.yield", [vals], [], None, 0, self.builder.loc)
-            blk.append(op)
-        rnames = []
-        for n, v in zip(names, then_vals):
-            rnames.extend([n] * len(_flatten(v) or []))
+            blk.append(Operation("scf.yield", [vals], [], None, 0, self.builder.loc))
         ifop = self.builder.create("scf.if", [cond.handle], [v.type for v in tflat], None, 2, result_names=rnames)
         for r, blk in zip(ifop.regions, (then_blk, else_blk)):
             r.block = blk
             blk.parent = r
-        out = []
-        pos = 0
-        for v in then_vals:
-            w, pos = _unflatten(v, list(ifop.results), pos)
-            out.append(w)
-        return out
+        return _unflatten(list(then_vals), list(ifop.results))[0]
 
     def _if_with_return(self, node: ast.If, cond: tensor, rest: List[ast.stmt]) -> None:
         """`if c: ...return...` outside loops: the statements after the `if` continue on the paths
         that did not return (each branch traces `branch + rest`)."""
-        if self.loop_depth:
-            raise self.error(node, "`return` inside a loop is not supported",
-                             hint="compute a flag and guard the rest of the loop body with `if`")
+        self._check_not_in_loop(node)
         liveins = dict(self.scope)
         results = []
         blocks = []
         for stmts in (list(node.body) + rest, list(node.orelse) + rest):
-            self.returned, self.ret_value = False, None
+            self.ret_value = None
             blk = Block()
-            saved_block, saved_index = self.builder.block, self.builder.index
-            self.builder.set_insertion_point_to_end(blk)
             self.scope = dict(liveins)
-            try:
-                self.visit_stmts(stmts)
-            except _Return:
-                pass
-            finally:
-                self.builder.block, self.builder.index = saved_block, saved_index
+            with self._inserting_into(blk):
+                self.run_body(stmts)
             blocks.append(blk)
             results.append(self.ret_value)
         a, b = results
@@ -522,7 +509,7 @@ class Tracer:
                 a, b = self._runtime_pair(a, b, node)
             self._check_same_types(node, ["the return value"], [a], [b], "then", "else")
             (value,) = self._build_if(cond, blocks[0], blocks[1], [a], [b], ["ret"])
-        self.returned, self.ret_value = True, value
+        self.ret_value = value
         raise _Return()
 
     def _runtime_pair(self, a: Any, b: Any, node: ast.AST) -> Tuple[Any, Any]:
@@ -538,22 +525,14 @@ class Tracer:
         vals, blocks = [], []
         for expr in (node.body, node.orelse):
             blk = Block()
-            saved_block, saved_index = self.builder.block, self.builder.index
-            self.builder.set_insertion_point_to_end(blk)
-            try:
-                v = unwrap(self.visit(expr))
-            finally:
-                self.builder.block, self.builder.index = saved_block, saved_index
-            vals.append(v)
+            with self._inserting_into(blk):
+                vals.append(unwrap(self.visit(expr)))
             blocks.append(blk)
         a, b = vals
         for i, (x, y) in enumerate(((a, b), (b, a))):
-            if isinstance(x, (bool, int, float)) and isinstance(y, tensor):
-                saved_block, saved_index = self.builder.block, self.builder.index
-                self.builder.set_insertion_point_to_end(blocks[i])
-                conv = semantic.full(y.shape, x, y.dtype) if y.shape else semantic.scalar_constant(x, y.dtype)
-                self.builder.block, self.builder.index = saved_block, saved_index
-                vals[i] = conv
+            if isinstance(x, (bool, int, float)) and isinstance(y, tensor):  # a number takes the tensor's type
+                with self._inserting_into(blocks[i]):
+                    vals[i] = semantic.full(y.shape, x, y.dtype)
         a, b = vals
         self._check_same_types(node, ["the conditional expression"], [a], [b], "true", "false")
         (r,) = self._build_if(cond, blocks[0], blocks[1], [a], [b], [""])
@@ -583,10 +562,8 @@ class Tracer:
         if it_fn is tl.range:
             r = tl.range(*args, **kwargs)
             lb, ub, step = r.start, r.end, r.step
-            if r.num_stages is not None:
-                attrs["num_stages"] = int(r.num_stages)
-            if r.loop_unroll_factor is not None:
-                attrs["loop_unroll_factor"] = int(r.loop_unroll_factor)
+            hints = {"num_stages": r.num_stages, "loop_unroll_factor": r.loop_unroll_factor}
+            attrs = {k: int(v) for k, v in hints.items() if v is not None}
         elif it_fn is builtins.range:
             if kwargs or not 1 <= len(args) <= 3:
                 raise self.error(node, "range() takes 1 to 3 positional arguments")
@@ -611,49 +588,29 @@ class Tracer:
         lbv, ubv, stv = (semantic.cast(v, ivt) for v in vals)
         target = node.target.id
         liveins = dict(self.scope)
-        carried = self._carried_names(node.body, liveins, ignore={target}, node=node)
+        carried = self._carried_names(node, liveins, ignore={target})
         self._localize(liveins, carried)
-        inits: List[Value] = []
-        for n in carried:
-            inits.extend(_flatten(liveins[n]) or [])
-        rnames = [n for n in carried for _ in (_flatten(liveins[n]) or [])]
+        inits, rnames = _flatten_named([liveins[n] for n in carried], carried)
         forop = self.builder.create("scf.for", [lbv.handle, ubv.handle, stv.handle, inits], [v.type for v in inits],
                                     attrs, 1, result_names=rnames)
         body = forop.regions[0].block
         iv = body.add_arg(ivt.to_ir(), target)
         args_ = [body.add_arg(v.type, n) for v, n in zip(inits, rnames)]
-        saved_block, saved_index = self.builder.block, self.builder.index
-        self.builder.set_insertion_point_to_end(body)
-        ivv = tensor(iv, ivt, ())
-        if negative:  # iterate lb..ub upward, expose ub - iv + lb (as Triton does)
-            ivv = semantic.add(semantic.sub(ubv, ivv), lbv)
-        self.scope = dict(liveins)
-        pos = 0
-        for n in carried:
-            w, pos = _unflatten(liveins[n], args_, pos)
-            self.scope[n] = w
-        self.scope[target] = ivv
-        self.loop_depth += 1
-        saved_retyped, self.retyped = self.retyped, {}
-        try:
-            self.visit_stmts(node.body)
-            self._yield_carried(node, carried, liveins, args_)
-        finally:
-            self.loop_depth -= 1
-            self.retyped = saved_retyped
-            self.builder.block, self.builder.index = saved_block, saved_index
-        self.scope = dict(liveins)
-        pos = 0
-        for n in carried:
-            w, pos = _unflatten(liveins[n], list(forop.results), pos)
-            self.scope[n] = w
+        with self._inserting_into(body):
+            ivv = tensor(iv, ivt, ())
+            if negative:  # iterate lb..ub upward, expose ub - iv + lb (as Triton does)
+                ivv = semantic.add(semantic.sub(ubv, ivv), lbv)
+            self._bind_carried(liveins, carried, args_)
+            self.scope[target] = ivv
+            self._trace_loop_body(node, carried, liveins, args_)
+        self._bind_carried(liveins, carried, list(forop.results))
 
-    def _carried_names(self, body: Sequence[ast.stmt], liveins: Dict[str, Any], ignore: Set[str],
-                       node: ast.AST) -> List[str]:
+    def _carried_names(self, node: Any, liveins: Dict[str, Any], ignore: Set[str]) -> List[str]:
+        """The names loop `node` carries: runtime values bound before it that its body rebinds."""
         names = []
         assigned = self.jitfn.assigned_cache.get(id(node))
         if assigned is None:
-            assigned = self.jitfn.assigned_cache[id(node)] = _assigned_names(body)
+            assigned = self.jitfn.assigned_cache[id(node)] = _assigned_names(node.body)
         for n in sorted(assigned - ignore):
             if n not in liveins:
                 continue
@@ -666,6 +623,23 @@ class Tracer:
                                       "or use another name inside the loop")
         return names
 
+    def _bind_carried(self, liveins: Dict[str, Any], carried: Sequence[str], vals: List[Value]) -> None:
+        """The scope is `liveins` with the carried names bound to their parts of `vals` (a loop
+        body's block arguments, or the loop's results)."""
+        self.scope = dict(liveins)
+        self.scope.update(zip(carried, _unflatten([liveins[n] for n in carried], vals)[0]))
+
+    def _trace_loop_body(self, node: Any, carried: Sequence[str], liveins: Dict[str, Any], args_: List[Value]) -> None:
+        """Trace a loop's body and yield its carried values (`args_`: the body's carried arguments)."""
+        self.loop_depth += 1
+        saved_retyped, self.retyped = self.retyped, {}
+        try:
+            self.visit_stmts(node.body)
+            self._yield_carried(node, carried, liveins, args_)
+        finally:
+            self.loop_depth -= 1
+            self.retyped = saved_retyped
+
     def _yield_carried(self, node: ast.AST, carried: Sequence[str], liveins: Dict[str, Any], args_: List[Value]) -> None:
         vals: List[Value] = []
         for n in carried:
@@ -674,8 +648,7 @@ class Tracer:
             if isinstance(new, (bool, int, float)) and isinstance(old, tensor) and not old.shape:
                 new = semantic.scalar_constant(new, old.dtype)
             f = _flatten(new)
-            of = _flatten(old)
-            if f is None or of is None or [v.type for v in f] != [v.type for v in of]:
+            if f is None or [v.type for v in f] != _types(old):  # `old` is a runtime value: carried
                 first = self.def_locs.get(n)
                 # the assignment that changed the type (later ones may only keep the new type)
                 at = self.retyped.get(n) or self.assign_locs.get(n)
@@ -694,46 +667,24 @@ class Tracer:
         if node.orelse:
             raise self.error(node, "`while ... else` is not supported in kernels")
         liveins = dict(self.scope)
-        carried = self._carried_names(node.body, liveins, ignore=set(), node=node)
+        carried = self._carried_names(node, liveins, ignore=set())
         self._localize(liveins, carried)
-        inits: List[Value] = []
-        for n in carried:
-            inits.extend(_flatten(liveins[n]) or [])
-        rnames = [n for n in carried for _ in (_flatten(liveins[n]) or [])]
+        inits, rnames = _flatten_named([liveins[n] for n in carried], carried)
         wop = self.builder.create("scf.while", [inits], [v.type for v in inits], None, 2, result_names=rnames)
         before, after = wop.regions[0].block, wop.regions[1].block
         bargs = [before.add_arg(v.type, n) for v, n in zip(inits, rnames)]
         aargs = [after.add_arg(v.type, n) for v, n in zip(inits, rnames)]
-        saved_block, saved_index = self.builder.block, self.builder.index
-
-        def bind(vals: List[Value]) -> None:
-            self.scope = dict(liveins)
-            pos = 0
-            for n in carried:
-                w, pos = _unflatten(liveins[n], vals, pos)
-                self.scope[n] = w
-
-        try:
-            self.builder.set_insertion_point_to_end(before)
-            bind(bargs)
+        with self._inserting_into(before):
+            self._bind_carried(liveins, carried, bargs)
             cond = self._as_condition(self.visit(node.test), node)
             if not isinstance(cond, tensor):
                 raise self.error(node, "a `while` condition must be a runtime scalar",
                                  hint="for a compile-time number of iterations use tl.static_range")
             self.builder.create("scf.condition", [cond.handle, bargs], [])
-            self.builder.set_insertion_point_to_end(after)
-            bind(aargs)
-            self.loop_depth += 1
-            saved_retyped, self.retyped = self.retyped, {}
-            try:
-                self.visit_stmts(node.body)
-                self._yield_carried(node, carried, liveins, aargs)
-            finally:
-                self.loop_depth -= 1
-                self.retyped = saved_retyped
-        finally:
-            self.builder.block, self.builder.index = saved_block, saved_index
-        bind(list(wop.results))
+        with self._inserting_into(after):
+            self._bind_carried(liveins, carried, aargs)
+            self._trace_loop_body(node, carried, liveins, aargs)
+        self._bind_carried(liveins, carried, list(wop.results))
 
     # ---- with: warp specialization ------------------------------------------------------------------
     def visit_With(self, node: ast.With) -> None:
@@ -747,7 +698,7 @@ class Tracer:
                              hint="only `with tlx.async_tasks():` / `with tlx.async_task(...):` are supported")
         if node.items[0].optional_vars is not None:
             raise self.error(node, "`with tlx.async_tasks() as x` binds nothing; drop `as x`")
-        if self.partition is not None or self.ctx.in_partition:
+        if self.partition is not None:  # inlined helpers inherit the partition
             raise self.error(node, "async_tasks cannot be nested")
         tasks = self._collect_tasks(node.body)
         defaults = [t for t in tasks if t[0].is_default]
@@ -766,11 +717,8 @@ class Tracer:
         if any(r is not None for r in regs) and any(r is None for r in regs):
             raise self.error(node, "either every worker async_task gives registers= or none does")
         if not parts:  # only the default survived: no warp specialization
-            self.ctx.replica_id = 0
-            try:
+            with self._replica(0):
                 self.visit_stmts(default_node.body)
-            finally:
-                self.ctx.replica_id = None
             return
         ws = _WarpSpecialize()
         part_warps = [p[1] for p in parts]
@@ -779,40 +727,38 @@ class Tracer:
         if default_task.registers is not None:
             attrs["default_registers"] = default_task.registers
         wsop = self.builder.create("tlx.warp_specialize", [[]], [], attrs, 1 + len(parts))
-        saved_block, saved_index = self.builder.block, self.builder.index
         liveins = dict(self.scope)
-        try:
-            # the default partition sees the enclosing values directly
-            self.builder.set_insertion_point_to_end(wsop.regions[0].block)
-            self.ctx.replica_id = 0
+        # the default partition sees the enclosing values directly
+        with self._replica(0), self._inserting_into(wsop.regions[0].block):
             self.visit_stmts(default_node.body)
             self.builder.create("tlx.ws_yield", [], [])
+        for k, (wnode, _, _, r) in enumerate(parts):
             self.scope = dict(liveins)
-            for k, (wnode, _, _, r) in enumerate(parts):
-                blk = wsop.regions[1 + k].block
-                for c in ws.captures:
-                    blk.add_arg(c.type, c.name)
-                ws.blocks.append(blk)
-                part = _Partition(ws, blk)
-                self.builder.set_insertion_point_to_end(blk)
-                self.ctx.replica_id = r
-                self.ctx.in_partition = True
-                saved_part = self.partition
-                self.partition = part
-                self.ctx.const_anchor.append(blk)
-                try:
+            blk = wsop.regions[1 + k].block
+            for c in ws.captures:
+                blk.add_arg(c.type, c.name)
+            ws.blocks.append(blk)
+            self.partition = _Partition(ws, blk)  # outside async_tasks (no nesting): no partition to restore
+            self.ctx.const_anchor.append(blk)
+            try:
+                with self._replica(r), self._inserting_into(blk):
                     self.visit_stmts(wnode.body)
-                finally:
-                    self.ctx.const_anchor.pop()
-                    self.partition = saved_part
-                    self.ctx.in_partition = False
-                self.builder.create("tlx.ws_return", [], [])
-                self.scope = dict(liveins)
-        finally:
-            self.ctx.replica_id = None
-            self.builder.block, self.builder.index = saved_block, saved_index
+                    self.builder.create("tlx.ws_return", [], [])
+            finally:
+                self.ctx.const_anchor.pop()
+                self.partition = None
+        self.scope = dict(liveins)
         self._drop_unused_captures(wsop, ws)
         wsop.set_operands([ws.captures])
+
+    @contextlib.contextmanager
+    def _replica(self, replica_id: int):
+        """Trace as replica `replica_id` of an async_task (what tlx.async_task_replica_id() gives)."""
+        self.ctx.replica_id = replica_id
+        try:
+            yield
+        finally:
+            self.ctx.replica_id = None
 
     @staticmethod
     def _drop_unused_captures(wsop: Operation, ws: _WarpSpecialize) -> None:
@@ -841,9 +787,7 @@ class Tracer:
                 if isinstance(cond, tensor):
                     raise self.error(s, "inside async_tasks an `if` must test a compile-time value")
                 out.extend(self._collect_tasks(s.body if cond else s.orelse))
-            elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
-                continue
-            elif isinstance(s, ast.Pass):
+            elif isinstance(s, ast.Pass) or isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant):
                 continue
             else:
                 raise self.error(s, "async_tasks may contain only `with tlx.async_task(...):` blocks "
@@ -854,8 +798,8 @@ class Tracer:
     def lookup(self, name: str, node: ast.AST) -> Any:
         if name in self.scope:
             v = self.scope[name]
-        elif name in self.globals:
-            v = self.globals[name]
+        elif name in self.jitfn.globals:
+            v = self.jitfn.globals[name]
         elif name in self.jitfn.closure:
             v = self.jitfn.closure[name]
         elif hasattr(builtins, name):
@@ -969,9 +913,6 @@ class Tracer:
             raise self.error(node, "a tuple or list can only be indexed with a compile-time integer")
         return unwrap(base)[idx]
 
-    def visit_Index(self, node: Any) -> Any:  # Python 3.8 compatibility node
-        return self.visit(node.value)
-
     def visit_JoinedStr(self, node: ast.JoinedStr) -> Any:
         parts = []
         for v in node.values:
@@ -983,9 +924,6 @@ class Tracer:
                     raise self.error(node, "an f-string can only format compile-time values")
                 parts.append(format(unwrap(x), self.visit(v.format_spec) if v.format_spec else ""))  # type: ignore[attr-defined]
         return "".join(parts)
-
-    def visit_FormattedValue(self, node: ast.FormattedValue) -> Any:
-        return format(unwrap(self.visit(node.value)))
 
     _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
                ast.Mod: "mod", ast.BitAnd: "and_", ast.BitOr: "or_", ast.BitXor: "xor", ast.LShift: "lshift",
@@ -1014,13 +952,9 @@ class Tracer:
             raise self.error(node, f"unary operator on {_describe(v)}")
         if isinstance(node.op, ast.Not):
             return semantic.not_(v) if isinstance(v, tensor) else (not v)
-        if isinstance(node.op, ast.USub):
-            return -v
-        if isinstance(node.op, ast.UAdd):
-            return +v
-        if isinstance(node.op, ast.Invert):
-            return ~v
-        raise self.error(node, f"unary operator {type(node.op).__name__} is not supported")
+        return self._UNARYOPS[type(node.op)](v)
+
+    _UNARYOPS = {ast.USub: pyop.neg, ast.UAdd: pyop.pos, ast.Invert: pyop.invert}
 
     _CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 
@@ -1062,10 +996,8 @@ class Tracer:
                 continue
             if isinstance(v, Handle):
                 raise self.error(node, f"{_describe(v)} cannot be used in `and` / `or`")
-            if is_and and not v:
-                return v if not runtime else semantic.full(runtime[0].shape, False, core.int1) if runtime[0].shape else semantic.scalar_constant(False, core.int1)
-            if not is_and and v:
-                return v if not runtime else semantic.full(runtime[0].shape, True, core.int1) if runtime[0].shape else semantic.scalar_constant(True, core.int1)
+            if bool(v) != is_and:  # a compile-time operand decides: False for `and`, True for `or`
+                return semantic.full(runtime[0].shape, not is_and, core.int1) if runtime else v
             acc = v
         if not runtime:
             return acc
@@ -1088,10 +1020,8 @@ class Tracer:
                 kwargs[k.arg] = self.visit(k.value)
         if isinstance(fn, KernelFunction):
             return self.inline(fn, args, kwargs, node)
-        if getattr(fn, "__tlx_builtin__", False):
-            return fn(*args, **kwargs)
-        if inspect.ismethod(fn) and isinstance(fn.__self__, Handle):
-            return fn(*args, **kwargs)
+        if getattr(fn, "__tlx_builtin__", False) or inspect.ismethod(fn) and isinstance(fn.__self__, Handle):
+            return fn(*args, **kwargs)  # a builtin or a method of a traced value: it takes traced values
         if fn in (builtins.min, builtins.max) and any(_is_runtime(a) for a in args):
             if len(args) != 2 or kwargs:
                 raise self.error(node, f"{fn.__name__}() of runtime values takes exactly two arguments")
@@ -1133,9 +1063,8 @@ class Tracer:
                 raise self.error(node, f"{fn.__name__}(): parameter '{p.name}' is a tl.constexpr but got {_describe(v)}",
                                  hint="pass a compile-time value")
             scope[p.name] = unwrap(v) if p.is_constexpr else v
-        body = fn.body()  # reads the helper's source first: it sets the line offset the Tracer copies
         sub = Tracer(fn, self.ctx, scope, self.depth + 1, self.partition)
-        sub.run_body(body)
+        sub.run_body(fn.body())
         return sub.ret_value
 
     def visit_Lambda(self, node: ast.Lambda) -> Any:
@@ -1215,9 +1144,7 @@ def trace(fn: KernelFunction, arg_types: Dict[str, T.Type], constexprs: Dict[str
         for p in runtime:
             if p.name in equal_to_one:
                 scope[p.name] = semantic.scalar_constant(1, core.dtype_from_ir(arg_types[p.name]))
-        tracer = Tracer(fn, ctx, scope)
-        ctx.tracer = tracer
-        tracer.run_body(fn.body())
+        Tracer(fn, ctx, scope).run_body(fn.body())
         builder.set_insertion_point_to_end(block)
         builder.loc = Location(fn.file, (fdef.end_lineno or fdef.lineno) + fn.line_offset, 0)
         builder.create("tt.return", [], [])

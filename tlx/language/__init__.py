@@ -11,6 +11,7 @@ from typing import Any
 from tlx.compiler.errors import TLXCompileError
 
 from . import math, semantic
+from .math import abs, ceil, cos, exp, exp2, floor, fma, log, log2, rsqrt, sigmoid, sin, sqrt
 from .core import dtype as dtype_cls
 from .core import (block_type, bfloat16, builtin, constexpr, dtype, float8e4nv, float8e5, float16, float32,
                    float64, int1, int8, int16, int32, int64, pointer_type, tensor, tensor_descriptor, uint8,
@@ -225,21 +226,6 @@ def umulhi(x: Any, y: Any) -> tensor:
     raise TLXCompileError("tl.umulhi is not supported by tlx yet")
 
 
-exp = math.exp
-exp2 = math.exp2
-log = math.log
-log2 = math.log2
-sqrt = math.sqrt
-rsqrt = math.rsqrt
-sin = math.sin
-cos = math.cos
-abs = math.abs
-floor = math.floor
-ceil = math.ceil
-fma = math.fma
-sigmoid = math.sigmoid
-
-
 # ---- shapes ------------------------------------------------------------------------------------
 
 @builtin
@@ -267,11 +253,9 @@ def trans(input: Any, *dims: Any) -> tensor:
 def expand_dims(input: Any, axis: Any) -> tensor:
     x = semantic.to_tensor(input)
     axis = unwrap(axis)
-    if isinstance(axis, (tuple, list)):
-        for a in sorted(axis):
-            x = semantic.expand_dims(x, a)
-        return x
-    return semantic.expand_dims(x, axis)
+    for a in sorted(axis) if isinstance(axis, (tuple, list)) else [axis]:
+        x = semantic.expand_dims(x, a)
+    return x
 
 
 @builtin
@@ -369,13 +353,8 @@ def inline_asm_elementwise(asm: Any, constraints: Any, args: Any, dtype: Any, is
     shape: tuple = ()
     for v in vals:
         shape = semantic.broadcast_shapes(shape, v.shape)
-    if shape:
-        vals = [semantic.broadcast_to(v, shape) for v in vals]
-
-    def bits(d: Any) -> int:
-        return 64 if d.is_ptr() else d.primitive_bitwidth
-
-    inline_asm.plan(cons, [bits(v.dtype) for v in vals], [bits(d) for d in dts], npack)
+    vals = [semantic.broadcast_to(v, shape) for v in vals]
+    inline_asm.plan(cons, [v.dtype.primitive_bitwidth for v in vals], [d.primitive_bitwidth for d in dts], npack)
     op = semantic.emit("tt.elementwise_inline_asm", [[v.handle for v in vals]],
                        [semantic.ir_type(d, shape) for d in dts],
                        {"asm": text, "constraints": cons, "pure": pure, "pack": npack})

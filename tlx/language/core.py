@@ -30,10 +30,7 @@ class dtype:
         self.sig = sig  # the signature spelling: i32, fp16, ...
         self.ir = ir
 
-    def __repr__(self) -> str:
-        return self.name
-
-    def __str__(self) -> str:
+    def __repr__(self) -> str:  # also str(): object.__str__ calls it
         return self.name
 
     def __eq__(self, other: object) -> bool:
@@ -243,8 +240,6 @@ class TraceContext:
         self.num_warps = num_warps
         self.target = target
         self.replica_id: Optional[int] = None  # inside a replicated async_task
-        self.in_partition = False
-        self.tracer: Any = None
         # constants are made once per (block, type, value) at the top of the function body or of
         # the worker partition being traced (partitions are isolated from outer values)
         self.const_anchor: List[Any] = [builder.block]

@@ -8,36 +8,27 @@ from . import semantic
 from .core import builtin
 
 
-def _f32f64(name: str, doc: str):
+def _unary(name: str, doc: str, allowed: str = "f32f64"):
+    """The builtin `math.<name>` of one operand (`allowed`: see semantic.unary_math)."""
     def fn(x: Any) -> Any:
-        return semantic.unary_math(name, x)
+        return semantic.unary_math(name, x, allowed)
     fn.__name__ = name
     fn.__doc__ = doc
     return builtin(fn)
 
 
-exp = _f32f64("exp", "e ** x")
-exp2 = _f32f64("exp2", "2 ** x")
-log = _f32f64("log", "natural logarithm")
-log2 = _f32f64("log2", "base-2 logarithm")
-sqrt = _f32f64("sqrt", "square root")
-rsqrt = _f32f64("rsqrt", "1 / sqrt(x)")
-sin = _f32f64("sin", "sine")
-cos = _f32f64("cos", "cosine")
-erf = _f32f64("erf", "error function")
-tanh = _f32f64("tanh", "hyperbolic tangent")
-
-
-def _float(name: str, doc: str):
-    def fn(x: Any) -> Any:
-        return semantic.unary_math(name, x, "float")
-    fn.__name__ = name
-    fn.__doc__ = doc
-    return builtin(fn)
-
-
-floor = _float("floor", "round down")
-ceil = _float("ceil", "round up")
+exp = _unary("exp", "e ** x")
+exp2 = _unary("exp2", "2 ** x")
+log = _unary("log", "natural logarithm")
+log2 = _unary("log2", "base-2 logarithm")
+sqrt = _unary("sqrt", "square root")
+rsqrt = _unary("rsqrt", "1 / sqrt(x)")
+sin = _unary("sin", "sine")
+cos = _unary("cos", "cosine")
+erf = _unary("erf", "error function")
+tanh = _unary("tanh", "hyperbolic tangent")
+floor = _unary("floor", "round down", "float")
+ceil = _unary("ceil", "round up", "float")
 
 
 @builtin

@@ -12,7 +12,9 @@ import math
 import numbers
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from tlx.compiler.analysis.layout_math import is_pow2
 from tlx.compiler.errors import TLXCompileError, TLXValueError
+from tlx.compiler.ir import Operation
 from tlx.compiler.ir import layouts as L
 from tlx.compiler.ir import types as T
 
@@ -31,10 +33,9 @@ def ir_type(dt: dtype, shape: Sequence[int] = ()) -> T.Type:
     return T.TensorType(tuple(shape), e) if shape else e  # type: ignore[arg-type]
 
 
-def emit(name: str, operands: Sequence[Any] = (), result_types: Sequence[T.Type] = (), attrs: Optional[Dict] = None,
-         num_regions: int = 0):
+def emit(name: str, operands: Sequence[Any] = (), result_types: Sequence[T.Type] = (), attrs: Optional[Dict] = None):
     """Create op `name` at the trace's insertion point (with the current source location)."""
-    return core.current().builder.create(name, operands, result_types, attrs, num_regions)
+    return core.current().builder.create(name, operands, result_types, attrs)
 
 
 def emit1(name: str, operands: Sequence[Any], dt: dtype, shape: Sequence[int] = (), attrs: Optional[Dict] = None) -> tensor:
@@ -45,10 +46,6 @@ def emit1(name: str, operands: Sequence[Any], dt: dtype, shape: Sequence[int] = 
 
 def err(msg: str, hint: Optional[str] = None) -> TLXCompileError:
     return TLXCompileError(msg, hint=hint)
-
-
-def is_pow2(n: int) -> bool:
-    return n > 0 and (n & (n - 1)) == 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -62,14 +59,10 @@ def type_of_python_scalar(x: Any) -> dtype:
     if isinstance(x, bool):
         return int1
     if isinstance(x, int):
-        if -2 ** 31 <= x < 2 ** 31:
-            return int32
-        if 2 ** 31 <= x < 2 ** 32:
-            return uint32
-        if -2 ** 63 <= x < 2 ** 63:
-            return int64
-        if 2 ** 63 <= x < 2 ** 64:
-            return uint64
+        for dt in (int32, uint32, int64, uint64):  # the first whose range holds x
+            lo, hi = dt.int_range()
+            if lo <= x <= hi:
+                return dt
         raise err(f"integer {x} does not fit in 64 bits")
     if isinstance(x, float):
         a = abs(x)
@@ -89,8 +82,6 @@ def constant(value: Any, dt: dtype, shape: Sequence[int] = ()) -> tensor:
     key = (id(anchor), t, type(value), value)
     v = ctx.const_cache.get(key)
     if v is None:
-        from tlx.compiler.ir import Operation
-
         name = f"c{value}_{dt.sig}".replace("-", "m") if isinstance(value, int) and not shape else "cst"
         op = Operation("arith.constant", [], [t], {"value": value}, 0, ctx.builder.loc, [name])
         n = ctx.const_count.get(id(anchor), 0)
@@ -224,7 +215,7 @@ def broadcast_shapes(a: Sequence[int], b: Sequence[int]) -> Tuple[int, ...]:
 def broadcast_pair(a: tensor, b: tensor) -> Tuple[tensor, tensor]:
     if a.shape == b.shape:
         return a, b
-    shape = broadcast_shapes(a.shape, b.shape) if a.shape and b.shape else (a.shape or b.shape)
+    shape = broadcast_shapes(a.shape, b.shape)  # a scalar's () pads to all ones
     return broadcast_to(a, shape), broadcast_to(b, shape)
 
 
@@ -304,11 +295,10 @@ def cast(x: Any, dst: dtype, fp_downcast_rounding: Optional[str] = None, bitcast
     if src.is_floating() and dst.is_floating():
         if src.is_fp8() or dst.is_fp8() or (fp_downcast_rounding not in (None, "rtne")):
             return emit1("tt.fp_to_fp", [x.handle], dst, sh, {"rounding": fp_downcast_rounding or "rtne"})
-        if (src.is_fp16() or src.is_bf16()) and not dst.is_fp32() and not (src.primitive_bitwidth < dst.primitive_bitwidth and dst.is_fp64()):
+        if {src.name, dst.name} == {"fp16", "bf16"}:  # no direct conversion between the two: through fp32
             return cast(cast(x, float32), dst)
-        if src.primitive_bitwidth > dst.primitive_bitwidth:
-            return emit1("arith.truncf", [x.handle], dst, sh)
-        return emit1("arith.extf", [x.handle], dst, sh)
+        name = "arith.truncf" if src.primitive_bitwidth > dst.primitive_bitwidth else "arith.extf"
+        return emit1(name, [x.handle], dst, sh)
     if (src.is_int() or src.is_bool()) and (dst.is_int() or dst.is_bool()):
         if dst.is_bool():
             return compare(x, full(sh, 0, src), "ne")
@@ -437,18 +427,27 @@ def binary_operands(lhs: Any, rhs: Any, allow_lhs_ptr: bool = False, allow_rhs_p
     return broadcast_pair(lt, rt)  # type: ignore[arg-type]
 
 
-def _int_identity(a: Any, b: Any, ident: int) -> Optional[tensor]:
-    """`a op ident` is `a` for an integer tensor `a` and the Python integer `ident` (no promotion)."""
-    a, b = unwrap(a), unwrap(b)
-    if isinstance(a, tensor) and type(b) is int and b == ident and a.dtype.is_int() and not a.dtype.is_bool():
-        return a
+def _int_identity(a: Any, b: Any, ident: int, commutative: bool) -> Optional[tensor]:
+    """The integer tensor operand of `a op b` when the other one is the Python integer `ident`
+    (`a op ident` is `a`, with no promotion; `ident op b` too when `op` is commutative)."""
+    pairs = ((a, b), (b, a)) if commutative else ((a, b),)
+    for x, y in pairs:
+        x, y = unwrap(x), unwrap(y)
+        if isinstance(x, tensor) and type(y) is int and y == ident and x.dtype.is_int() and not x.dtype.is_bool():
+            return x
     return None
 
 
+def _arith(name_f: str, name_si: str, name_ui: str, a: tensor, b: tensor) -> tensor:
+    """The float op `name_f` on float operands, else `name_si` / `name_ui` for signed / unsigned ones."""
+    if a.dtype.is_floating():
+        return float_op(name_f, [a, b], a.dtype, a.shape)
+    name = name_si if a.dtype.is_int_signed() else name_ui
+    return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
+
+
 def add(a: Any, b: Any) -> tensor:
-    r = _int_identity(a, b, 0)
-    if r is None:
-        r = _int_identity(b, a, 0)
+    r = _int_identity(a, b, 0, commutative=True)
     if r is not None:
         return r
     a, b = binary_operands(a, b, True, True)
@@ -458,33 +457,24 @@ def add(a: Any, b: Any) -> tensor:
         if b.dtype.is_ptr():
             raise err("cannot add two pointers")
         return emit1("tt.addptr", [a.handle, b.handle], a.dtype, a.shape)
-    if a.dtype.is_floating():
-        return float_op("arith.addf", [a, b], a.dtype, a.shape)
-    return emit1("arith.addi", [a.handle, b.handle], a.dtype, a.shape)
+    return _arith("arith.addf", "arith.addi", "arith.addi", a, b)
 
 
 def sub(a: Any, b: Any) -> tensor:
-    r = _int_identity(a, b, 0)
+    r = _int_identity(a, b, 0, commutative=False)
     if r is not None:
         return r
     a, b = binary_operands(a, b, True, False)
     if a.dtype.is_ptr():
         return emit1("tt.addptr", [a.handle, minus(b).handle], a.dtype, a.shape)
-    if a.dtype.is_floating():
-        return float_op("arith.subf", [a, b], a.dtype, a.shape)
-    return emit1("arith.subi", [a.handle, b.handle], a.dtype, a.shape)
+    return _arith("arith.subf", "arith.subi", "arith.subi", a, b)
 
 
 def mul(a: Any, b: Any) -> tensor:
-    r = _int_identity(a, b, 1)
-    if r is None:
-        r = _int_identity(b, a, 1)
+    r = _int_identity(a, b, 1, commutative=True)
     if r is not None:
         return r
-    a, b = binary_operands(a, b)
-    if a.dtype.is_floating():
-        return float_op("arith.mulf", [a, b], a.dtype, a.shape)
-    return emit1("arith.muli", [a.handle, b.handle], a.dtype, a.shape)
+    return _arith("arith.mulf", "arith.muli", "arith.muli", *binary_operands(a, b))
 
 
 def truediv(a: Any, b: Any) -> tensor:
@@ -498,16 +488,11 @@ def floordiv(a: Any, b: Any) -> tensor:
     a, b = binary_operands(a, b, div_or_mod=True)
     if not (a.dtype.is_int() or a.dtype.is_bool()):
         raise err(f"// needs integer operands, got {a.dtype}", hint="use / for floats")
-    name = "arith.divsi" if a.dtype.is_int_signed() else "arith.divui"
-    return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
+    return _arith("", "arith.divsi", "arith.divui", a, b)
 
 
 def mod(a: Any, b: Any) -> tensor:
-    a, b = binary_operands(a, b, div_or_mod=True)
-    if a.dtype.is_floating():
-        return float_op("arith.remf", [a, b], a.dtype, a.shape)
-    name = "arith.remsi" if a.dtype.is_int_signed() else "arith.remui"
-    return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
+    return _arith("arith.remf", "arith.remsi", "arith.remui", *binary_operands(a, b, div_or_mod=True))
 
 
 def _bitwise_operands(a: Any, b: Any) -> Tuple[tensor, tensor]:
@@ -597,13 +582,8 @@ def maximum(a: Any, b: Any, propagate_nan: Any = None) -> tensor:
 
 
 def _extremum(kind: str, a: Any, b: Any, propagate_nan: Any) -> tensor:
-    a, b = binary_operands(a, b)
-    if a.dtype.is_floating():
-        name = f"arith.{kind}imumf" if _propagates(propagate_nan) else f"arith.{kind}numf"
-        return float_op(name, [a, b], a.dtype, a.shape)
-    else:
-        name = f"arith.{kind}si" if a.dtype.is_int_signed() else f"arith.{kind}ui"
-    return emit1(name, [a.handle, b.handle], a.dtype, a.shape)
+    name_f = f"arith.{kind}imumf" if _propagates(propagate_nan) else f"arith.{kind}numf"
+    return _arith(name_f, f"arith.{kind}si", f"arith.{kind}ui", *binary_operands(a, b))
 
 
 def _propagates(p: Any) -> bool:
@@ -614,10 +594,8 @@ def _propagates(p: Any) -> bool:
 def where(cond: Any, x: Any, y: Any) -> tensor:
     cond = cast(to_tensor(cond), int1)
     x, y = binary_operands(x, y, True, True)
-    shape = broadcast_shapes(cond.shape, x.shape) if cond.shape and x.shape else (cond.shape or x.shape)
-    if shape:
-        x, y = broadcast_to(x, shape), broadcast_to(y, shape)
-        cond = broadcast_to(cond, shape)
+    shape = broadcast_shapes(cond.shape, x.shape)
+    x, y, cond = (broadcast_to(v, shape) for v in (x, y, cond))
     return emit1("arith.select", [cond.handle, x.handle, y.handle], x.dtype, x.shape)
 
 
@@ -700,13 +678,10 @@ def hint(x: Any, key: str, values: Any) -> tensor:
         raise err(f"{key} values must be positive compile-time integers, got {values}")
     if len(values) != max(1, len(x.shape)):
         raise err(f"{key} needs one value per dimension ({max(1, len(x.shape))}), got {len(values)}")
-    d = x.handle.defining_op
-    attrs: Dict[str, Any] = {}
-    src = x.handle
-    if d is not None and d.name == "tt.hint":
-        attrs = dict(d.attrs)
+    d = x.handle.defining_op  # a second hint on a value keeps the first one's
+    attrs: Dict[str, Any] = dict(d.attrs) if d is not None and d.name == "tt.hint" else {}
     attrs[key] = values
-    return emit1("tt.hint", [src], x.dtype, x.shape, attrs)
+    return emit1("tt.hint", [x.handle], x.dtype, x.shape, attrs)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -723,12 +698,15 @@ def _check_mod(cache_modifier: Any, eviction_policy: Any) -> Dict[str, str]:
         raise err(f"unknown cache_modifier {c!r}", hint=f"use one of {_CACHE}")
     if e not in _EVICT:
         raise err(f"unknown eviction_policy {e!r}", hint=f"use one of {_EVICT}")
-    out = {}
-    if c:
-        out["cache"] = c
-    if e:
-        out["evict"] = e
-    return out
+    return {k: v for k, v in (("cache", c), ("evict", e)) if v}
+
+
+def _pointer(ptr: Any, need: str) -> Tuple[tensor, dtype]:
+    """A memory op's pointer operand (`need` says what it must be) and its element dtype."""
+    ptr = to_tensor(ptr)
+    if not ptr.dtype.is_ptr():
+        raise err(f"{need}, got {ptr.dtype}")
+    return ptr, ptr.dtype.element_ty  # type: ignore[attr-defined]
 
 
 def _mask(mask: Any, ptr: tensor, what: str) -> Optional[tensor]:
@@ -747,16 +725,14 @@ def _mask(mask: Any, ptr: tensor, what: str) -> Optional[tensor]:
 def load(ptr: Any, mask: Any = None, other: Any = None, boundary_check: Any = (), padding_option: Any = "",
          cache_modifier: Any = "", eviction_policy: Any = "", volatile: Any = False) -> tensor:
     """tl.load through a pointer or a block of pointers."""
-    ptr, mask, other = to_tensor(ptr), unwrap(mask), unwrap(other)
-    if not ptr.dtype.is_ptr():
-        raise err(f"tl.load needs a pointer or a block of pointers, got {ptr.dtype}")
+    ptr, elt = _pointer(ptr, "tl.load needs a pointer or a block of pointers")
+    mask, other = unwrap(mask), unwrap(other)
     if unwrap(boundary_check) or unwrap(padding_option):
         raise err("boundary_check / padding_option apply to block pointers, which tlx does not support",
                   hint="use a mask, or a tensor descriptor (desc.load)")
     if mask is None and other is not None:
         raise err("`other` cannot be given without `mask`")
     mask = _mask(mask, ptr, "load")
-    elt = ptr.dtype.element_ty  # type: ignore[attr-defined]
     is_bool = elt == int1
     if is_bool:
         elt = int8
@@ -775,12 +751,9 @@ def load(ptr: Any, mask: Any = None, other: Any = None, boundary_check: Any = ()
 
 def store(ptr: Any, value: Any, mask: Any = None, boundary_check: Any = (), cache_modifier: Any = "",
           eviction_policy: Any = "") -> None:
-    ptr = to_tensor(ptr)
-    if not ptr.dtype.is_ptr():
-        raise err(f"tl.store needs a pointer or a block of pointers, got {ptr.dtype}")
+    ptr, elt = _pointer(ptr, "tl.store needs a pointer or a block of pointers")
     if unwrap(boundary_check):
         raise err("boundary_check applies to block pointers, which tlx does not support", hint="use a mask")
-    elt = ptr.dtype.element_ty  # type: ignore[attr-defined]
     value = to_tensor(unwrap(value))
     if elt == int1:
         elt = int8
@@ -801,15 +774,12 @@ _SCOPE = ("gpu", "cta", "sys")
 
 def atomic(op: str, ptr: Any, val: Any, mask: Any = None, sem: Any = None, scope: Any = None) -> tensor:
     """tl.atomic_<op>: returns the old values."""
-    ptr = to_tensor(ptr)
-    if not ptr.dtype.is_ptr():
-        raise err(f"atomics need a pointer, got {ptr.dtype}")
+    ptr, elt = _pointer(ptr, "atomics need a pointer")
     sem, scope = unwrap(sem) or "acq_rel", unwrap(scope) or "gpu"
     if sem not in _SEM:
         raise err(f"unknown sem {sem!r}", hint=f"use one of {_SEM}")
     if scope not in _SCOPE:
         raise err(f"unknown scope {scope!r}", hint=f"use one of {_SCOPE}")
-    elt = ptr.dtype.element_ty  # type: ignore[attr-defined]
     val = to_tensor(unwrap(val))
     if ptr.shape:
         val = broadcast_to(val, ptr.shape)
@@ -832,10 +802,7 @@ def atomic(op: str, ptr: Any, val: Any, mask: Any = None, sem: Any = None, scope
 
 
 def atomic_cas(ptr: Any, cmp: Any, val: Any, sem: Any = None, scope: Any = None) -> tensor:
-    ptr = to_tensor(ptr)
-    if not ptr.dtype.is_ptr():
-        raise err(f"atomic_cas needs a pointer, got {ptr.dtype}")
-    elt = ptr.dtype.element_ty  # type: ignore[attr-defined]
+    ptr, elt = _pointer(ptr, "atomic_cas needs a pointer")
     sem, scope = unwrap(sem) or "acq_rel", unwrap(scope) or "gpu"
     cmp = cast(to_tensor(unwrap(cmp)), elt)
     val = cast(to_tensor(unwrap(val)), elt)
@@ -888,6 +855,8 @@ def reduce(x: Any, axis: Any, kind: str, keep_dims: bool = False) -> tensor:
 
 
 _DOT_INPUTS = (float16, bfloat16, core.float8e4nv, core.float8e5, int8, float32, float64)
+# operand dtype -> the accumulator dtypes tl.dot allows (fp16 and fp8 operands: fp32 or fp16)
+_DOT_ACCUMULATORS = {int8: (int32,), float64: (float64,), float32: (float32,), bfloat16: (float32,)}
 
 
 def dot(a: Any, b: Any, acc: Any = None, input_precision: Any = None, allow_tf32: Any = None,
@@ -920,14 +889,7 @@ def dot(a: Any, b: Any, acc: Any = None, input_precision: Any = None, allow_tf32
     ip = str(ip).lower()
     if ip not in ("tf32", "ieee") + tuple(_SPLIT_PRECISIONS):
         raise err(f"tl.dot input_precision must be one of 'tf32', 'tf32x3', 'bf16x3', 'bf16x6', 'ieee', got {ip!r}")
-    if a.dtype == int8:
-        allowed = (int32,)
-    elif a.dtype == float64:
-        allowed = (float64,)
-    elif a.dtype in (float32, bfloat16):
-        allowed = (float32,)
-    else:
-        allowed = (float32, float16)
+    allowed = _DOT_ACCUMULATORS.get(a.dtype, (float32, float16))
     if acc is None:
         if out_dtype == bfloat16:
             raise err("tl.dot out_dtype=bfloat16 is unsupported", hint="use float32 or float16 and cast the result")
@@ -1055,9 +1017,7 @@ def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any
     if not (isinstance(last, int) and last == 1):
         raise TLXValueError(f"the last stride of a tensor descriptor must be the constant 1, got {last!r}")
     elt = base.dtype.element_ty  # type: ignore[attr-defined]
-    if block[-1] * elt.primitive_bitwidth // 8 < 16:
-        raise err(f"the inner block dimension must span at least 16 bytes, got {block[-1]} x {elt}")
-    check_shape(block)
+    _check_tma_block(block, elt)
     pad = unwrap(padding_option)
     if pad not in ("zero", "nan"):
         raise TLXValueError(f"padding_option must be 'zero' or 'nan', got {pad!r}")
@@ -1071,6 +1031,13 @@ def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any
     if slot is not None and slot.index is not None:
         slot.written[slot.index] = (tuple(block), elt)
     return core.tensor_descriptor(op.result, elt, block)
+
+
+def _check_tma_block(block: List[int], elt: dtype) -> None:
+    """A TMA tile: power-of-two sizes, the inner one at least 16 bytes."""
+    if block[-1] * elt.primitive_bitwidth // 8 < 16:
+        raise err(f"the inner block dimension must span at least 16 bytes, got {block[-1]} x {elt}")
+    check_shape(block)
 
 
 def allocate_tensor_descriptor(num: Any) -> core.tensor_descriptor_ptr:
@@ -1119,9 +1086,7 @@ def reinterpret_tensor_descriptor(ptr: Any, block_shape: Any, dt: Any) -> core.t
     if not 1 <= len(block) <= 5 or not all(isinstance(b, int) and b > 0 for b in block):
         raise TLXValueError(f"reinterpret_tensor_descriptor needs a block shape of 1..5 positive constant sizes, "
                             f"got {block}")
-    if block[-1] * elt.primitive_bitwidth // 8 < 16:
-        raise err(f"the inner block dimension must span at least 16 bytes, got {block[-1]} x {elt}")
-    check_shape(block)
+    _check_tma_block(block, elt)
     seen = slot.written.get(slot.index) if slot.index is not None else None
     if seen is not None and seen != (tuple(block), elt):
         raise err(f"reinterpret_tensor_descriptor reads slot {slot.index} as {block} x {elt}, but "
