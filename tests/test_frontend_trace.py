@@ -10,7 +10,7 @@ import pytest
 import catalog
 import tlx
 import tlx.language as tl
-from tlx.compiler.errors import TLXValueError
+from tlx.compiler.errors import TLXCompileError, TLXValueError
 from tlx.compiler.ir import parse_module, print_module, types as T, verify_module
 from tlx.signature import signature_to_types
 
@@ -417,3 +417,15 @@ def test_async_tasks_takes_warp_specialize_true_as_the_real_tlx_spells_it_and_re
     assert out.tolist() == [1, 2]
     with pytest.raises(TLXValueError, match="always warp-specialized"):
         _ws_spelled.trace(signature_to_types({"out_ptr": "*i32"}), {"WS": False}, num_warps=4)
+
+
+def test_f_strings_apply_conversions_and_format_specs_to_compile_time_values():
+    """`f"{NAME!r}"` quotes a constexpr string and `{X:>4}` pads it, as Python's f-strings do."""
+    @tlx.jit
+    def k(x_ptr, NAME: tl.constexpr, X: tl.constexpr):
+        tl.static_assert(X < 0, f"{NAME!r}|{X:>4}|{NAME!s}|{'é'!a}")
+        tl.store(x_ptr, X)
+
+    with pytest.raises(TLXCompileError) as err:
+        tlx.compile(k, signature={"x_ptr": "*i32"}, constexprs={"NAME": "tile", "X": 7})
+    assert "static_assert failed: 'tile'|   7|tile|'\\xe9'" in str(err.value)

@@ -922,7 +922,10 @@ class Tracer:
                 x = self.visit(v.value)  # type: ignore[attr-defined]
                 if _is_runtime(x):
                     raise self.error(node, "an f-string can only format compile-time values")
-                parts.append(format(unwrap(x), self.visit(v.format_spec) if v.format_spec else ""))  # type: ignore[attr-defined]
+                x = unwrap(x)
+                # !r / !s / !a convert before the format spec applies, as Python does
+                x = {ord("r"): repr, ord("s"): str, ord("a"): ascii}.get(v.conversion, lambda y: y)(x)  # type: ignore[attr-defined]
+                parts.append(format(x, self.visit(v.format_spec) if v.format_spec else ""))  # type: ignore[attr-defined]
         return "".join(parts)
 
     _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
