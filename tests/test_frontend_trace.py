@@ -429,3 +429,54 @@ def test_f_strings_apply_conversions_and_format_specs_to_compile_time_values():
     with pytest.raises(TLXCompileError) as err:
         tlx.compile(k, signature={"x_ptr": "*i32"}, constexprs={"NAME": "tile", "X": 7})
     assert "static_assert failed: 'tile'|   7|tile|'\\xe9'" in str(err.value)
+
+
+@tlx.jit
+def _early_return_helper(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    if n < 8:
+        tl.store(out_ptr + offs, x + 1.0, mask=offs < n)
+        return
+    tl.store(out_ptr + offs, x * 2.0, mask=offs < n)
+
+
+@tlx.jit
+def _worker_calls_an_early_return_helper(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            pass
+        with tlx.async_task(num_warps=1):
+            _early_return_helper(x_ptr, out_ptr, n, BLOCK)
+
+
+def test_a_worker_partition_may_call_a_helper_that_returns_early():
+    """The helper's `if n < 8: ...; return` traces both paths inside the partition: the tensors
+    each path computes are the partition's own (they used to be taken for captures)."""
+    import numpy as np
+    x = np.arange(16, dtype=np.float32)
+    for n, want in ((5, x[:5] + 1.0), (12, x[:12] * 2.0)):
+        out = np.full(16, np.nan, np.float32)
+        tlx.interpret(_worker_calls_an_early_return_helper, (1,), x, out, n, BLOCK=16)
+        np.testing.assert_array_equal(out[:n], want)
+        assert np.isnan(out[n:]).all()
+    ck = tlx.compile(_worker_calls_an_early_return_helper, signature={"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"},
+                     constexprs={"BLOCK": 16})
+    assert ck.asm["cubin"]  # assembled by ptxas for sm_90a
+
+
+def test_a_return_inside_an_async_task_is_a_clear_error():
+    @tlx.jit
+    def k(x_ptr, n):
+        with tlx.async_tasks():
+            with tlx.async_task("default"):
+                pass
+            with tlx.async_task(num_warps=1):
+                if n < 8:
+                    return
+                tl.store(x_ptr, n)
+
+    with pytest.raises(TLXCompileError) as err:
+        tlx.compile(k, signature={"x_ptr": "*i32", "n": "i32"})
+    assert "`return` inside an async_task is not supported" in str(err.value)
+    assert f"{__file__}:{k.fn.__code__.co_firstlineno + 6}:" in str(err.value)  # the `if` holding the return

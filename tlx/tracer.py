@@ -26,7 +26,7 @@ import contextlib
 import inspect
 import operator as pyop
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from tlx.compiler.errors import IRVerifyError, TLXCompileError
 from tlx.compiler.ir import Block, BlockArgument, Builder, Location, Module, Operation, Value, is_pure, verify_module
@@ -211,6 +211,7 @@ class Tracer:
         self.scope = scope
         self.depth = depth
         self.loop_depth = 0
+        self.in_task = False  # tracing an async_task's body (of this function, not of a helper it calls)
         self.partition = partition
         self.ret_value: Any = None
         self.def_locs: Dict[str, Location] = {}
@@ -365,6 +366,10 @@ class Tracer:
         if self.loop_depth:
             raise self.error(node, "`return` inside a loop is not supported",
                              hint="compute a flag and guard the rest of the loop body with `if`")
+        if self.in_task:  # a task's body is a region of its own: a return cannot leave the kernel from it
+            raise self.error(node, "`return` inside an async_task is not supported",
+                             hint="guard the rest of the task with `if`/`else`, or return from a helper "
+                                  "function the task calls")
 
     def visit_Return(self, node: ast.Return) -> None:
         self._check_not_in_loop(node)
@@ -451,15 +456,23 @@ class Tracer:
         self.scope = dict(liveins)
         self.scope.update(zip(names, result))
 
-    def _trace_branch(self, stmts: Sequence[ast.stmt], liveins: Dict[str, Any]) -> Tuple[Block, Dict[str, Any]]:
+    @contextlib.contextmanager
+    def _branch_block(self) -> Iterator[Block]:
+        """Trace into a new branch block of an scf.if that does not exist yet; the block is
+        registered under the current block, so `_defined_inside` sees where it will be (a worker
+        partition's branch computes its own values, not captures)."""
         blk = Block()
-        self.ctx.branch_hosts[id(blk)] = self.builder.block  # so `_defined_inside` sees where it will be
-        self.scope = dict(liveins)
+        self.ctx.branch_hosts[id(blk)] = self.builder.block
         try:
             with self._inserting_into(blk):
-                self.visit_stmts(stmts)
+                yield blk
         finally:
             del self.ctx.branch_hosts[id(blk)]
+
+    def _trace_branch(self, stmts: Sequence[ast.stmt], liveins: Dict[str, Any]) -> Tuple[Block, Dict[str, Any]]:
+        self.scope = dict(liveins)
+        with self._branch_block() as blk:
+            self.visit_stmts(stmts)
         return blk, self.scope
 
     def _check_same_types(self, node: ast.AST, names: Sequence[str], a_vals: Sequence[Any], b_vals: Sequence[Any],
@@ -492,9 +505,8 @@ class Tracer:
         blocks = []
         for stmts in (list(node.body) + rest, list(node.orelse) + rest):
             self.ret_value = None
-            blk = Block()
             self.scope = dict(liveins)
-            with self._inserting_into(blk):
+            with self._branch_block() as blk:
                 self.run_body(stmts)
             blocks.append(blk)
             results.append(self.ret_value)
@@ -755,10 +767,12 @@ class Tracer:
     def _replica(self, replica_id: int):
         """Trace as replica `replica_id` of an async_task (what tlx.async_task_replica_id() gives)."""
         self.ctx.replica_id = replica_id
+        self.in_task = True
         try:
             yield
         finally:
             self.ctx.replica_id = None
+            self.in_task = False
 
     @staticmethod
     def _drop_unused_captures(wsop: Operation, ws: _WarpSpecialize) -> None:
