@@ -71,7 +71,5 @@ class SpecLaunch:
         return launch
 
     def warmup(self, *args: Any, grid: Any = None, **kwargs: Any) -> Any:
-        from tlx.autotune import _compile_only
-
         self._check(args, kwargs)
-        return _compile_only(self.fn, grid, args, kwargs)[1]
+        return self.fn.warmup(*args, grid=grid, **kwargs)
