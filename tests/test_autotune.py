@@ -560,6 +560,9 @@ def test_the_gpu_tests_autotuned_launches_are_checked_against_their_specs():
             launch._check((x, x, K.SPIN_N), bad)
     with pytest.raises(AssertionError, match="specializes as"):
         launch._check((x, x, K.SPIN_N + 1), fast)  # n no longer a multiple of 16
+    # the autotuner's precompile step calls warmup: it compiles the checked config, no GPU needed
+    compiled = launch.warmup(x, x, K.SPIN_N, grid=(1,), **fast)
+    assert compiled.metadata.num_warps == 8 and "cubin" in compiled.asm
 
 
 @pytest.mark.parametrize("option", ["minRegAutoWS", "maxRegAutoWS"])
