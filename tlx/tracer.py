@@ -362,7 +362,9 @@ class Tracer:
             raise self.error(node, "starred assignment is not supported in a kernel")
         raise self.error(node, f"cannot assign to {type(target).__name__}")
 
-    def _check_not_in_loop(self, node: ast.AST) -> None:
+    def _check_return_allowed(self, node: ast.AST) -> None:
+        """A `return` here must leave the traced function: not from a loop body nor from an
+        async_task's region (both are regions of their own)."""
         if self.loop_depth:
             raise self.error(node, "`return` inside a loop is not supported",
                              hint="compute a flag and guard the rest of the loop body with `if`")
@@ -372,7 +374,7 @@ class Tracer:
                                   "function the task calls")
 
     def visit_Return(self, node: ast.Return) -> None:
-        self._check_not_in_loop(node)
+        self._check_return_allowed(node)
         value = self.visit(node.value) if node.value is not None else None
         if self.depth == 0 and value is not None:  # the kernel itself
             raise self.error(node, "a kernel cannot return a value", hint="store results through a pointer argument")
@@ -499,7 +501,7 @@ class Tracer:
     def _if_with_return(self, node: ast.If, cond: tensor, rest: List[ast.stmt]) -> None:
         """`if c: ...return...` outside loops: the statements after the `if` continue on the paths
         that did not return (each branch traces `branch + rest`)."""
-        self._check_not_in_loop(node)
+        self._check_return_allowed(node)
         liveins = dict(self.scope)
         results = []
         blocks = []
@@ -937,10 +939,13 @@ class Tracer:
                 if _is_runtime(x):
                     raise self.error(node, "an f-string can only format compile-time values")
                 x = unwrap(x)
-                # !r / !s / !a convert before the format spec applies, as Python does
-                x = {ord("r"): repr, ord("s"): str, ord("a"): ascii}.get(v.conversion, lambda y: y)(x)  # type: ignore[attr-defined]
+                convert = self._CONVERSIONS.get(v.conversion)  # type: ignore[attr-defined]
+                if convert is not None:  # !r / !s / !a apply before the format spec, as in Python
+                    x = convert(x)
                 parts.append(format(x, self.visit(v.format_spec) if v.format_spec else ""))  # type: ignore[attr-defined]
         return "".join(parts)
+
+    _CONVERSIONS = {ord("r"): repr, ord("s"): str, ord("a"): ascii}  # FormattedValue.conversion -> function
 
     _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
                ast.Mod: "mod", ast.BitAnd: "and_", ast.BitOr: "or_", ast.BitXor: "xor", ast.LShift: "lshift",
