@@ -318,13 +318,28 @@ def test_conversion_rounds_hold_the_same_elements_on_both_sides():
 
 
 def test_dot_result_converts_in_rounds():
-    """A 128 x 128 wgmma result converted for its store goes in two rounds of 64 rows through
-    32 KB of scratch, not 64 KB at once (the peer's 512 x 512 dot: eight rounds of 64 KB instead
-    of 512 KB, more than one CTA's 227 KB)."""
-    res = compile_tile("fp16", 128, 128, 16)
+    """A 128 x 128 wgmma result stored as fp16 is converted to a coalesced layout for its store
+    in two rounds of 64 rows through 16 KB of scratch, not 32 KB at once (a 512 x 512 result:
+    eight rounds instead of 512 KB, more than one CTA's 227 KB)."""
+    sig = DK.tile_signature("fp16", "fp16", "fp16")  # the fp32 result is cast to z's fp16 by the store
+    res = tlx.compile(DK.dot_tile, sig, {"BM": 128, "BN": 128, "BK": 16, "FROM_SMEM": False, "PRECISION": "tf32",
+                                         "OUT_F16": False}, num_warps=4, divisibility={p: 16 for p in sig})
     cvt = [ln for ln in res.asm["ir.layouts"].splitlines() if "tt.convert_layout" in ln and "scratch_bytes" in ln]
-    assert len(cvt) == 1 and "scratch_bytes = 32768" in cvt[0], cvt
-    assert res.resources["shared_bytes"] <= 32768 + 2 * 128 * 16 * 2
+    assert len(cvt) == 1 and "scratch_bytes = 16384" in cvt[0] and "128x128xf16" in cvt[0], cvt
+    assert res.resources["shared_bytes"] <= 16384
+
+
+def test_fp32_dot_result_is_stored_in_the_accumulator_layout():
+    """A 32-bit wgmma result goes to global memory straight from the accumulator registers: each
+    lane quad writes 8 consecutive elements of a row (a whole 32-byte sector), so there is no
+    conversion through shared memory — 64 8-byte stores per thread for 128 x 128 fp32 on 128
+    threads, and no scratch beyond the operands' staging for wgmma."""
+    res = compile_tile("fp16", 128, 128, 16)
+    assert "tt.convert_layout" not in res.asm["ir.layouts"]
+    ptx = res.asm["ptx"]
+    assert "wgmma.mma_async" in ptx
+    assert ptx.count("st.global.v2.b32") == 64 and ptx.count("st.global") == 64, ptx.count("st.global")
+    assert res.resources["shared_bytes"] == 2 * 128 * 16 * 2  # A (128 x 16) and B (16 x 128), fp16
 
 
 # ---------------------------------------------------------------------------------------------

@@ -243,7 +243,7 @@ class LayoutPass:
             ptr = op.arg(_MEMORY_GROUPS[n][0])
             if _is_tensor(ptr):
                 grp = [op.arg(g) for g in _MEMORY_GROUPS[n]] + list(op.results)
-                lay = self.layout.get(id(ptr)) or self.coalesced(ptr, warps)
+                lay = self.layout.get(id(ptr)) or self._accumulator_access(op) or self.coalesced(ptr, warps)
                 for v in grp:
                     if v is not None:
                         self.assign(v, lay)
@@ -260,6 +260,25 @@ class LayoutPass:
                 d = v.defining_op
                 if d is not None and d.name == "tlx.local_load" and len(v.uses) == 1:
                     self.assign(v, self._dot_operand(op, acc, idx))
+
+    def _accumulator_access(self, op: Operation) -> Optional[L.DistributedLayout]:
+        """The layout a 32-bit tensor already has, for a global store of it or a global load
+        whose result flows into it (a partial sum written out and read back), when it is a
+        wgmma accumulator's or a view of one (a column slice by split): there each quad of lanes
+        holds 8 consecutive elements of a row, a whole 32-byte sector, so a coalesced layout
+        would save no memory transaction and cost a conversion through shared memory (64 KiB
+        of scratch for a 64x256 fp32 accumulator). None otherwise."""
+        v = op.arg("value") if op.name == "tt.store" else op.result if op.name == "tt.load" else None
+        if v is None or not _is_tensor(v) or R.elem_bytes(v.type.element) != 4:  # type: ignore[union-attr]
+            return None
+        lay = self.layout.get(id(v))
+        if not (isinstance(lay, L.MmaLayout) and lay.version == 3 or isinstance(lay, L.LinearLayout)):
+            return None
+        shape = tuple(v.type.shape)  # type: ignore[union-attr]
+        m = LM.to_map(lay, shape)
+        col = lambda k: tuple(k if d == len(shape) - 1 else 0 for d in range(len(shape)))  # noqa: E731
+        quad_holds_a_sector = m.reg[:1] == (col(1),) and m.lane[:2] == (col(2), col(4))
+        return lay if quad_holds_a_sector else None
 
     def _mma_for(self, op: Operation, warps: int) -> L.MmaLayout:
         m, n = op.result.type.shape  # type: ignore[union-attr]
