@@ -193,7 +193,7 @@ def measure(variants: List[str], runs: int, out_path: str) -> int:
                         rec["wrong"] = bool(rec["nan"]) or not rec["rel_err"] <= WRONG_REL_ERR
                         if facts:
                             rec.update(facts())
-                        ms = bench.time_runs(torch, run, runs)
+                        ms = bench.time_runs(torch, [run], runs, per_run_s=0.5)
                         rec.update(ms_median=bench.median(ms), ms_min=min(ms), ms_max=max(ms), runs=len(ms),
                                    tflops=bench.flops(seq, D, causal) / (bench.median(ms) * 1e-3) / 1e12)
                     except bench.Hang as e:

@@ -2,8 +2,8 @@
 configs chosen for the H200, shape checks, the output array, TMA descriptors, the grid, and the
 switch between the GPU and the CPU interpreter.
 
-A host wrapper (`matmul_pipelined`, `matmul_ws`, `matmul_persistent`, and
-`matmul_persistent_cluster` on 2-CTA clusters) takes two row-major
+A host wrapper (`matmul_pipelined`, `matmul_ws`, `matmul_persistent`, `matmul_pingpong`,
+`matmul_streamk`, and `matmul_persistent_cluster` on 2-CTA clusters) takes two row-major
 matrices ``a`` (M x K) and ``b`` (K x N) of bf16 or fp16 and returns ``c = a @ b`` (M x N, same
 dtype, fp32 accumulation):
 
@@ -201,15 +201,22 @@ class GemmLaunch:
                              num_warps=self.num_warps, **self.cluster_options, **self.constexprs)
 
     def compile(self, **options: Any) -> Any:
-        """Compile this specialization without a GPU (`tlx.compile`): its IR, fences and PTX."""
-        sig = {}
+        """Compile this specialization without a GPU (`tlx.compile`): its IR, fences and PTX,
+        specialized as a launch would be (pointers 16-byte aligned, integers that are multiples
+        of 16 known to be)."""
+        sig, div = {}, {}
         names = [p.name for p in self.kernel.params if not p.is_constexpr]
         for name, arg in zip(names, self.args):
             if isinstance(arg, tlx.TensorDescriptor):
                 sig[name] = f"tensordesc<{self.dtype}[{', '.join(str(int(b)) for b in arg.block_shape)}]>"
+            elif hasattr(arg, "dtype"):  # a scratch array (the stream-K workspace and flags)
+                sig[name] = {"float32": "*fp32", "int32": "*i32"}[str(arg.dtype).replace("torch.", "")]
+                div[name] = 16
             else:
                 sig[name] = "i32"
-        return tlx.compile(self.kernel, sig, self.constexprs, num_warps=self.num_warps,
+                if arg % 16 == 0:
+                    div[name] = 16
+        return tlx.compile(self.kernel, sig, self.constexprs, num_warps=self.num_warps, divisibility=div,
                            **{**self.cluster_options, **options})
 
 
@@ -294,6 +301,10 @@ H200_PERSISTENT = GemmConfig(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=3
 #: GROUP_SIZE_M counts blocks of two tile rows.
 H200_PERSISTENT_CLUSTER = GemmConfig(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=4, NUM_MMA_GROUPS=2,
                                      num_warps=4, EPI_SPLIT=4)
+#: Persistent with a stream-K tail: the cluster kernel's 4-stage ring and 4-chunk epilogue on
+#: single CTAs (4 x 48 KiB + 2 x 16 KiB of C chunks), the partial wave split by k-iteration.
+H200_STREAMK = GemmConfig(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=4, NUM_MMA_GROUPS=2, num_warps=4,
+                          EPI_SPLIT=4)
 #: Persistent ping-pong: each consumer owns a 128x128 tile (128 accumulator registers, two
 #: m64n128k16 per k16), 32 KiB stages, 5 of them + two 32 KiB C tiles = 224 KiB.
 H200_PINGPONG = GemmConfig(BM=128, BN=128, BK=64, GROUP_SIZE_M=8, NUM_STAGES=5, NUM_MMA_GROUPS=2, num_warps=4)
@@ -355,6 +366,69 @@ def plan_persistent(a: Any, b: Any, config: Optional[GemmConfig] = None, out: An
                        cfg.num_warps, c, dt)
 
 
+#: the stream-K scratch of device launches: (device, stream) -> (workspace, flags), reused (the
+#: kernel leaves its flags zero); launches on one stream run in order, so they can share it
+_STREAMK_SCRATCH: Dict[Tuple[Any, ...], Tuple[Any, Any]] = {}
+
+
+def _zeros(x: Any, n: int, dtype: str) -> Any:
+    """n zeros of `dtype` ('float32' or 'int32') from x's array library, on x's device."""
+    lib = _library(x)
+    if lib == "numpy":
+        return np.zeros(n, dtype)
+    if lib == "torch":
+        import torch
+
+        return torch.zeros(n, dtype=getattr(torch, dtype), device=x.device)
+    if lib == "cupy":
+        import cupy
+
+        return cupy.zeros(n, dtype)
+    from numba import cuda
+
+    return cuda.to_device(np.zeros(n, dtype))
+
+
+def streamk_scratch(x: Any, programs: int, cfg: GemmConfig, stream: Any = None) -> Tuple[Any, Any]:
+    """(workspace, flags) of a stream-K launch: `programs` slots of BM x BN fp32 partial sums and
+    programs x NUM_MMA_GROUPS int32 flags, all zero. numpy (the interpreter): fresh arrays.
+    Device arrays: kept per device and stream and grown when needed, so a launch costs no
+    allocation and no memset (the kernel resets every flag it sets)."""
+    n_ws, n_flags = programs * cfg.BM * cfg.BN, programs * cfg.NUM_MMA_GROUPS
+    if isinstance(x, np.ndarray):
+        return _zeros(x, n_ws, "float32"), _zeros(x, n_flags, "int32")
+    key = (_library(x), str(getattr(x, "device", "")), stream if stream is None or isinstance(stream, int)
+           else getattr(stream, "cuda_stream", id(stream)))
+    held = _STREAMK_SCRATCH.get(key)
+    if held is None or len(held[0]) < n_ws or len(held[1]) < n_flags:
+        held = _STREAMK_SCRATCH[key] = (_zeros(x, n_ws, "float32"), _zeros(x, n_flags, "int32"))
+    return held
+
+
+def plan_streamk(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any = None,
+                 sms: Optional[int] = None, stream: Any = None) -> GemmLaunch:
+    """A launch of `matmul_streamk_kernel`: one CTA per SM (at most one per k-iteration); the
+    tiles of whole waves go to CTAs as in the persistent kernel, the last partial wave's
+    k-iterations are split evenly over all CTAs (`sms` overrides the SM count; `stream` picks
+    the scratch the launch reuses)."""
+    from .gemm_kernels import matmul_streamk_kernel
+
+    cfg = config or H200_STREAMK
+    if cfg.EPI_SPLIT == 1:
+        raise GemmArgumentError("the stream-K kernel adds partial sums a column chunk at a time: EPI_SPLIT must be "
+                                "2 or 4", hint="use EPI_SPLIT=4 (the default) or 2")
+    M, N, K, dt, c = _prepare(a, b, out, cfg, "persistent")
+    work = tlx.cdiv(M, cfg.BM) * tlx.cdiv(N, cfg.BN) * tlx.cdiv(K, cfg.BK)
+    programs = min(int(sms) if sms is not None else num_sms(a), work)
+    ws, flags = streamk_scratch(a, programs, cfg, stream)
+    consts = dict(BM=cfg.BM, BN=cfg.BN, BK=cfg.BK, GROUP_SIZE_M=cfg.GROUP_SIZE_M, NUM_STAGES=cfg.NUM_STAGES,
+                  NUM_MMA_GROUPS=cfg.NUM_MMA_GROUPS, NUM_SMS=programs, EPI_SPLIT=cfg.EPI_SPLIT)
+    launch = make_launch(matmul_streamk_kernel, (programs,), _ws_descriptors(a, b, c, cfg), M, N, K, consts,
+                         cfg.num_warps, c, dt)
+    launch.args[3:3] = [ws, flags]
+    return launch
+
+
 def plan_pingpong(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any = None,
                   sms: Optional[int] = None) -> GemmLaunch:
     """A launch of `matmul_pingpong_kernel`: min(SMs, tiles) CTAs, two consumers per CTA taking
@@ -400,6 +474,11 @@ def matmul_persistent_cluster(a: Any, b: Any, config: Optional[GemmConfig] = Non
     return plan_persistent_cluster(a, b, config, out).run(stream)
 
 
+def matmul_streamk(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any = None, stream: Any = None) -> Any:
+    """c = a @ b by the persistent kernel with a stream-K tail (no SM idles in the last wave)."""
+    return plan_streamk(a, b, config, out, stream=stream).run(stream)
+
+
 def matmul_pipelined(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any = None, stream: Any = None) -> Any:
     """c = a @ b with the pipelined TMA + wgmma kernel (bf16/fp16 in and out, fp32 accumulation).
     Device arrays run on the GPU, numpy arrays on the CPU interpreter (see the module docstring)."""
@@ -423,7 +502,7 @@ def matmul_pingpong(a: Any, b: Any, config: Optional[GemmConfig] = None, out: An
 
 #: the three kernels of issue 6: (a) pipelined, (b) warp-specialized, (c) persistent (cooperative)
 PLANS = {"pipelined": plan_pipelined, "ws": plan_ws, "persistent": plan_persistent}
-#: every GEMM example, the persistent ping-pong variant included
-ALL_PLANS = {**PLANS, "pingpong": plan_pingpong}
+#: every GEMM example on single CTAs: the persistent ping-pong and stream-K variants too
+ALL_PLANS = {**PLANS, "pingpong": plan_pingpong, "streamk": plan_streamk}
 #: the kernels launched in thread-block clusters
 CLUSTER_PLANS = {"persistent_cluster": plan_persistent_cluster}

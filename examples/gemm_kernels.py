@@ -15,6 +15,9 @@ Kernels (C = A @ B, A: M x K, B: K x N, row-major, bf16/fp16 in and out, fp32 ac
   CTA per SM walks the tiles in the grouped order; each consumer's TMA store of one tile
   overlaps its main loop of the next. EPI_SPLIT > 1 stores C in column chunks through two small
   buffers (`store_in_chunks`), leaving shared memory for a fourth stage.
+* `matmul_streamk_kernel` — the persistent kernel with a stream-K tail: the tiles of whole waves
+  as above, the last partial wave's k-iterations split evenly over all CTAs; partial sums go
+  through an fp32 workspace to the CTA that owns the tile's last k-tile (flags, reset by it).
 * `matmul_persistent_cluster_kernel` — the persistent kernel on 2-CTA clusters along M: each B
   tile is loaded once per cluster (half by each CTA) and multicast to both CTAs, stages are
   released on both CTAs' empty barriers (remote arrives), the two CTAs walk their tile pairs in
@@ -42,9 +45,27 @@ def grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_SIZE_M: tl.constexpr):
 
 
 @tlx.jit
-def store_chunk(c_desc, c_smem, buf, chunk, off_m, off_n):
+def add_partials(chunk, parts, q_first, q_end, PITCH: tl.constexpr, SLOT: tl.constexpr):
+    """`chunk` plus the partial sums of stream-K workspace slots q_first .. q_end - 1 (fp32,
+    SLOT elements apart): `parts` points at the chunk's first element in slot 0, rows PITCH
+    apart. The read follows the chunk's register layout (no conversion)."""
+    ROWS: tl.constexpr = chunk.shape[0]
+    COLS: tl.constexpr = chunk.shape[1]
+    ptrs = parts + tl.arange(0, ROWS)[:, None] * PITCH + tl.arange(0, COLS)[None, :]
+    for q in range(q_first, q_end):
+        chunk += tl.load(ptrs + q * SLOT)
+    return chunk
+
+
+@tlx.jit
+def store_chunk(c_desc, c_smem, buf, chunk, off_m, off_n, parts=None, q_first=0, q_end=0,
+                PITCH: tl.constexpr = 0, SLOT: tl.constexpr = 0):
     """TMA-store the register tile `chunk` at (off_m, off_n) through c_smem[buf], one of two
-    buffers used in turn: the store issued from it two chunks ago must have read it first."""
+    buffers used in turn: the store issued from it two chunks ago must have read it first.
+    With `parts` (stream-K), the partial sums of slots q_first .. q_end - 1 are added first: a
+    chunk at a time, so a consumer never holds more than one chunk of them in registers."""
+    if parts is not None:
+        chunk = add_partials(chunk, parts, q_first, q_end, PITCH, SLOT)
     tlx.async_descriptor_store_wait(1)
     tlx.local_store(c_smem[buf], chunk.to(tlx.dtype_of(c_desc)))
     tlx.fence("async_shared")  # generic stores above, a TMA (async proxy) read below
@@ -60,20 +81,26 @@ def halves(x, ROWS: tl.constexpr, COLS: tl.constexpr):
 
 @tlx.jit
 def store_in_chunks(c_desc, c_smem, first_buf: tl.constexpr, acc, off_m, off_n,
-                    ROWS: tl.constexpr, BN: tl.constexpr, EPI_SPLIT: tl.constexpr):
+                    ROWS: tl.constexpr, BN: tl.constexpr, EPI_SPLIT: tl.constexpr,
+                    parts=None, q_first=0, q_end=0, SLOT: tl.constexpr = 0):
     """The sub-tiled epilogue: `acc` (rows x BN) stored as EPI_SPLIT (2 or 4) column chunks,
-    alternating between c_smem[first_buf] and c_smem[first_buf + 1]."""
+    alternating between c_smem[first_buf] and c_smem[first_buf + 1]; with `parts` (the rows
+    of stream-K workspace slot 0) each chunk adds its partial sums (`store_chunk`)."""
     left, right = halves(acc, ROWS, BN)
     if EPI_SPLIT == 2:
-        store_chunk(c_desc, c_smem, first_buf, left, off_m, off_n)
-        store_chunk(c_desc, c_smem, first_buf + 1, right, off_m, off_n + BN // 2)
+        store_chunk(c_desc, c_smem, first_buf, left, off_m, off_n, parts, q_first, q_end, BN, SLOT)
+        store_chunk(c_desc, c_smem, first_buf + 1, right, off_m, off_n + BN // 2,
+                    None if parts is None else parts + BN // 2, q_first, q_end, BN, SLOT)
     else:
         q0, q1 = halves(left, ROWS, BN // 2)
         q2, q3 = halves(right, ROWS, BN // 2)
-        store_chunk(c_desc, c_smem, first_buf, q0, off_m, off_n)
-        store_chunk(c_desc, c_smem, first_buf + 1, q1, off_m, off_n + BN // 4)
-        store_chunk(c_desc, c_smem, first_buf, q2, off_m, off_n + BN // 2)
-        store_chunk(c_desc, c_smem, first_buf + 1, q3, off_m, off_n + 3 * (BN // 4))
+        store_chunk(c_desc, c_smem, first_buf, q0, off_m, off_n, parts, q_first, q_end, BN, SLOT)
+        store_chunk(c_desc, c_smem, first_buf + 1, q1, off_m, off_n + BN // 4,
+                    None if parts is None else parts + BN // 4, q_first, q_end, BN, SLOT)
+        store_chunk(c_desc, c_smem, first_buf, q2, off_m, off_n + BN // 2,
+                    None if parts is None else parts + BN // 2, q_first, q_end, BN, SLOT)
+        store_chunk(c_desc, c_smem, first_buf + 1, q3, off_m, off_n + 3 * (BN // 4),
+                    None if parts is None else parts + 3 * (BN // 4), q_first, q_end, BN, SLOT)
 
 
 @tlx.jit
@@ -284,6 +311,166 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
                 acc, count = consume_tile(a_smem, b_smem, full, empty, count, k_tiles, cid, NUM_STAGES, NUM_MMA_GROUPS)
 
                 store_c_tile(c_desc, c_smem, cid, acc, off_m, off_n, BM_SPLIT, BN, EPI_SPLIT)
+            tlx.async_descriptor_store_wait(0)  # the CTA's shared memory must outlive the last store
+
+
+@tlx.jit
+def streamk_range(pid, total, NUM_SMS: tl.constexpr):
+    """[start, end) of CTA `pid`'s share of the `total` stream-K k-iterations: equal shares,
+    the first total % NUM_SMS CTAs one more."""
+    base = total // NUM_SMS
+    extra = total % NUM_SMS
+    start = pid * base + min(pid, extra)
+    end = start + base
+    if pid < extra:
+        end += 1
+    return start, end
+
+
+@tlx.jit
+def store_partial(acc, rows_ptr, ROWS: tl.constexpr, BN: tl.constexpr):
+    """Store the ROWS x BN fp32 partial sum `acc` to the row-major rows at `rows_ptr`, a column
+    quarter at a time in the accumulator's own layout (each lane quad writes whole 32-byte
+    sectors; the pointers of one quarter are live at a time)."""
+    left, right = halves(acc, ROWS, BN)
+    q0, q1 = halves(left, ROWS, BN // 2)
+    q2, q3 = halves(right, ROWS, BN // 2)
+    ptrs = rows_ptr + tl.arange(0, ROWS)[:, None] * BN + tl.arange(0, BN // 4)[None, :]
+    tl.store(ptrs, q0)
+    tl.store(ptrs + BN // 4, q1)
+    tl.store(ptrs + BN // 2, q2)
+    tl.store(ptrs + 3 * (BN // 4), q3)
+
+
+@tlx.jit
+def publish_partial(flag, cid: tl.constexpr):
+    """Say on `flag` that consumer `cid`'s partial sum is in its workspace slot: the warpgroup's
+    stores happen before its leader's gpu-scope fence (named barrier), which orders them
+    before the flag."""
+    tlx.named_barrier_wait(11 + cid, 128)
+    tlx.fence("gpu")
+    tl.atomic_xchg(flag, 1, sem="relaxed")
+
+
+@tlx.jit
+def produce_k_tiles(a_desc, b_desc, a_smem, b_smem, full, empty, count, off_m, off_n, k_first, k_end,
+                    BM_SPLIT: tl.constexpr, BK: tl.constexpr, NUM_STAGES: tl.constexpr,
+                    NUM_MMA_GROUPS: tl.constexpr, STAGE_BYTES: tl.constexpr):
+    """The producer's TMA loads of k-tiles k_first .. k_end - 1 of the C tile at (off_m, off_n)
+    into the ring from position `count` (a stage is refilled once both consumers released it);
+    returns the ring position after them."""
+    for kt in range(k_first, k_end):
+        slot = count % NUM_STAGES
+        tlx.barrier_wait(empty[slot], ((count // NUM_STAGES) & 1) ^ 1)
+        tlx.barrier_expect_bytes(full[slot], STAGE_BYTES)
+        for g in tl.static_range(NUM_MMA_GROUPS):
+            tlx.async_descriptor_load(a_desc, a_smem[slot * NUM_MMA_GROUPS + g],
+                                      [off_m + g * BM_SPLIT, kt * BK], full[slot])
+        tlx.async_descriptor_load(b_desc, b_smem[slot], [kt * BK, off_n], full[slot])
+        count += 1
+    return count
+
+
+@tlx.jit
+def matmul_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flag_ptr, M, N, K,
+                          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+                          NUM_STAGES: tl.constexpr, NUM_MMA_GROUPS: tl.constexpr, NUM_SMS: tl.constexpr,
+                          EPI_SPLIT: tl.constexpr = 4):
+    """The persistent cooperative GEMM with a stream-K tail (hybrid data-parallel + stream-K):
+    the tiles that fill whole waves of NUM_SMS CTAs run as in `matmul_persistent_kernel`; the
+    k-iterations of the last, partial wave's tiles are split evenly over all CTAs, so no SM idles
+    while others finish that wave (the 2-4 % a 128x256 tile grid loses on 132 SMs).
+
+    CTA p's stream-K share is a run of k-iterations that may start and end inside a tile. It
+    takes its pieces last tile first: a piece that does not reach its tile's last k-tile (only
+    ever the first piece) is a partial sum, stored in fp32 to the CTA's workspace slot ws_ptr[p]
+    (each consumer its rows) and published on flag_ptr[p, consumer] after the next piece's main
+    loop, so the stores land while the tensor cores work; the piece that does is the tile's owner,
+    which adds the partial sums of the CTAs before it (acquire, then the flag is reset to 0 for
+    the next launch) and stores the tile, adding the partial sums a column chunk at a time as it
+    stores them (the sub-tiled epilogue, EPI_SPLIT 2 or 4: a whole 64 x 256 fp32 partial would
+    want 128 more registers than a consumer has). Every CTA publishes before it waits and waits only for
+    lower CTAs, so all CTAs resident at once (one per SM) never deadlock; the stream-K pieces
+    come first, the whole tiles after them. The flags must be zero at launch (the host keeps
+    them zeroed) and the workspace holds NUM_SMS x BM x BN fp32."""
+    BM_SPLIT: tl.constexpr = BM // NUM_MMA_GROUPS
+    a_smem = tlx.local_alloc((BM_SPLIT, BK), tlx.dtype_of(a_desc), NUM_STAGES * NUM_MMA_GROUPS)
+    b_smem = tlx.local_alloc((BK, BN), tlx.dtype_of(b_desc), NUM_STAGES)
+    c_smem = tlx.local_alloc((BM_SPLIT, BN // EPI_SPLIT), tlx.dtype_of(c_desc), 2 * NUM_MMA_GROUPS)
+    full = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(num_barriers=NUM_STAGES, arrive_count=NUM_MMA_GROUPS)
+    STAGE_BYTES: tl.constexpr = (BM * BK + BK * BN) * tlx.size_of(tlx.dtype_of(a_desc))
+
+    with tlx.async_tasks():
+        with tlx.async_task("default"):  # producer: the stream-K pieces, then the whole tiles
+            num_pid_m = tl.cdiv(M, BM)
+            num_pid_n = tl.cdiv(N, BN)
+            k_tiles = tl.cdiv(K, BK)
+            tiles = num_pid_m * num_pid_n
+            dp_tiles = tiles - tiles % NUM_SMS  # whole waves; the rest is split by k-iteration
+            pid = tl.program_id(0)
+            sk_start, sk_end = streamk_range(pid, (tiles - dp_tiles) * k_tiles, NUM_SMS)
+            count = 0
+            it_end = sk_end
+            while it_end > sk_start:  # this CTA's pieces, last tile first
+                t0 = ((it_end - 1) // k_tiles) * k_tiles  # the piece's tile starts at iteration t0
+                k0 = max(sk_start, t0) - t0
+                pid_m, pid_n = grouped_tile(dp_tiles + t0 // k_tiles, num_pid_m, num_pid_n, GROUP_SIZE_M)
+                count = produce_k_tiles(a_desc, b_desc, a_smem, b_smem, full, empty, count, pid_m * BM, pid_n * BN,
+                                        k0, it_end - t0, BM_SPLIT, BK, NUM_STAGES, NUM_MMA_GROUPS, STAGE_BYTES)
+                it_end = t0 + k0
+            for tile_id in range(pid, dp_tiles, NUM_SMS):
+                pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_SIZE_M)
+                count = produce_k_tiles(a_desc, b_desc, a_smem, b_smem, full, empty, count, pid_m * BM, pid_n * BN,
+                                        0, k_tiles, BM_SPLIT, BK, NUM_STAGES, NUM_MMA_GROUPS, STAGE_BYTES)
+
+        with tlx.async_task(num_warps=4, replicate=NUM_MMA_GROUPS, registers=232):  # consumers
+            cid: tl.constexpr = tlx.async_task_replica_id()
+            num_pid_m = tl.cdiv(M, BM)
+            num_pid_n = tl.cdiv(N, BN)
+            k_tiles = tl.cdiv(K, BK)
+            tiles = num_pid_m * num_pid_n
+            dp_tiles = tiles - tiles % NUM_SMS
+            pid = tl.program_id(0)
+            total = (tiles - dp_tiles) * k_tiles
+            sk_start, sk_end = streamk_range(pid, total, NUM_SMS)
+            count = 0
+            unpublished = 0
+            it_end = sk_end
+            while it_end > sk_start:
+                t0 = ((it_end - 1) // k_tiles) * k_tiles
+                k0 = max(sk_start, t0) - t0
+                k1 = it_end - t0
+                pid_m, pid_n = grouped_tile(dp_tiles + t0 // k_tiles, num_pid_m, num_pid_n, GROUP_SIZE_M)
+                acc, count = consume_tile(a_smem, b_smem, full, empty, count, k1 - k0, cid, NUM_STAGES, NUM_MMA_GROUPS)
+                if unpublished:  # the first piece's partial sum had this piece's main loop to land
+                    publish_partial(flag_ptr + pid * NUM_MMA_GROUPS + cid, cid)
+                    unpublished = 0
+                if k1 < k_tiles:  # a partial sum (only ever the first piece): store it, publish it later
+                    store_partial(acc, ws_ptr + (pid * BM + cid * BM_SPLIT) * BN, BM_SPLIT, BN)
+                    unpublished = 1
+                else:  # the owner: wait for the partial sums of CTAs pid - 1, pid - 2, ... back to k-tile 0
+                    q_first = pid
+                    more = k0 > 0
+                    while more:
+                        q_first -= 1
+                        flag = flag_ptr + q_first * NUM_MMA_GROUPS + cid
+                        while tl.atomic_add(flag, 0, sem="acquire") == 0:
+                            pass
+                        tl.atomic_xchg(flag, 0, sem="relaxed")  # zero again for the next launch
+                        q_start, q_end = streamk_range(q_first, total, NUM_SMS)
+                        more = q_start > t0
+                    # ... and add them chunk by chunk as the tile is stored
+                    store_in_chunks(c_desc, c_smem, 2 * cid, acc, pid_m * BM + cid * BM_SPLIT, pid_n * BN, BM_SPLIT,
+                                    BN, EPI_SPLIT, ws_ptr + cid * BM_SPLIT * BN, q_first, pid, BM * BN)
+                it_end = t0 + k0
+            if unpublished:  # the CTA's only piece was a partial sum
+                publish_partial(flag_ptr + pid * NUM_MMA_GROUPS + cid, cid)
+            for tile_id in range(pid, dp_tiles, NUM_SMS):
+                pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_SIZE_M)
+                acc, count = consume_tile(a_smem, b_smem, full, empty, count, k_tiles, cid, NUM_STAGES, NUM_MMA_GROUPS)
+                store_in_chunks(c_desc, c_smem, 2 * cid, acc, pid_m * BM + cid * BM_SPLIT, pid_n * BN, BM_SPLIT,
+                                BN, EPI_SPLIT)
             tlx.async_descriptor_store_wait(0)  # the CTA's shared memory must outlive the last store
 
 

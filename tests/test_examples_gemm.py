@@ -58,7 +58,7 @@ def check_product(got: np.ndarray, ref: np.ndarray) -> None:
     assert worst <= 1e-2, f"worst element error {worst:.3e} of max |ref|"
 
 
-KINDS = ["pipelined", "ws", "persistent", "pingpong"]
+KINDS = ["pipelined", "ws", "persistent", "pingpong", "streamk"]
 
 # (M, N, K, dtype, config overrides, persistent SM count): ragged M/N edges, a K tail, a single
 # k-tile, more k-tiles than stages, several tiles per persistent CTA with the ring wrapping.
@@ -72,7 +72,9 @@ SHAPES = [
 
 def config_for(kind: str, overrides: dict) -> GemmConfig:
     base = {"pipelined": gemm.H200_PIPELINED, "ws": gemm.H200_WS, "persistent": gemm.H200_PERSISTENT,
-            "pingpong": gemm.H200_PINGPONG}[kind]
+            "pingpong": gemm.H200_PINGPONG, "streamk": gemm.H200_STREAMK}[kind]
+    if "BN" in overrides and "EPI_SPLIT" not in overrides:  # chunks stay whole 64-column boxes
+        overrides = {**overrides, "EPI_SPLIT": min(base.EPI_SPLIT, overrides["BN"] // 64)}
     return GemmConfig(**{**base.__dict__, **overrides})
 
 
@@ -82,7 +84,7 @@ def config_for(kind: str, overrides: dict) -> GemmConfig:
 def test_gemm_example_numerics_without_hazards(kind, M, N, K, dtype, overrides, sms):
     a, b, av, bv = operands(M, N, K, dtype)
     out = poisoned_out(M, N, dtype)
-    kw = {"sms": sms} if kind in ("persistent", "pingpong") and sms else {}
+    kw = {"sms": sms} if kind in ("persistent", "pingpong", "streamk") and sms else {}
     plan = gemm.ALL_PLANS[kind](a, b, config_for(kind, overrides), out=out, **kw)
     assert plan.out is out
     hazards = plan.interpret(raise_on_hazard=False)
@@ -109,6 +111,69 @@ def test_pingpong_consumers_alternate_over_many_laps_of_the_ring():
     plan = gemm.plan_pingpong(a, b, cfg, out=poisoned_out(512, 384, "bf16"), sms=2)
     assert plan.interpret() == []
     check_product(values(plan.out, "bf16"), av @ bv)
+
+
+def streamk_pieces(tiles: int, k_tiles: int, ctas: int):
+    """The host's view of matmul_streamk_kernel's split: per CTA, its (tile, k0, k1) pieces of
+    the stream-K tiles (those past the whole waves), in the order the CTA takes them."""
+    dp = tiles - tiles % ctas
+    total = (tiles - dp) * k_tiles
+    base, extra = divmod(total, ctas)
+    out = []
+    for p in range(ctas):
+        start = p * base + min(p, extra)
+        end = start + base + (1 if p < extra else 0)
+        pieces, it = [], end
+        while it > start:
+            t0 = (it - 1) // k_tiles * k_tiles
+            k0 = max(start, t0) - t0
+            pieces.append((dp + t0 // k_tiles, k0, it - t0))
+            it = t0 + k0
+        out.append(pieces)
+    return out
+
+
+# (M, N, K, dtype, config overrides, CTAs, what the split must contain): 128x256 tiles unless
+# overridden; the split of each case is checked first, so the case tests what it says
+STREAMK_CASES = [
+    # 4 tiles of 8 k-tiles on 3 CTAs: 3 whole tiles, the 4th in three pieces (a middle one)
+    (256, 512, 512, "fp16", {"NUM_STAGES": 2, "EPI_SPLIT": 2}, 3, "three pieces"),
+    # 4 tiles on 5 CTAs: no whole wave, every tile split, owners wait on the CTA before them
+    (256, 512, 512, "bf16", {}, 5, "no whole wave"),
+    # 3 tiles of 4 k-tiles (a K tail) on 5 CTAs: a CTA owns one tile's end and starts the next
+    (384, 128, 200, "bf16", {"BN": 128, "NUM_STAGES": 2}, 5, "two pieces in one CTA"),
+    # ragged M and N, 6 tiles of 4 k-tiles on 4 CTAs: one whole wave, then 2 tiles in 4 pieces
+    (264, 200, 248, "fp16", {"BN": 128, "EPI_SPLIT": 2}, 4, "a wave then pieces"),
+]
+
+
+@pytest.mark.parametrize("M,N,K,dtype,overrides,ctas,what", STREAMK_CASES, ids=[c[-1] for c in STREAMK_CASES])
+def test_streamk_splits_tiles_across_ctas(M, N, K, dtype, overrides, ctas, what):
+    """The stream-K kernel: partial sums published by one CTA and added by the tile's owner in
+    another, with and without whole waves before them; every flag is zero again afterwards (the
+    next launch relies on it) and the product is right (a lost or doubled piece is not)."""
+    cfg = config_for("streamk", overrides)
+    tiles = -(-M // cfg.BM) * -(-N // cfg.BN)
+    pieces = streamk_pieces(tiles, -(-K // cfg.BK), ctas)
+    flat = [pc for ps in pieces for pc in ps]
+    split = [pc for pc in flat if pc[1] > 0 or pc[2] < -(-K // cfg.BK)]
+    assert split, f"{what}: no tile is split"
+    if what == "three pieces":
+        assert any(0 < k0 and k1 < -(-K // cfg.BK) for _, k0, k1 in flat)
+    if what == "no whole wave":
+        assert tiles < ctas and all(pc[1] > 0 or pc[2] < -(-K // cfg.BK) for pc in flat)
+    if what == "two pieces in one CTA":
+        assert any(len(ps) == 2 and ps[0][2] < -(-K // cfg.BK) and ps[1][1] > 0 for ps in pieces)
+    if what == "a wave then pieces":
+        assert tiles - tiles % ctas == ctas
+    a, b, av, bv = operands(M, N, K, dtype)
+    plan = gemm.plan_streamk(a, b, cfg, out=poisoned_out(M, N, dtype), sms=ctas)
+    assert plan.grid == (ctas,)
+    ws, flags = plan.args[3], plan.args[4]
+    assert ws.dtype == np.float32 and ws.size == ctas * cfg.BM * cfg.BN and not flags.any()
+    assert plan.interpret() == []
+    assert not flags.any(), f"flags left set: {flags}"
+    check_product(values(plan.out, dtype), av @ bv)
 
 
 @pytest.mark.parametrize("M,N,K,dtype,overrides", [
@@ -156,7 +221,7 @@ def test_clustered_gemm_numerics_without_hazards(M, N, K, dtype, overrides, sms)
 def test_matmul_wrapper_on_numpy_runs_the_interpreter(kind):
     a, b, av, bv = operands(136, 264, 96, "bf16")
     fn = {"pipelined": gemm.matmul_pipelined, "ws": gemm.matmul_ws, "persistent": gemm.matmul_persistent,
-          "pingpong": gemm.matmul_pingpong}[kind]
+          "pingpong": gemm.matmul_pingpong, "streamk": gemm.matmul_streamk}[kind]
     c = fn(a, b)
     assert c.shape == (136, 264) and c.dtype == np.uint16
     check_product(bf16_values(c), av @ bv)
@@ -227,6 +292,8 @@ def test_wrappers_reject_bad_operands_clearly():
         gemm.plan_persistent(a, a, GemmConfig(EPI_SPLIT=3))
     with pytest.raises(tlx.TLXError, match="option of the persistent kernel only"):
         gemm.plan_ws(a, a, GemmConfig(EPI_SPLIT=2))
+    with pytest.raises(tlx.TLXError, match="EPI_SPLIT must be 2 or 4"):
+        gemm.plan_streamk(a, a, GemmConfig(EPI_SPLIT=1))
     with pytest.raises(tlx.TLXError, match="out must be"):
         gemm.plan_persistent(a, a, out=np.zeros((64, 32), np.float16))
 
@@ -243,9 +310,9 @@ def test_h200_configs_fit_shared_memory_and_match_the_descriptors():
     assert [list(d.block_shape) for d in p.args[:3]] == [[128, 64], [64, 256], [128, 256]] and p.num_warps == 8
 
 
-def test_plans_list_the_three_benchmarked_kernels_and_all_four_examples():
+def test_plans_list_the_three_benchmarked_kernels_and_all_single_cta_examples():
     assert list(gemm.PLANS) == ["pipelined", "ws", "persistent"]
-    assert list(gemm.ALL_PLANS) == ["pipelined", "ws", "persistent", "pingpong"]
+    assert list(gemm.ALL_PLANS) == ["pipelined", "ws", "persistent", "pingpong", "streamk"]
 
 
 def test_descriptors_from_numpy_with_from_tensor_run_on_the_interpreter():

@@ -240,49 +240,44 @@ def test_only_the_newest_result_of_each_benchmark_is_committed():
                                                              "launch_overhead", "peer_tutorials"], names
 
 
-def test_the_attention_row_is_the_newest_sweeps_default_forward():
-    """The default forward (`attention()` at d128: the sweep variant whose kernel and options are
-    the code's default) against cuDNN of the same timing process, seq 8k."""
+def test_the_attention_row_is_the_newest_default_forward():
+    """The default forward (`attention()` at d128: the overlapped persistent kernel, or the plain one)
+    at seq 8k in benchmarks/attention.py's newest results, beside the cuDNN timed in alternation
+    with it."""
     from tlx.examples import attention
 
-    doc, date = newest("attention_sweep")
-    if 128 in attention.OVERLAP_BY_DEFAULT:
-        cfg, persistent = attention.OVERLAP_CONFIGS[128], True
-    else:
-        cfg, persistent = attention.FORWARD_CONFIGS[128], False
-    base = attention.ForwardConfig(BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, NUM_STAGES=cfg.NUM_STAGES)
-    options = {k: v for k, v in vars(cfg).items() if v != vars(base)[k]}
-    (default,) = [name for name, (pers, opts, _) in doc["variants"].items() if pers == persistent and opts == options]
-    rows = [r for r in doc["results"] if r.get("kind") == "result" and r["seq"] == 8192 and r.get("tflops")]
-    child = {r.get("ftz") for r in rows if r["kernel"] == default}
-    assert len(child) == 1
+    doc, date = newest("attention")
+    default = "tlx-overlap" if 128 in attention.OVERLAP_BY_DEFAULT else "tlx"
+    rows = {(r["dtype"], r["causal"]): r for r in doc["results"]
+            if r.get("kind") == "result" and r["kernel"] == default and r["direction"] == "forward"
+            and r["head_dim"] == 128 and r["seq"] == 8192 and r.get("tflops")}
 
-    def tf(kernel, dtype, causal):
-        (r,) = [r for r in rows if r["kernel"] == kernel and r.get("ftz") in child
-                and (r["dtype"], r["causal"]) == (dtype, causal)]
-        return round(r["tflops"])
-
-    def four(kernel, dtypes=("fp16 ", "bf16 ")):
-        return (f"{dtypes[0]}{tf(kernel, 'fp16', False)} / {dtypes[1]}{tf(kernel, 'bf16', False)}, "
-                f"causal {tf(kernel, 'fp16', True)} / {tf(kernel, 'bf16', True)}")
+    def four(key: str) -> str:
+        v = {k: round(r[key]) for k, r in rows.items()}
+        return f"{v['fp16', False]} / {v['bf16', False]}, causal {v['fp16', True]} / {v['bf16', True]}"
 
     cell = measured("attention forward d128, seq 8k")
-    assert f"ours {four(default)} (cuDNN SDPA {four('cudnn', ('', ''))})" in cell
-    assert date in cell and "attention_sweep.py" in cell
+    ours = four("tflops").replace(" / ", " / bf16 ", 1)
+    assert f"ours fp16 {ours} (cuDNN SDPA timed in alternation {four('cudnn_paired_tflops')})" in cell
+    assert date in cell and "attention.py" in cell
 
 
 def test_the_gemm_row_is_the_newest_gemm_result():
+    """Each of our kernels and Triton at bf16 8192³ in benchmarks/gemm.py's newest results, beside
+    the cuBLAS timed in alternation with each."""
     doc, date = newest("gemm")
-    tflops = {(r["family_pid"], r["kernel"]): r["tflops"] for r in doc["results"]
-              if r.get("kind") == "result" and r.get("tflops") and r["dtype"] == "bf16"
-              and (r["M"], r["N"], r["K"]) == (8192, 8192, 8192)}
+    rows = {r["kernel"]: r for r in doc["results"]
+            if r.get("kind") == "result" and r.get("tflops") and r["dtype"] == "bf16"
+            and (r["M"], r["N"], r["K"]) == (8192, 8192, 8192) and r.get("family_pid") in
+            ("baselines", "pipelined", "ws", "persistent", "pingpong")}
     cell = measured("bf16 GEMM 8192³")
     kernels = {"persistent": "persistent", "pipelined": "pipelined", "warp-specialized": "ws", "ping-pong": "pingpong"}
     for label, kernel in kernels.items():
-        assert f"{label} {round(tflops[kernel, kernel])}" in cell, label
-    anchors = [round(tflops[k, "cublas"]) for k in kernels.values()]  # each family's own process
-    assert f"(cuBLAS {min(anchors)}–{max(anchors)})" in cell
-    assert f"Triton {round(tflops['baselines', 'triton'])} (cuBLAS {round(tflops['baselines', 'cublas'])})" in cell
+        assert f"{label} {round(rows[kernel]['tflops'])}" in cell, label
+    anchors = [round(rows[k]["cublas_paired_tflops"]) for k in kernels.values()]
+    assert f"(cuBLAS timed in alternation {min(anchors)}–{max(anchors)})" in cell
+    triton = rows["triton"]
+    assert f"Triton {round(triton['tflops'])} (cuBLAS {round(triton['cublas_paired_tflops'])})" in cell
     assert date in cell
 
 

@@ -4,8 +4,9 @@ on the acceptance kernels.
 Each (tool, selection) runs a child pytest under the tool on an explicit list of test ids, all at
 small shapes (racecheck is slow):
 
-* ``gemm``: every GEMM example (pipelined, warp-specialized, persistent, ping-pong), at a ragged
-  shape and at one where the persistent kernels loop over several tiles per CTA
+* ``gemm``: every GEMM example (pipelined, warp-specialized, persistent, ping-pong, stream-K), at a ragged
+  shape and at one where the persistent kernels loop over several tiles per CTA (stream-K: its last
+  tile split over three CTAs)
   (test_examples_gemm_gpu.py's ``test_sanitized_gemm_example``, shapes in
   tests/kernels/gemm_examples.py's ``SANITIZE_RUNS``);
 * ``attention``: the flash-attention forwards (plain, persistent, overlapped) and backward at head_dim 128,

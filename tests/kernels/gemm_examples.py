@@ -13,20 +13,29 @@ from tlx.examples import gemm
 
 from . import Spec, spec
 
-KINDS = ["pipelined", "ws", "persistent", "pingpong"]
+KINDS = ["pipelined", "ws", "persistent", "pingpong", "streamk"]
+PERSISTENT = ("persistent", "pingpong", "streamk")  # kinds whose CTA count is the SM count
 DTYPES = ["bf16", "fp16"]
 BENCH_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 1024, 8192), (1024, 8192, 4096)]
 RAGGED_SHAPES = [(1000, 776, 1000), (130, 264, 40), (8192 + 64, 1024 + 8, 520)]
 H200_SMS = 132  # what the persistent kernels' CTA count is computed from on the H200 (and the H100 SXM)
+# CTAs of the persistent kernels at the 520x392x200 runs below: 10 tiles per CTA on 2; stream-K on 3
+# (3 whole waves, the 10th tile's 4 k-tiles split over the 3 CTAs)
+FEW_SMS = {"persistent": 2, "pingpong": 2, "streamk": 3}
 # what tests/gpu/test_sanitizer.py runs under memcheck, racecheck and synccheck: every example at a
 # ragged shape (partial tiles at each edge, one K step), and at one with several K steps where the
-# persistent kernels loop over 10 tiles per CTA (2 CTAs): (kind, M, N, K, dtype, sms)
+# persistent kernels loop over several tiles per CTA: (kind, M, N, K, dtype, sms)
 SANITIZE_RUNS = ([(k, 130, 264, 40, "fp16", None) for k in KINDS]
-                 + [(k, 520, 392, 200, "bf16", 2 if k in ("persistent", "pingpong") else None) for k in KINDS])
+                 + [(k, 520, 392, 200, "bf16", FEW_SMS.get(k)) for k in KINDS])
+
+
+def _mnk(plan: Any) -> Tuple[int, int, int]:
+    """M, N, K of a plan: its last three arguments (the stream-K plan has scratch arrays first)."""
+    return tuple(plan.args[-3:])  # type: ignore[return-value]
 
 
 def _key(plan: Any) -> Tuple:
-    M, N, K = plan.args[3:6]
+    M, N, K = _mnk(plan)
     return (plan.kernel.__name__, plan.dtype, tuple(sorted(plan.constexprs.items())), plan.num_warps,
             M % 16 == 0, N % 16 == 0, K % 16 == 0)
 
@@ -36,7 +45,7 @@ def plan(kind: str, M: int, N: int, K: int, dtype: str, sms: Any = None) -> Any:
     memory is used): the same kernel, grid, constexprs and integers as the GPU test's plan."""
     np_dtype = np.uint16 if dtype == "bf16" else np.float16
     a, b = np.zeros((M, K), np_dtype), np.zeros((K, N), np_dtype)
-    kw = {"sms": sms or H200_SMS} if kind in ("persistent", "pingpong") else {}
+    kw = {"sms": sms or H200_SMS} if kind in PERSISTENT else {}
     return gemm.ALL_PLANS[kind](a, b, **kw)
 
 
@@ -46,9 +55,10 @@ def spec_of_plan(name: str, launch_plan: Any, dtype: str) -> Spec:
     names = [p.name for p in launch_plan.kernel.params if not p.is_constexpr]
     sig = {n: f"tensordesc<{dtype}[{', '.join(str(int(s)) for s in d.block_shape)}]>"
            for n, d in zip(names, launch_plan.args[:3])}
-    sig.update({n: "i32" for n in names[3:]})
+    sig.update({n: {"float32": "*fp32", "int32": "*i32"}[str(a.dtype)] for n, a in zip(names[3:-3], launch_plan.args[3:-3])})
+    sig.update({n: "i32" for n in names[-3:]})
     return spec(name, launch_plan.kernel, sig, launch_plan.constexprs, launch_plan.num_warps,
-                divisible=[n for n, v in zip(names[3:], launch_plan.args[3:6]) if v % 16 == 0],
+                divisible=[n for n, v in zip(names[-3:], _mnk(launch_plan)) if v % 16 == 0],
                 cluster=launch_plan.cluster)
 
 
