@@ -53,7 +53,7 @@ PARTLY: Dict[str, str] = {
     "tlx.async_descriptor_load": "`cache_modifier` is checked, not emitted",
     "tlx.async_task": "`warp_group_start_id` and `exclusive` are accepted and ignored",
     "tlx.async_dot": "`pred` and `mBarriers` are ignored on Hopper, as in TLX; `use_acc` must be a compile-time bool",
-    "tl.inline_asm_elementwise": "the CPU interpreter refuses it and the fence passes cannot see inside it",
+    "tl.inline_asm_elementwise": "the CPU interpreter runs only `nanosleep` and `mov` statements; the fence passes cannot see inside it",
 }
 
 # Features of other GPUs (Blackwell's tensor memory, tcgen05, CLC, two-CTA MMA; AMD's buffer ops,

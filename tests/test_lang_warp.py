@@ -283,9 +283,34 @@ def test_constraints_that_do_not_fit_the_operands_are_refused(cons, dtype, pack,
 
 def test_the_interpreter_refuses_inline_asm_with_the_line():
     x = np.arange(128, dtype=np.int32)
-    with pytest.raises(InterpreterError, match="inline PTX") as e:
+    with pytest.raises(InterpreterError, match="inline PTX the CPU interpreter cannot run: 'shl.b32 \\$0, \\$1, 3'") as e:
         tlx.interpret(asm_shift, (1,), x, x.copy(), BLOCK=128, PURE=True)
     assert e.value.loc.line == asm_shift.fn.__code__.co_firstlineno + 4
+
+
+@tlx.jit
+def asm_sleep_and_moves(x_ptr, y_ptr, z_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    # a delay (peer kernels hold one CTA back this way), a constant, a copy of the input
+    flag = tl.inline_asm_elementwise("nanosleep.u32 1000; mov.u32 $0, -7;", "=r", [], dtype=tl.int32,
+                                     is_pure=False, pack=1)
+    y = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=tl.int32, is_pure=True, pack=1)
+    tl.store(y_ptr + offs, y + flag)
+    tl.store(z_ptr + offs, tl.full((BLOCK,), 0, tl.int32) + flag)
+
+
+def test_the_interpreter_runs_inline_nanosleep_and_mov():
+    """`nanosleep` changes no value; `mov` sets an output from an immediate or an input (outputs
+    come first in the operand numbering)."""
+    x = np.arange(128, dtype=np.int32) * 3
+    y = np.full(128, 12345, np.int32)
+    z = np.full(128, 12345, np.int32)
+    tlx.interpret(asm_sleep_and_moves, (1,), x, y, z, BLOCK=128)
+    np.testing.assert_array_equal(y, np.arange(128) * 3 - 7)
+    np.testing.assert_array_equal(z, np.full(128, -7))
+    res = tlx.compile(asm_sleep_and_moves, {"x_ptr": "*i32", "y_ptr": "*i32", "z_ptr": "*i32"}, {"BLOCK": 128})
+    assert "nanosleep.u32 1000;" in res.asm["ptx"] and res.asm["cubin"]  # ptxas assembled it for sm_90a
 
 
 # ---- prefetch ----------------------------------------------------------------------------------------

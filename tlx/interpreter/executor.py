@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -1649,8 +1650,40 @@ def _warp_redux(it, th, op):
     _set(th, op, W.redux_per_thread(x, kind))
 
 
+#: inline PTX the interpreter runs: `nanosleep` (a delay, which changes no value here) and `mov` of
+#: an integer immediate or an operand into an output ($0.. are the outputs, the inputs follow)
+_ASM_SLEEP = re.compile(r"nanosleep\.u32\s+(\$\d+|\d+)$")
+_ASM_MOV = re.compile(r"mov\.[bus](?:16|32|64)\s+\$(\d+)\s*,\s*(\$\d+|-?(?:0x[0-9a-fA-F]+|\d+))$")
+
+
 @handler("tt.elementwise_inline_asm")
 def _inline_asm(it, th, op):
-    raise InterpreterError("inline PTX (tl.inline_asm_elementwise) cannot run on the CPU interpreter", op.loc,
-                           hint="run the kernel on the GPU, or write the computation with tl operations for the "
-                                "interpreter")
+    """Inline PTX made of `nanosleep` and `mov` statements (an unpacked call: pack=1): each output
+    is set once, from an immediate or an input; anything else is refused with the statement."""
+    outs = len(op.results)
+    got: Dict[int, Any] = {}
+    for stmt in (s.strip() for s in op.attrs["asm"].split(";")):
+        if not stmt or _ASM_SLEEP.match(stmt):
+            continue
+        m = _ASM_MOV.match(stmt)
+        if m is None or op.attrs["pack"] != 1 or int(m.group(1)) >= outs:
+            raise InterpreterError(f"inline PTX the CPU interpreter cannot run: {stmt!r}", op.loc,
+                                   hint="the interpreter runs unpacked nanosleep and mov statements only: run the "
+                                        "kernel on the GPU, or write the computation with tl operations")
+        src = m.group(2)
+        if not src.startswith("$"):
+            got[int(m.group(1))] = int(src, 0)
+        elif int(src[1:]) < outs:
+            got[int(m.group(1))] = got[int(src[1:])]  # an output set before
+        else:
+            got[int(m.group(1))] = th.env[op.operands[int(src[1:]) - outs]]
+    if sorted(got) != list(range(outs)):
+        raise InterpreterError(f"inline PTX sets outputs {sorted(got)} of {outs}: each must be set once", op.loc)
+    for i, r in enumerate(op.results):
+        e = T.element_of(r.type)
+        v = got[i]
+        shape = r.type.shape if isinstance(r.type, T.TensorType) else ()
+        cast = N.int_constant if e.is_int else lambda x, el: N.round_to(np.float64(x), el)[()]
+        val = np.broadcast_to(np.asarray(v), shape).astype(N.compute_dtype(e)) if isinstance(v, np.ndarray) \
+            else np.full(shape, cast(int(v), e), dtype=N.compute_dtype(e))
+        th.env[r] = val if shape else val[()]

@@ -333,8 +333,8 @@ def inline_asm_elementwise(asm: Any, constraints: Any, args: Any, dtype: Any, is
     asm handles `pack` elements per thread (narrow operands packed into 32-bit registers), `$N`
     names its operands (outputs first) and `constraints` their registers ("=r,r,r"). `dtype` is
     the result dtype, or a tuple of dtypes for several results (then a tuple is returned).
-    `is_pure=False` keeps the asm even when its results are unused. The fence passes and the CPU
-    interpreter cannot see inside the asm."""
+    `is_pure=False` keeps the asm even when its results are unused. The fence passes cannot see
+    inside the asm; the CPU interpreter runs only its `nanosleep` and `mov` statements."""
     from tlx.compiler.codegen import inline_asm
 
     text, cons = unwrap(asm), unwrap(constraints)
