@@ -605,6 +605,31 @@ def test_a_barrier_needed_inside_a_thread_dependent_branch_is_a_clear_error():
     assert "tlx.barrier_arrive(empty[0])" in src and "only thread 0" in src
 
 
+@tlx.jit
+def _arrive_in_a_while(out_ptr, PER_THREAD_LOOP: tl.constexpr):
+    full = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
+    empty = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
+    tlx.barrier_arrive(full[0])
+    i = 0
+    bound = tlx.thread_id(0) if PER_THREAD_LOOP else tl.program_id(0) + 1
+    while i < bound:  # PER_THREAD_LOOP: thread t runs t laps
+        tlx.barrier_wait(full[0], 0)
+        tlx.barrier_arrive(empty[0])  # the pass needs a bar.sync before it
+        i += 1
+    tl.store(out_ptr + tl.program_id(0), i)
+
+
+def test_a_barrier_needed_inside_a_thread_dependent_while_loop_is_a_clear_error():
+    """A while loop whose condition depends on tlx.thread_id: threads leave it after different
+    laps, so a barrier inside would hang; the same loop with a uniform bound compiles."""
+    with pytest.raises(TLXCompileError) as e:
+        tlx.compile(_arrive_in_a_while, signature={"out_ptr": "*i32"}, constexprs={"PER_THREAD_LOOP": True})
+    assert "loop that depends on tlx.thread_id" in str(e.value)
+    assert "tlx.barrier_arrive(empty[0])" in open(e.value.loc.file).read().splitlines()[e.value.loc.line - 1]
+    k = tlx.compile(_arrive_in_a_while, signature={"out_ptr": "*i32"}, constexprs={"PER_THREAD_LOOP": False})
+    assert isinstance(k.asm.get("cubin"), bytes) and "bar.sync" in k.asm["ptx"]
+
+
 def test_the_same_arrive_in_a_uniform_branch_gets_its_barrier_and_assembles():
     k = tlx.compile(_arrive_after_wait, signature={"out_ptr": "*i32"}, constexprs={"PER_THREAD_BRANCH": False})
     assert isinstance(k.asm.get("cubin"), bytes), "ptxas did not assemble the PTX"

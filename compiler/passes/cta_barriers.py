@@ -474,6 +474,8 @@ def _refuse_divergent(anchor: Operation, op: Operation, hits) -> None:
             conds = [inner.arg("cond")]
         elif inner.name == "scf.for":
             conds = [inner.arg("lb"), inner.arg("ub"), inner.arg("step")]
+        elif inner.name == "scf.while":  # the condition its `before` region hands to scf.condition
+            conds = [inner.regions[0].block.terminator.operands[0]]  # type: ignore[union-attr]
         else:
             conds = []
         if any(_per_thread(c) for c in conds):
