@@ -286,17 +286,8 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
             count = 0  # k-tiles loaded so far: slot count % NUM_STAGES, lap count // NUM_STAGES
             for tile_id in range(tl.program_id(0), num_pid_m * num_pid_n, NUM_SMS):
                 pid_m, pid_n = grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_SIZE_M)
-                off_m = pid_m * BM
-                off_n = pid_n * BN
-                for kt in range(0, k_tiles):
-                    slot = count % NUM_STAGES
-                    tlx.barrier_wait(empty[slot], ((count // NUM_STAGES) & 1) ^ 1)
-                    tlx.barrier_expect_bytes(full[slot], STAGE_BYTES)
-                    for g in tl.static_range(NUM_MMA_GROUPS):
-                        tlx.async_descriptor_load(a_desc, a_smem[slot * NUM_MMA_GROUPS + g],
-                                                  [off_m + g * BM_SPLIT, kt * BK], full[slot])
-                    tlx.async_descriptor_load(b_desc, b_smem[slot], [kt * BK, off_n], full[slot])
-                    count += 1
+                count = produce_k_tiles(a_desc, b_desc, a_smem, b_smem, full, empty, count, pid_m * BM, pid_n * BN,
+                                        0, k_tiles, BM_SPLIT, BK, NUM_STAGES, NUM_MMA_GROUPS, STAGE_BYTES)
 
         with tlx.async_task(num_warps=4, replicate=NUM_MMA_GROUPS, registers=232):  # consumers: wgmma + store
             cid: tl.constexpr = tlx.async_task_replica_id()
