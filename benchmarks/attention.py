@@ -327,7 +327,7 @@ def target_line(res: List[Dict[str, Any]]) -> str:
         return "target (forward, d128, seq >= 2k, >= 100 % of cuDNN): not measured"
     met = sum(x >= 1.0 for x in ratios)
     return (f"target (forward, d128, seq >= 2k, >= 100 % of cuDNN): {met}/{len(ratios)} points met, "
-            f"worst {min(ratios):.0%}, best {max(ratios):.0%}")
+            f"worst {min(ratios):.1%}, best {max(ratios):.1%}")
 
 
 def table(records: List[Dict[str, Any]]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -61,6 +62,47 @@ def test_table_reports_ratios_failures_and_wrong_results():
     assert "WRONG ws bf16 8192x8192x8192" in t and "3 NaN" in t
     assert "FAILED persistent" in t and "boom" in t and "child persistent exited with 3" in t
     assert "ws: 2/0, 168 regs/0 B" in t
+
+
+def test_a_kernel_timed_in_alternation_is_compared_with_that_cublas():
+    """A record with `cublas_paired_tflops` (cuBLAS timed in alternation with the kernel) takes
+    its ratio from it, not from the process's own cuBLAS row."""
+    b = load()
+    shape = {"dtype": "bf16", "M": 8192, "N": 8192, "K": 8192, "family_pid": "persistent", "kind": "result"}
+    recs = [dict(shape, kernel="cublas", tflops=700.0, rel_err=1e-3),
+            dict(shape, kernel="persistent", tflops=760.0, rel_err=1e-3, cublas_paired_tflops=800.0)]
+    row = next(ln for ln in b.table(recs).splitlines() if ln.startswith("bf16"))
+    assert "760  95%" in row and "109%" not in row
+
+
+def test_time_paired_alternates_batches_and_which_goes_first():
+    """Six rounds of runs // 6 launches each, ours and the anchor's in turn, the first of each
+    round alternating; each batch timed on its own events after a warm-up of both."""
+    load()  # puts benchmarks/ (and its gpu_wait) on sys.path
+    import gpu_wait
+
+    order = []
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.t = None
+
+        def record(self):
+            self.t = len(order)
+
+        def query(self):
+            return True
+
+        def elapsed_time(self, other):
+            return float(other.t - self.t)
+
+    cuda = types.SimpleNamespace(Event=Event, _sleep=lambda cycles: order.append("sleep"), synchronize=lambda: None)
+    torch = types.SimpleNamespace(cuda=cuda)
+    ours, theirs = gpu_wait.time_paired(torch, [lambda: order.append("o")], [lambda: order.append("a")], 12)
+    assert len(ours) == len(theirs) == 12 and all(ms == 1.0 for ms in ours + theirs)
+    timed = "".join(x for x in order if x in "oa")[40:]  # after 20 warm-up launches of each
+    assert order[:40] == ["o", "a"] * 20
+    assert timed == "ooaa" + "aaoo" + "ooaa" + "aaoo" + "ooaa" + "aaoo"
 
 
 def test_variants_are_listed_apart_with_their_own_ratio():
