@@ -200,11 +200,12 @@ class GemmLaunch:
                              raise_on_hazard=raise_on_hazard, signature=self.signature or None,
                              num_warps=self.num_warps, **self.cluster_options, **self.constexprs)
 
-    def compile(self, **options: Any) -> Any:
-        """Compile this specialization without a GPU (`tlx.compile`): its IR, fences and PTX,
-        specialized as a launch would be (pointers 16-byte aligned, integers that are multiples
-        of 16 known to be)."""
-        sig, div = {}, {}
+    def specialization(self) -> Tuple[Dict[str, str], Dict[str, int]]:
+        """(signature, divisibility) of this launch's runtime arguments as a launch specializes
+        them: descriptors typed by their block, scratch arrays as 16-byte aligned pointers,
+        integers as i32, known multiples of 16 where they are."""
+        sig: Dict[str, str] = {}
+        div: Dict[str, int] = {}
         names = [p.name for p in self.kernel.params if not p.is_constexpr]
         for name, arg in zip(names, self.args):
             if isinstance(arg, tlx.TensorDescriptor):
@@ -216,6 +217,12 @@ class GemmLaunch:
                 sig[name] = "i32"
                 if arg % 16 == 0:
                     div[name] = 16
+        return sig, div
+
+    def compile(self, **options: Any) -> Any:
+        """Compile this specialization without a GPU (`tlx.compile`): its IR, fences and PTX,
+        specialized as a launch would be (`specialization`)."""
+        sig, div = self.specialization()
         return tlx.compile(self.kernel, sig, self.constexprs, num_warps=self.num_warps, divisibility=div,
                            **{**self.cluster_options, **options})
 

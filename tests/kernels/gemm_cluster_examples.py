@@ -37,7 +37,7 @@ for _dtype in DTYPES:
         _plan = plan(_M, _N, _K, _dtype)
         _k = _key(_plan)
         if _k not in SPECS:
-            SPECS[_k] = spec_of_plan(f"GEMM example persistent_cluster {_dtype} {_M}x{_N}x{_K}", _plan, _dtype)
+            SPECS[_k] = spec_of_plan(f"GEMM example persistent_cluster {_dtype} {_M}x{_N}x{_K}", _plan)
 
 
 def spec_for(launch_plan: Any) -> Spec:

@@ -49,17 +49,13 @@ def plan(kind: str, M: int, N: int, K: int, dtype: str, sms: Any = None) -> Any:
     return gemm.ALL_PLANS[kind](a, b, **kw)
 
 
-def spec_of_plan(name: str, launch_plan: Any, dtype: str) -> Spec:
-    """The Spec of a GEMM example plan: its three descriptors as tensordesc types, M, N, K as i32
-    (divisible by 16 where the plan's are), its constexprs, warps and cluster shape."""
-    names = [p.name for p in launch_plan.kernel.params if not p.is_constexpr]
-    sig = {n: f"tensordesc<{dtype}[{', '.join(str(int(s)) for s in d.block_shape)}]>"
-           for n, d in zip(names, launch_plan.args[:3])}
-    sig.update({n: {"float32": "*fp32", "int32": "*i32"}[str(a.dtype)] for n, a in zip(names[3:-3], launch_plan.args[3:-3])})
-    sig.update({n: "i32" for n in names[-3:]})
+def spec_of_plan(name: str, launch_plan: Any) -> Spec:
+    """The Spec of a GEMM example plan: its arguments as the plan specializes them (descriptors as
+    tensordesc types, scratch arrays as pointers, M, N, K as i32 divisible by 16 where the plan's
+    are), its constexprs, warps and cluster shape."""
+    sig, div = launch_plan.specialization()
     return spec(name, launch_plan.kernel, sig, launch_plan.constexprs, launch_plan.num_warps,
-                divisible=[n for n, v in zip(names[-3:], _mnk(launch_plan)) if v % 16 == 0],
-                cluster=launch_plan.cluster)
+                divisible=[n for n in div if sig[n] == "i32"], cluster=launch_plan.cluster)
 
 
 SPECS: Dict[Tuple, Spec] = {}
@@ -70,7 +66,7 @@ for _kind in KINDS:
             _plan = plan(_kind, _M, _N, _K, _dtype, _sms)
             _k = _key(_plan)
             if _k not in SPECS:
-                SPECS[_k] = spec_of_plan(f"GEMM example {_kind} {_dtype} {_M}x{_N}x{_K}", _plan, _dtype)
+                SPECS[_k] = spec_of_plan(f"GEMM example {_kind} {_dtype} {_M}x{_N}x{_K}", _plan)
 
 
 def spec_for(launch_plan: Any) -> Spec:
