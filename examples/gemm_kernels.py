@@ -59,13 +59,14 @@ def add_partials(chunk, parts, q_first, q_end, PITCH: tl.constexpr, SLOT: tl.con
 
 @tlx.jit
 def store_chunk(c_desc, c_smem, buf, chunk, off_m, off_n, parts=None, q_first=0, q_end=0,
-                PITCH: tl.constexpr = 0, SLOT: tl.constexpr = 0):
+                PITCH: tl.constexpr = 0, SLOT: tl.constexpr = 0, COL: tl.constexpr = 0):
     """TMA-store the register tile `chunk` at (off_m, off_n) through c_smem[buf], one of two
     buffers used in turn: the store issued from it two chunks ago must have read it first.
-    With `parts` (stream-K), the partial sums of slots q_first .. q_end - 1 are added first: a
-    chunk at a time, so a consumer never holds more than one chunk of them in registers."""
+    With `parts` (stream-K: the tile's rows in workspace slot 0), the partial sums of slots
+    q_first .. q_end - 1 at the chunk's columns (COL on) are added first: a chunk at a time, so
+    a consumer never holds more than one chunk of them in registers."""
     if parts is not None:
-        chunk = add_partials(chunk, parts, q_first, q_end, PITCH, SLOT)
+        chunk = add_partials(chunk, parts + COL, q_first, q_end, PITCH, SLOT)
     tlx.async_descriptor_store_wait(1)
     tlx.local_store(c_smem[buf], chunk.to(tlx.dtype_of(c_desc)))
     tlx.fence("async_shared")  # generic stores above, a TMA (async proxy) read below
@@ -88,19 +89,19 @@ def store_in_chunks(c_desc, c_smem, first_buf: tl.constexpr, acc, off_m, off_n,
     of stream-K workspace slot 0) each chunk adds its partial sums (`store_chunk`)."""
     left, right = halves(acc, ROWS, BN)
     if EPI_SPLIT == 2:
-        store_chunk(c_desc, c_smem, first_buf, left, off_m, off_n, parts, q_first, q_end, BN, SLOT)
-        store_chunk(c_desc, c_smem, first_buf + 1, right, off_m, off_n + BN // 2,
-                    None if parts is None else parts + BN // 2, q_first, q_end, BN, SLOT)
+        store_chunk(c_desc, c_smem, first_buf, left, off_m, off_n, parts, q_first, q_end, BN, SLOT, 0)
+        store_chunk(c_desc, c_smem, first_buf + 1, right, off_m, off_n + BN // 2, parts, q_first, q_end, BN, SLOT,
+                    BN // 2)
     else:
         q0, q1 = halves(left, ROWS, BN // 2)
         q2, q3 = halves(right, ROWS, BN // 2)
-        store_chunk(c_desc, c_smem, first_buf, q0, off_m, off_n, parts, q_first, q_end, BN, SLOT)
-        store_chunk(c_desc, c_smem, first_buf + 1, q1, off_m, off_n + BN // 4,
-                    None if parts is None else parts + BN // 4, q_first, q_end, BN, SLOT)
-        store_chunk(c_desc, c_smem, first_buf, q2, off_m, off_n + BN // 2,
-                    None if parts is None else parts + BN // 2, q_first, q_end, BN, SLOT)
-        store_chunk(c_desc, c_smem, first_buf + 1, q3, off_m, off_n + 3 * (BN // 4),
-                    None if parts is None else parts + 3 * (BN // 4), q_first, q_end, BN, SLOT)
+        store_chunk(c_desc, c_smem, first_buf, q0, off_m, off_n, parts, q_first, q_end, BN, SLOT, 0)
+        store_chunk(c_desc, c_smem, first_buf + 1, q1, off_m, off_n + BN // 4, parts, q_first, q_end, BN, SLOT,
+                    BN // 4)
+        store_chunk(c_desc, c_smem, first_buf, q2, off_m, off_n + BN // 2, parts, q_first, q_end, BN, SLOT,
+                    BN // 2)
+        store_chunk(c_desc, c_smem, first_buf + 1, q3, off_m, off_n + 3 * (BN // 4), parts, q_first, q_end, BN,
+                    SLOT, 3 * (BN // 4))
 
 
 @tlx.jit
