@@ -300,6 +300,28 @@ def asm_sleep_and_moves(x_ptr, y_ptr, z_ptr, BLOCK: tl.constexpr):
     tl.store(z_ptr + offs, tl.full((BLOCK,), 0, tl.int32) + flag)
 
 
+@tlx.jit
+def asm_mov(x_ptr, y_ptr, BLOCK: tl.constexpr, ASM: tl.constexpr, CONS: tl.constexpr, OUT: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    y = tl.inline_asm_elementwise(ASM, CONS, [x], dtype=OUT, is_pure=True, pack=1)
+    tl.store(y_ptr + offs, y)
+
+
+@pytest.mark.parametrize("asm,cons,out,why", [
+    ("mov.b32 $0, 0x3f800000;", "=r,r", tl.float32, "an immediate into a float output is a bit pattern"),
+    ("mov.b32 $0, $1;", "=r,r", tl.float32, "a i32 register moved into a f32 output"),
+    ("mov.b32 $0, $0;", "=r,r", tl.int32, "$0 is read before it is set"),
+], ids=["float-immediate", "int-into-float", "unset-output"])
+def test_the_interpreter_refuses_a_mov_it_would_get_wrong(asm, cons, out, why):
+    """A mov whose meaning is a bit copy the interpreter does not model, or that reads an output
+    before any statement sets it, is an error naming the statement, not a wrong value."""
+    x = np.arange(32, dtype=np.int32)
+    y = np.zeros(32, np.float32 if out == tl.float32 else np.int32)
+    with pytest.raises(InterpreterError, match=re.escape(why)):
+        tlx.interpret(asm_mov, (1,), x, y, BLOCK=32, ASM=asm, CONS=cons, OUT=out)
+
+
 def test_the_interpreter_runs_inline_nanosleep_and_mov():
     """`nanosleep` changes no value; `mov` sets an output from an immediate or an input (outputs
     come first in the operand numbering)."""

@@ -522,16 +522,16 @@ def computes(*names: str, finish: Callable = _scalar_or):
 
 # -- constants, program ids, shapes ---------------------------------------------------------------
 
+def _constant_of(t: T.Type, v: Any) -> Any:
+    """The interpreter's value of constant `v` of type `t`: a scalar, or a tensor filled with it."""
+    e = T.element_of(t)
+    s = N.int_constant(int(v), e) if e.is_int else N.round_to(np.float64(v), e)[()]
+    return np.full(t.shape, s, dtype=N.compute_dtype(e)) if isinstance(t, T.TensorType) else s
+
+
 @handler("arith.constant")
 def _constant(it, th, op):
-    t = op.result.type
-    e = T.element_of(t)
-    v = op.attrs["value"]
-    if e.is_int:
-        s = N.int_constant(int(v), e)
-    else:
-        s = N.round_to(np.float64(v), e)[()]
-    _set(th, op, np.full(t.shape, s, dtype=N.compute_dtype(e)) if isinstance(t, T.TensorType) else s)
+    _set(th, op, _constant_of(op.result.type, op.attrs["value"]))
 
 
 _results({
@@ -1659,31 +1659,39 @@ _ASM_MOV = re.compile(r"mov\.[bus](?:16|32|64)\s+\$(\d+)\s*,\s*(\$\d+|-?(?:0x[0-
 @handler("tt.elementwise_inline_asm")
 def _inline_asm(it, th, op):
     """Inline PTX made of `nanosleep` and `mov` statements (an unpacked call: pack=1): each output
-    is set once, from an immediate or an input; anything else is refused with the statement."""
+    is set, from an integer immediate (integer outputs: in a float register it would be a bit
+    pattern) or from an operand of its own type; anything else is refused with the statement."""
     outs = len(op.results)
     got: Dict[int, Any] = {}
+
+    def refuse(stmt: str, why: str = "") -> InterpreterError:
+        return InterpreterError(f"inline PTX the CPU interpreter cannot run: {stmt!r}{why}", op.loc,
+                                hint="the interpreter runs unpacked nanosleep and mov statements only: run the "
+                                     "kernel on the GPU, or write the computation with tl operations")
+
     for stmt in (s.strip() for s in op.attrs["asm"].split(";")):
         if not stmt or _ASM_SLEEP.match(stmt):
             continue
         m = _ASM_MOV.match(stmt)
         if m is None or op.attrs["pack"] != 1 or int(m.group(1)) >= outs:
-            raise InterpreterError(f"inline PTX the CPU interpreter cannot run: {stmt!r}", op.loc,
-                                   hint="the interpreter runs unpacked nanosleep and mov statements only: run the "
-                                        "kernel on the GPU, or write the computation with tl operations")
-        src = m.group(2)
+            raise refuse(stmt)
+        dst, src = int(m.group(1)), m.group(2)
+        want = op.results[dst].type
         if not src.startswith("$"):
-            got[int(m.group(1))] = int(src, 0)
-        elif int(src[1:]) < outs:
-            got[int(m.group(1))] = got[int(src[1:])]  # an output set before
-        else:
-            got[int(m.group(1))] = th.env[op.operands[int(src[1:]) - outs]]
-    if sorted(got) != list(range(outs)):
-        raise InterpreterError(f"inline PTX sets outputs {sorted(got)} of {outs}: each must be set once", op.loc)
+            if not T.element_of(want).is_int:
+                raise refuse(stmt, " (an immediate into a float output is a bit pattern)")
+            got[dst] = _constant_of(want, int(src, 0))
+            continue
+        k = int(src[1:])
+        if k < outs and k not in got:
+            raise refuse(stmt, f" (${k} is read before it is set)")
+        source = op.results[k] if k < outs else op.operands[k - outs]
+        if T.element_of(source.type) != T.element_of(want):
+            raise refuse(stmt, f" (a {T.element_of(source.type)} register moved into a {T.element_of(want)} output)")
+        value = got[k] if k < outs else th.env[source]
+        got[dst] = np.broadcast_to(value, want.shape).copy() if isinstance(want, T.TensorType) else value
+    missing = [i for i in range(outs) if i not in got]
+    if missing:
+        raise InterpreterError(f"inline PTX leaves output(s) {missing} of {outs} unset", op.loc)
     for i, r in enumerate(op.results):
-        e = T.element_of(r.type)
-        v = got[i]
-        shape = r.type.shape if isinstance(r.type, T.TensorType) else ()
-        cast = N.int_constant if e.is_int else lambda x, el: N.round_to(np.float64(x), el)[()]
-        val = np.broadcast_to(np.asarray(v), shape).astype(N.compute_dtype(e)) if isinstance(v, np.ndarray) \
-            else np.full(shape, cast(int(v), e), dtype=N.compute_dtype(e))
-        th.env[r] = val if shape else val[()]
+        th.env[r] = got[i]
