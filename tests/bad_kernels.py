@@ -309,4 +309,10 @@ def branch_returns_on_one_path_in_loop(x_ptr, n):
             return
 
 
+@tlx.jit
+def shape_index_past_rank(x_ptr, n):
+    buf = tlx.local_alloc((64, 32), tl.float16, 2)
+    tl.store(x_ptr, buf.shape[2])  # ERR: index 2 is out of range for the compile-time tuple (64, 32) (length 2)
+
+
 ERROR_KERNELS = [v for k, v in list(globals().items()) if isinstance(v, tlx.JITFunction) and not k.startswith("_")]

@@ -927,7 +927,14 @@ class Tracer:
         idx = unwrap(idx)
         if _is_runtime(idx):
             raise self.error(node, "a tuple or list can only be indexed with a compile-time integer")
-        return unwrap(base)[idx]
+        seq = unwrap(base)
+        try:
+            return seq[idx]
+        except IndexError:  # name the sequence and the index (a shape's rank is the usual slip)
+            raise self.error(node, f"index {idx} is out of range for the compile-time {type(seq).__name__} "
+                                   f"{seq!r} (length {len(seq)})",
+                             hint=f"use an index from {-len(seq)} to {len(seq) - 1}; the .shape of a "
+                                  "local_alloc buffer is one buffer's shape, without the buffer count") from None
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> Any:
         parts = []
