@@ -17,6 +17,7 @@ from ..abi import bf16_bits
 from ..errors import TLXCompileError
 from ..ir import types as T
 from ..ir.core import Operation
+from .const_div import lower_const_div
 from .ptx import braces
 from .values import Scalar, Tensor, float_suffix, int_bits, reg_kind
 
@@ -207,10 +208,11 @@ def _int_binary(lw: KernelLowering, op: Operation) -> None:
     signed = n.endswith("si") or (not n.endswith("ui") and e.is_signed)
     sg = "s" if signed else "u"
     bits = int_bits(e)
-    # a constant right operand goes in as an immediate (divisions by constants become
-    # multiplications in ptxas without relying on its constant propagation)
+    # a constant right operand goes in as an immediate; a 32-bit division or remainder by one
+    # becomes a multiply-high sequence (const_div: ptxas itself would emit its generic division)
     rc = lw.axis.info(op.operands[1]).constant if e.bits >= 32 else None
     imm = str(rc) if rc is not None and -(1 << 31) <= rc < (1 << 31) else None
+    by_constant = rc is not None and bits == 32 and base in ("div", "rem")
 
     def body(d: str, s: List[str]) -> None:
         a, b = s
@@ -220,6 +222,8 @@ def _int_binary(lw: KernelLowering, op: Operation) -> None:
                 em(f"shl.b{bits}", d, a, amt)
             else:
                 em(f"shr.{sg}{bits}", d, norm8(lw, a, e, signed), amt)
+            return
+        if by_constant and lower_const_div(em, em.new, d, a, rc, signed, base == "rem"):
             return
         b = imm or b
         if base in ("and", "or", "xor"):
