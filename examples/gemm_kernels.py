@@ -136,6 +136,26 @@ def consume_tile(a_smem, b_smem, full, empty, count, k_tiles, cid: tl.constexpr,
 
 
 @tlx.jit
+def produce_k_tiles(a_desc, b_desc, a_smem, b_smem, full, empty, count, off_m, off_n, k_first, k_end,
+                    BM_SPLIT: tl.constexpr, BK: tl.constexpr, NUM_STAGES: tl.constexpr,
+                    NUM_MMA_GROUPS: tl.constexpr, STAGE_BYTES: tl.constexpr):
+    """The producer's TMA loads of k-tiles k_first .. k_end - 1 of the C tile at (off_m, off_n)
+    into the ring from position `count` (a stage is refilled once both consumers released it);
+    returns the ring position after them."""
+    for kt in range(k_first, k_end):
+        pos = count + kt - k_first
+        slot = pos % NUM_STAGES
+        # a fresh barrier passes a wait on parity 1: the first lap does not block
+        tlx.barrier_wait(empty[slot], ((pos // NUM_STAGES) & 1) ^ 1)
+        tlx.barrier_expect_bytes(full[slot], STAGE_BYTES)
+        for g in tl.static_range(NUM_MMA_GROUPS):
+            tlx.async_descriptor_load(a_desc, a_smem[slot * NUM_MMA_GROUPS + g],
+                                      [off_m + g * BM_SPLIT, kt * BK], full[slot])
+        tlx.async_descriptor_load(b_desc, b_smem[slot], [kt * BK, off_n], full[slot])
+    return count + k_end - k_first
+
+
+@tlx.jit
 def store_c_tile(c_desc, c_smem, cid: tl.constexpr, acc, off_m, off_n,
                  ROWS: tl.constexpr, BN: tl.constexpr, EPI_SPLIT: tl.constexpr):
     """Consumer `cid`'s C tile (ROWS x BN) out by TMA: EPI_SPLIT 1, whole through c_smem[cid]
@@ -217,17 +237,8 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, M, N, K,
     with tlx.async_tasks():
         with tlx.async_task("default"):  # producer: TMA loads
             pid_m, pid_n = grouped_tile(tl.program_id(0), tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_SIZE_M)
-            off_m = pid_m * BM
-            off_n = pid_n * BN
-            for kt in range(0, tl.cdiv(K, BK)):
-                slot = kt % NUM_STAGES
-                # a fresh barrier passes a wait on parity 1: the first lap does not block
-                tlx.barrier_wait(empty[slot], ((kt // NUM_STAGES) & 1) ^ 1)
-                tlx.barrier_expect_bytes(full[slot], STAGE_BYTES)
-                for g in tl.static_range(NUM_MMA_GROUPS):
-                    tlx.async_descriptor_load(a_desc, a_smem[slot * NUM_MMA_GROUPS + g],
-                                              [off_m + g * BM_SPLIT, kt * BK], full[slot])
-                tlx.async_descriptor_load(b_desc, b_smem[slot], [kt * BK, off_n], full[slot])
+            produce_k_tiles(a_desc, b_desc, a_smem, b_smem, full, empty, 0, pid_m * BM, pid_n * BN, 0,
+                            tl.cdiv(K, BK), BM_SPLIT, BK, NUM_STAGES, NUM_MMA_GROUPS, STAGE_BYTES)
 
         with tlx.async_task(num_warps=4, replicate=NUM_MMA_GROUPS, registers=232):  # consumers: wgmma
             cid: tl.constexpr = tlx.async_task_replica_id()
@@ -342,25 +353,6 @@ def publish_partial(flag, cid: tl.constexpr):
     tlx.named_barrier_wait(11 + cid, 128)
     tlx.fence("gpu")
     tl.atomic_xchg(flag, 1, sem="relaxed")
-
-
-@tlx.jit
-def produce_k_tiles(a_desc, b_desc, a_smem, b_smem, full, empty, count, off_m, off_n, k_first, k_end,
-                    BM_SPLIT: tl.constexpr, BK: tl.constexpr, NUM_STAGES: tl.constexpr,
-                    NUM_MMA_GROUPS: tl.constexpr, STAGE_BYTES: tl.constexpr):
-    """The producer's TMA loads of k-tiles k_first .. k_end - 1 of the C tile at (off_m, off_n)
-    into the ring from position `count` (a stage is refilled once both consumers released it);
-    returns the ring position after them."""
-    for kt in range(k_first, k_end):
-        slot = count % NUM_STAGES
-        tlx.barrier_wait(empty[slot], ((count // NUM_STAGES) & 1) ^ 1)
-        tlx.barrier_expect_bytes(full[slot], STAGE_BYTES)
-        for g in tl.static_range(NUM_MMA_GROUPS):
-            tlx.async_descriptor_load(a_desc, a_smem[slot * NUM_MMA_GROUPS + g],
-                                      [off_m + g * BM_SPLIT, kt * BK], full[slot])
-        tlx.async_descriptor_load(b_desc, b_smem[slot], [kt * BK, off_n], full[slot])
-        count += 1
-    return count
 
 
 @tlx.jit
