@@ -230,6 +230,22 @@ def test_interpreter_keeps_distinct_members_apart_and_shared_ones_together():
     np.testing.assert_array_equal(out_z.astype(np.float64), z.astype(np.float64))
 
 
+def test_interpreter_reuse_of_a_buffer_array_shares_its_first_bytes():
+    rng = np.random.default_rng(13)
+    x, y, z = (_rand(rng, (64, 64), np.float16) for _ in range(3))
+    out = np.full((3, 64, 64), np.nan, np.float16)
+    tlx.interpret(K.reuse_array_kernel, (1,), x, y, z, out, B=64)
+    np.testing.assert_array_equal(out.astype(np.float64), np.stack([x, z, y]).astype(np.float64))
+
+
+def test_reuse_of_a_buffer_array_compiles_into_its_bytes():
+    """The alias of a multi-buffer array is lowered (it was refused as 'not a whole allocation')
+    and takes no shared memory of its own: the kernel needs a's two 8 KiB tiles and no more."""
+    result = K.REUSE_ARRAY.compile()
+    assert isinstance(result.asm.get("cubin"), bytes)
+    assert result.resources["shared_bytes"] == 2 * 64 * 64 * 2, result.resources
+
+
 def test_a_generic_write_then_a_tma_store_through_an_alias_is_a_hazard_the_passes_fence():
     x = np.random.default_rng(3).standard_normal((64, 64)).astype(np.float16)
 

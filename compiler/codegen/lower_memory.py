@@ -448,7 +448,9 @@ def _local_alias(lw: KernelLowering, op: Operation) -> None:
     """Buffers placed inside an aliased allocation: the view starts at the placement's offset;
     evenly spaced buffers index like any array, others through their digits."""
     src = lw.val(op.arg("src"))
-    if not isinstance(src, SmemView) or src.buffers or src.origin != 0:
+    # the source is a whole allocation (the front end checks): a storage_alias_spec's bytes, or the
+    # buffer array of a local_alloc (`local_alloc(..., reuse=buf)`), whose view starts at its base
+    if not isinstance(src, SmemView) or src.origin != 0:
         raise TLXCompileError("internal: local_alias of something other than a whole allocation", op.loc)
     t = op.result.type
     p = placement(op.attrs)

@@ -53,3 +53,11 @@ def test_tma_store_of_an_alias_sees_the_generic_write_through_another(torch):
     K.TMA_STORE[(1,)](x, desc)
     torch.cuda.synchronize()
     np.testing.assert_array_equal(host(out), host(x))
+
+
+def test_reuse_of_a_buffer_array_shares_its_first_bytes(torch):
+    x, y, z = (torch.randn(64, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+    out = torch.full((3, 64, 64), float("nan"), device="cuda", dtype=torch.float16)
+    K.REUSE_ARRAY[(1,)](x, y, z, out)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(host(out), np.stack([host(x), host(z), host(y)]))

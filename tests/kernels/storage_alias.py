@@ -70,9 +70,27 @@ def alias_tma_store_kernel(x_ptr, out_desc, B: tl.constexpr):
     tlx.async_descriptor_store_wait(0)
 
 
+@tlx.jit
+def reuse_array_kernel(x_ptr, y_ptr, z_ptr, out_ptr, B: tl.constexpr):
+    """`local_alloc(..., reuse=a)` of a buffer array (how a GEMM stages C in its B ring): b's one
+    tile is a[0]'s bytes. x into a[0], y into a[1]; out[0] = b[0] (x); then z into b[0]; out[1] =
+    a[0] (z), out[2] = a[1] (y: past b's bytes, untouched)."""
+    a = tlx.local_alloc((B, B), tl.float16, 2)
+    b = tlx.local_alloc((B, B), tl.float16, 1, reuse=a)
+    offs = tl.arange(0, B)[:, None] * B + tl.arange(0, B)[None, :]
+    tlx.local_store(a[0], tl.load(x_ptr + offs))
+    tlx.local_store(a[1], tl.load(y_ptr + offs))
+    tl.store(out_ptr + offs, tlx.local_load(b[0]))
+    tlx.local_store(b[0], tl.load(z_ptr + offs))
+    tl.store(out_ptr + B * B + offs, tlx.local_load(a[0]))
+    tl.store(out_ptr + 2 * B * B + offs, tlx.local_load(a[1]))
+
+
 SHARED = spec("storage alias shared 64x64 fp16", alias_shared_kernel,
               {"x_ptr": "*fp16", "y_ptr": "*fp16", "out_ptr": "*fp16", "idx_ptr": "*i32"}, {"B": 64})
 DISTINCT = spec("storage alias distinct group_size 64x64", alias_distinct_groups_kernel,
                 {"x_ptr": "*fp16", "z_ptr": "*fp32", "out_p_ptr": "*fp16", "out_z_ptr": "*fp32"}, {"BM": 64, "BN": 64})
 TMA_STORE = spec("storage alias tma store 64x64 fp16", alias_tma_store_kernel,
                  {"x_ptr": "*fp16", "out_desc": "tensordesc<fp16[64, 64]>"}, {"B": 64})
+REUSE_ARRAY = spec("local_alloc reuse of a buffer array 64x64 fp16", reuse_array_kernel,
+                   {"x_ptr": "*fp16", "y_ptr": "*fp16", "z_ptr": "*fp16", "out_ptr": "*fp16"}, {"B": 64})
