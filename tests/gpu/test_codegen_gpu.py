@@ -100,6 +100,39 @@ def test_binary_arithmetic_matches_numpy(spec, torch):
           1e-6 if op == "mod" else 0, f"{op} {dt}")
 
 
+def truncating_divmod(x: np.ndarray, d: int):
+    """C's (and PTX's div/rem) quotient and remainder in int64: the quotient rounds toward zero."""
+    q = np.abs(x) // abs(d) * np.where((x < 0) != (d < 0), -1, 1)
+    return q, x - q * d
+
+
+@pytest.mark.parametrize("spec", K.CONST_DIV, ids=lambda s: s.name)
+def test_division_by_a_constant_matches_numpy(spec, torch):
+    d, unsigned = spec.constexprs["D"], spec.constexprs["UNSIGNED"]
+    edges = [0, 1, -1, 2, -2, d - 1, d, d + 1, -d + 1, -d, -d - 1, 2 * d, -2 * d, 2 ** 31 - 1, -2 ** 31,
+             -2 ** 31 + 1, 2 ** 31 - 2, 2 ** 30, -2 ** 30, 12345678, -12345678]
+    edges = [e for e in edges if -2 ** 31 <= e < 2 ** 31]
+    gen = torch.Generator(device="cuda").manual_seed(abs(d) % 1000 + 7 * unsigned)
+    rand = torch.randint(-2 ** 31, 2 ** 31, (8000,), device="cuda", dtype=torch.int64, generator=gen)
+    x = torch.cat([torch.tensor(edges, device="cuda", dtype=torch.int64), rand]).to(torch.int32)
+    n = x.numel()
+    q, r = poisoned(torch, (n,), torch.int32), poisoned(torch, (n,), torch.int32)
+    spec[(math.ceil(n / 1024),)](x, q, r, n)
+    torch.cuda.synchronize()
+    xs = host(x).astype(np.int64)
+    if unsigned:
+        xu = xs % 2 ** 32  # the same bits read as uint32
+        want_q, want_r = xu // d, xu % d
+        want_q, want_r = (want_q + 2 ** 31) % 2 ** 32 - 2 ** 31, (want_r + 2 ** 31) % 2 ** 32 - 2 ** 31
+    else:
+        keep = ~((xs == -2 ** 31) & (d == -1))  # INT_MIN / -1 overflows int32 (undefined in C and PTX)
+        xs = xs[keep]
+        want_q, want_r = truncating_divmod(xs, d)
+        q, r = q[torch.as_tensor(keep, device="cuda")], r[torch.as_tensor(keep, device="cuda")]
+    check(host(q), want_q, 0, 0, f"{spec.name}: quotient")
+    check(host(r), want_r, 0, 0, f"{spec.name}: remainder")
+
+
 @pytest.mark.parametrize("spec", K.CAST, ids=lambda s: s.name)
 def test_casts_convert_like_torch(spec, torch):
     n = 3000

@@ -99,6 +99,23 @@ def cast_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 
 @tlx.jit
+def const_div_kernel(x_ptr, q_ptr, r_ptr, n, D: tl.constexpr, UNSIGNED: tl.constexpr, BLOCK: tl.constexpr):
+    """x // D and x % D for a compile-time D (the code generator's multiply-high sequences), on
+    int32 or, with UNSIGNED, on the same bits as uint32."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    if UNSIGNED:
+        u = x.to(tl.uint32, bitcast=True)
+        du = tl.full([BLOCK], D, tl.uint32)  # (an int literal is int32: the signedness must match)
+        tl.store(q_ptr + offs, (u // du).to(tl.int32, bitcast=True), mask=m)
+        tl.store(r_ptr + offs, (u % du).to(tl.int32, bitcast=True), mask=m)
+    else:
+        tl.store(q_ptr + offs, x // D, mask=m)
+        tl.store(r_ptr + offs, x % D, mask=m)
+
+
+@tlx.jit
 def reduce_kernel(x_ptr, y_ptr, M: tl.constexpr, N: tl.constexpr, AXIS: tl.constexpr, KIND: tl.constexpr):
     r = tl.arange(0, M)
     c = tl.arange(0, N)
@@ -410,6 +427,14 @@ BINARY = [spec(f"binary {t} {op}", binary_kernel, {"x_ptr": f"*{t}", "y_ptr": f"
           for t in ("fp32", "fp16", "bf16") for op in FLOAT_OPS if op != "mod" or t == "fp32"]
 BINARY += [spec(f"binary i32 {op}", binary_kernel, {"x_ptr": "*i32", "y_ptr": "*i32", "z_ptr": "*i32", "n": "i32"},
                 {"OP": op, "BLOCK": 1024}) for op in INT_OPS]
+
+#: divisors of the division-by-a-constant kernel: small odd and even, powers of two, ones whose
+#: magic multiplier needs the add-back (7, 641), near the int32 limits, and negative (signed only)
+CONST_DIVISORS = [1, 2, 3, 5, 7, 10, 64, 641, 1000, 65537, 2 ** 30 + 1, 2 ** 31 - 1]
+CONST_DIV = [spec(f"division by {d} {'u32' if u else 'i32'}", const_div_kernel,
+                  {"x_ptr": "*i32", "q_ptr": "*i32", "r_ptr": "*i32", "n": "i32"},
+                  {"D": d, "UNSIGNED": u, "BLOCK": 1024})
+             for u in (False, True) for d in CONST_DIVISORS + ([] if u else [-1, -3, -7, -2 ** 31 + 1])]
 
 CASTS = [("float32", "float16"), ("float32", "bfloat16"), ("float16", "float32"), ("bfloat16", "float32"),
          ("float16", "bfloat16"), ("float32", "int32"), ("int32", "float32"), ("int32", "int8"),
