@@ -58,8 +58,8 @@ FAMILIES = ["baselines", "pipelined", "ws", "persistent", "pingpong", "variants"
 # name -> (plan, GemmConfig fields changed from that plan's H200 default)
 VARIANTS = {
     "persistent-G16": ("persistent", dict(GROUP_SIZE_M=16)),
-    "persistent-256x128": ("persistent", dict(BM=256, BN=128)),
-    "persistent-k32s6": ("persistent", dict(BK=32, NUM_STAGES=6)),
+    "persistent-256x128": ("persistent", dict(BM=256, BN=128, NUM_STAGES=3, EPI_SPLIT=1)),
+    "persistent-k32s8": ("persistent", dict(BK=32, NUM_STAGES=8)),
     "pingpong-s4": ("pingpong", dict(NUM_STAGES=4)),
     "pingpong-G16": ("pingpong", dict(GROUP_SIZE_M=16)),
     "persistent-cluster2": ("persistent_cluster", {}),  # 2-CTA clusters, B multicast
@@ -71,19 +71,19 @@ VARIANT_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096)]
 # Predictions are in docs/performance.md.
 SWEEP = {
     "sweep-streamk": {  # the partial last wave split by k-iteration (every shape here is 1.94-15.5 waves)
-        "persistent-s4e4": ("persistent", dict(NUM_STAGES=4, EPI_SPLIT=4)),  # the same config without it
-        "persistent-s4e4-G16": ("persistent", dict(NUM_STAGES=4, EPI_SPLIT=4, GROUP_SIZE_M=16)),
+        "persistent": ("persistent", {}),  # the same ring and epilogue without it
+        "persistent-G16": ("persistent", dict(GROUP_SIZE_M=16)),
         "streamk": ("streamk", {}),
         "streamk-G4": ("streamk", dict(GROUP_SIZE_M=4)),
         "streamk-G16": ("streamk", dict(GROUP_SIZE_M=16)),
     },
     "sweep-persistent": {
-        "persistent": ("persistent", {}),
-        "persistent-e4": ("persistent", dict(EPI_SPLIT=4)),  # epilogue in 4 chunks, 3 stages
-        "persistent-s4e4": ("persistent", dict(NUM_STAGES=4, EPI_SPLIT=4)),  # CUTLASS's 4-stage ring
-        "persistent-s4e4-G16": ("persistent", dict(NUM_STAGES=4, EPI_SPLIT=4, GROUP_SIZE_M=16)),
-        "persistent-s4e4-G4": ("persistent", dict(NUM_STAGES=4, EPI_SPLIT=4, GROUP_SIZE_M=4)),
-        "persistent-k32s8e4": ("persistent", dict(BK=32, NUM_STAGES=8, EPI_SPLIT=4)),  # same bytes, 2x the stages
+        "persistent": ("persistent", {}),  # 4 stages, epilogue in 4 chunks (CUTLASS's ring)
+        "persistent-s3": ("persistent", dict(NUM_STAGES=3, EPI_SPLIT=1)),  # the default until 2026-12-06 19:00
+        "persistent-s3e4": ("persistent", dict(NUM_STAGES=3)),  # 3 stages, chunked epilogue
+        "persistent-G16": ("persistent", dict(GROUP_SIZE_M=16)),
+        "persistent-G4": ("persistent", dict(GROUP_SIZE_M=4)),
+        "persistent-k32s8": ("persistent", dict(BK=32, NUM_STAGES=8)),  # same bytes, 2x the stages
     },
     "sweep-other": {
         "pipelined": ("pipelined", {}),
@@ -94,7 +94,7 @@ SWEEP = {
         "persistent": ("persistent", {}),
         "persistent-G16": ("persistent", dict(GROUP_SIZE_M=16)),
         "persistent-G32": ("persistent", dict(GROUP_SIZE_M=32)),
-        "persistent-256x128": ("persistent", dict(BM=256, BN=128)),
+        "persistent-256x128": ("persistent", dict(BM=256, BN=128, NUM_STAGES=3, EPI_SPLIT=1)),
         "pingpong-G16": ("pingpong", dict(GROUP_SIZE_M=16)),
         "ws-G16": ("ws", dict(GROUP_SIZE_M=16)),
     },

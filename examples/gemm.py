@@ -301,8 +301,10 @@ H200_PIPELINED = GemmConfig(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=3,
 #: Warp-specialized: the same tile, a 4-warp TMA producer and two 64x256 consumer warpgroups
 #: (232 registers each: the 128 accumulator registers and room to convert the epilogue).
 H200_WS = GemmConfig(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=3, NUM_MMA_GROUPS=2, num_warps=4)
-#: Persistent cooperative: as H200_WS, one CTA per SM.
-H200_PERSISTENT = GemmConfig(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=3, NUM_MMA_GROUPS=2, num_warps=4)
+#: Persistent cooperative: as H200_WS, one CTA per SM, with CUTLASS's 4-stage ring and the
+#: epilogue in 4 column chunks through two 8 KiB buffers per consumer (4 x 48 + 32 KiB).
+H200_PERSISTENT = GemmConfig(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=4, NUM_MMA_GROUPS=2, num_warps=4,
+                             EPI_SPLIT=4)
 #: Persistent on 2-CTA clusters (B multicast): CUTLASS's 2x1 cooperative 128x256x64 — 4 stages
 #: (4 x 48 KiB) and the epilogue in 4 column chunks through two 8 KiB buffers per consumer.
 #: GROUP_SIZE_M counts blocks of two tile rows.

@@ -145,8 +145,9 @@ $L_k:
 
 # ---- our compiler on the examples ------------------------------------------------------------------
 
-EXPECTED_FENCES = {"pipelined": 1, "ws": 2, "persistent": 2, "pingpong": 2}  # one per C tile store (per consumer)
-# the 2-CTA clustered kernel (default config: the epilogue in 4 chunks): one per chunk per consumer
+# one per C store per consumer: a whole tile (pipelined, ws, ping-pong), or each of the 4 column
+# chunks of the persistent kernels' default epilogue (EPI_SPLIT 4)
+EXPECTED_FENCES = {"pipelined": 1, "ws": 2, "persistent": 8, "pingpong": 2}
 OUR_FENCES = {**EXPECTED_FENCES, "persistent_cluster": 8}
 
 
