@@ -281,6 +281,29 @@ def test_the_gemm_row_is_the_newest_gemm_result():
     assert date in cell
 
 
+def test_the_gemm_sweep_row_is_the_newest_sweep_of_the_default_persistent_config():
+    """The persistent kernel's ratios to the cuBLAS timed in alternation with it, over the 8 points
+    of benchmarks/gemm.py --sweep's newest results, for the candidate the row names — which must be
+    today's default config (the candidate's recorded changes equal the default's fields)."""
+    import dataclasses
+
+    from tlx.examples import gemm
+
+    doc, date = newest("gemm_sweep")
+    cell = measured("GEMM against cuBLAS")
+    name = re.search(r"`(persistent[\w-]*)` in that run", cell).group(1)
+    plan, changes = next(g[name] for g in doc["sweep"].values() if name in g)
+    assert plan == "persistent"
+    default = dataclasses.asdict(gemm.H200_PERSISTENT)
+    assert all(default[k] == v for k, v in changes.items()), (changes, default)
+    ratios = [r["tflops"] / r["cublas_paired_tflops"] for r in doc["results"]
+              if r.get("kind") == "result" and r["kernel"] == name and not r.get("wrong")]
+    assert len(ratios) == 8
+    lo, hi = min(ratios), max(ratios)
+    assert f"{100 * lo:.1f}–{100 * hi:.1f} %" in cell
+    assert f"≥ 100 % on {sum(x >= 1.0 for x in ratios)} " in cell and date in cell
+
+
 def test_the_launch_row_is_the_newest_launch_result():
     doc, date = newest("launch_overhead")
     best = {(r["path"], r["kernel"]): r["us"] for r in doc["rows"] if r["us"] is not None}
