@@ -36,6 +36,7 @@ PTX = {
     "sub.s32": lambda a, b: a - b,
     "shr.s32": lambda a, b: _s32(a) >> b,
     "shr.u32": lambda a, b: a >> b,
+    "and.b32": lambda a, b: a & b,
 }
 
 
@@ -105,6 +106,22 @@ def test_unsigned_sequence_matches_floor_division(d, remainder):
         assert _run(seq, n) == _expected(n, d, False, remainder), (n, d)
 
 
+# (divisor, signed): +-2**k as int32 divisors, 2**k up to 2**31 as uint32 ones
+POWERS = [((1 << k) * sgn, True) for k in (1, 2, 6, 13, 30) for sgn in (1, -1)] + \
+         [(1 << k, False) for k in (1, 2, 6, 13, 30, 31)]
+
+
+@pytest.mark.parametrize("remainder", [False, True], ids=["div", "rem"])
+@pytest.mark.parametrize("d,signed", POWERS)
+def test_a_power_of_two_is_shifts_and_masks(d, signed, remainder):
+    """No multiply: unsigned one shift or mask, signed at most 5 instructions (bias, shift or mask)."""
+    seq = _sequence(d, signed, remainder)
+    assert seq is not None and not any(op.startswith("mul") for op, _, _ in seq), seq
+    assert len(seq) == 1 if not signed else len(seq) <= 5, seq
+    for n in _operands(d, signed):
+        assert _run(seq, n) == _expected(n, d, signed, remainder), (n, d)
+
+
 def test_no_sequence_for_a_zero_or_out_of_range_divisor():
     assert _sequence(0, True, False) is None and _sequence(0, False, True) is None
     assert _sequence(-3, False, False) is None  # a negative unsigned divisor is not a 32-bit value
@@ -124,19 +141,24 @@ def test_the_signed_multiplier_is_negative_so_the_add_cannot_overflow():
 T = "tensor<256xi32>"
 
 
-@pytest.mark.parametrize("op,want_gone", [("arith.divsi", "div.s32"), ("arith.remsi", "rem.s32"),
-                                          ("arith.divui", "div.u32"), ("arith.remui", "rem.u32")])
-def test_kernel_division_by_a_constant_has_no_division_instruction(op, want_gone):
+KERNEL_CASES = [(op, gone, d) for op, gone in [("arith.divsi", "div.s32"), ("arith.remsi", "rem.s32"),
+                                               ("arith.divui", "div.u32"), ("arith.remui", "rem.u32")]
+                for d in (3, 4, -8) if d > 0 or op.endswith("si")]  # -8 is no uint32 divisor
+
+
+@pytest.mark.parametrize("op,want_gone,d", KERNEL_CASES)
+def test_kernel_division_by_a_constant_has_no_division_instruction(op, want_gone, d):
     body = f"""
     %r = tt.make_range {{start = 0, end = 256}} : {T}
     %ps = tt.splat %x : tensor<256x!ptr<i32>>
     %p = tt.addptr %ps, %r : tensor<256x!ptr<i32>>
     %a = tt.load %p : {T}
-    %c = arith.constant {{value = 3}} : i32
+    %c = arith.constant {{value = {d}}} : i32
     %cs = tt.splat %c : {T}
     %y = {op} %a, %cs : {T}
     tt.store %p, %y
 """
     ptx = compile_ir_text(body, "%x: !ptr<i32>", divs="[16]")  # assembled by ptxas
     assert want_gone not in ptx
-    assert "mul.hi." in ptx
+    power_of_two = abs(d) & (abs(d) - 1) == 0
+    assert ("mul.hi." in ptx) != power_of_two  # a power of two shifts and masks instead

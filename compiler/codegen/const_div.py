@@ -7,7 +7,7 @@ barrier wait. LLVM (and so Triton) lowers these itself; this module does the sam
 Granlund–Montgomery constructions ("Division by invariant integers using multiplication",
 PLDI 1994): unsigned division by d (Figure 4.1) and signed division truncating toward zero
 (Figure 5.2), for 32-bit operands. `magic_unsigned` / `magic_signed` compute the constants and
-`lower_const_div` emits the instructions (5 to 8, no MUFU).
+`lower_const_div` emits the instructions (5 to 8, no MUFU; a power of two 1 to 5 shifts and masks).
 """
 
 from __future__ import annotations
@@ -59,6 +59,10 @@ def lower_const_div(emit: Callable[..., None], new: Callable[..., str], dst: str
         else:
             emit("neg.s32", dst, n)
         return True
+    k = abs(d).bit_length() - 1
+    if abs(d) == 1 << k:  # a power of two: shifts and masks, no multiply
+        _lower_power_of_two(emit, new, dst, n, d, k, signed, remainder)
+        return True
     if signed:
         m, sh = magic_signed(d)
         hi = new("b32", "mul.hi.s32", n, str(m))
@@ -84,3 +88,26 @@ def lower_const_div(emit: Callable[..., None], new: Callable[..., str], dst: str
     else:
         emit("mov.b32", dst, q)
     return True
+
+
+def _lower_power_of_two(emit: Callable[..., None], new: Callable[..., str], dst: str, n: str, d: int, k: int,
+                        signed: bool, remainder: bool) -> None:
+    """n / d or n % d for d = +-2**k (k >= 1). Unsigned: a shift or a mask. Signed, truncating
+    toward zero: a negative n is first biased by 2**k - 1 (the sign spread, shifted down), so the
+    arithmetic shift rounds up instead of down; the remainder is n minus the biased n's multiple
+    of 2**k (its sign follows n, and d's sign does not change it)."""
+    low = (1 << k) - 1
+    if not signed:
+        emit("and.b32" if remainder else "shr.u32", dst, n, str(low if remainder else k))
+        return
+    spread = new("b32", "shr.s32", n, "31")  # -1 for a negative n, else 0
+    bias = new("b32", "shr.u32", spread, str(N - k))  # 2**k - 1 for a negative n, else 0
+    biased = new("b32", "add.s32", n, bias)
+    if remainder:
+        multiple = new("b32", "and.b32", biased, str(MASK & ~low))
+        emit("sub.s32", dst, n, multiple)
+    elif d > 0:
+        emit("shr.s32", dst, biased, str(k))
+    else:
+        q = new("b32", "shr.s32", biased, str(k))
+        emit("neg.s32", dst, q)
