@@ -433,7 +433,6 @@ def sweep_table(records: List[Dict[str, Any]]) -> str:
     then every failure (`table`'s lines)."""
     res = [r for r in records if r.get("kind") == "result"]
     points = [(dt, M, N, K) for dt in DTYPES for (M, N, K) in SHAPES]
-    names = [n for group in SWEEP.values() for n in group]
     width = 7
     lines = ["ratio to cuBLAS timed in alternation with each kernel (TFLOP/s of cuBLAS alone in the first row)",
              f"{'kernel':22}" + "".join(f"{dt[0]}{M // 1024}k{N // 1024}k{K // 1024}k".rjust(width + 3)
@@ -444,15 +443,20 @@ def sweep_table(records: List[Dict[str, Any]]) -> str:
         return next((r for r in res if r["kernel"] == kernel and (r["dtype"], r["M"], r["N"], r["K"]) == pt
                      and (family is None or r.get("family_pid") == family)), None)
 
-    first = next(iter(SWEEP))
+    ran = [g for g in SWEEP if any(r.get("family_pid") == g for r in res)]
+    first = ran[0] if ran else next(iter(SWEEP))  # cuBLAS alone, as the first group that ran timed it
     cub = [find("cublas", pt, first) for pt in points]
     lines.append(f"{'cublas (TFLOP/s)':22}" + "".join(
         (f"{c['tflops']:.0f}" if c and "tflops" in c else "-").rjust(width + 3) for c in cub))
     best: Dict[Any, Any] = {}
-    for name in names:
+    # each candidate from its own group's child: a name in several groups (a group's baseline) is a
+    # row per group that ran, never one child's figures under another's name
+    for group, name in [(g, n) for g, members in SWEEP.items() for n in members]:
+        found = [find(name, pt, group) for pt in points]
+        if all(r is None for r in found):
+            continue  # that group did not run
         ratios = []
-        for pt in points:
-            r = find(name, pt)
+        for pt, r in zip(points, found):
             ratios.append(_ratio(res, r) if r is not None else None)
             if ratios[-1] is not None and ratios[-1] > best.get(pt, (None, 0.0))[1]:
                 best[pt] = (name, ratios[-1])
