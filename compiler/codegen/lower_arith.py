@@ -209,7 +209,8 @@ def _int_binary(lw: KernelLowering, op: Operation) -> None:
     sg = "s" if signed else "u"
     bits = int_bits(e)
     # a constant right operand goes in as an immediate; a 32-bit division or remainder by one
-    # becomes a multiply-high sequence (const_div: ptxas itself would emit its generic division)
+    # becomes a multiply-high sequence, or shifts and masks for a power of two (const_div: ptxas
+    # itself would emit its generic division)
     rc = lw.axis.info(op.operands[1]).constant if e.bits >= 32 else None
     imm = str(rc) if rc is not None and -(1 << 31) <= rc < (1 << 31) else None
     by_constant = rc is not None and bits == 32 and base in ("div", "rem")
