@@ -5,6 +5,7 @@ branches with results, warp-specialize partitions with captures)."""
 import difflib
 import os
 
+import numpy as np
 import pytest
 
 import catalog
@@ -147,6 +148,23 @@ def test_type_promotion_follows_triton():
     assert [d.result.type for d in divf] == [T.f32, T.f32]
     assert "arith.divsi" in names
     assert [op.attrs["predicate"] for op in m.ops() if op.name == "arith.cmpi"] == ["ult"]
+
+
+@tlx.jit
+def _where_of_numbers(out_i, out_f, n):
+    pid = tl.program_id(0)
+    tl.store(out_i + pid, pid + tl.where(pid < n, 1, 0))
+    tl.store(out_f + pid, tl.where(pid < n, 1, 2.5))
+
+
+def test_where_of_two_python_numbers_types_them_as_triton_constants():
+    """`tl.where(c, 1, 0)` is an i32 select and `tl.where(c, 1, 2.5)` an f32 one (Triton types
+    the constants int32 / fp32 first); it used to stop with an internal error."""
+    m = _trace(_where_of_numbers, {"out_i": "*i32", "out_f": "*fp32", "n": "i32"})
+    assert [op.result.type for op in ops_named(m, "arith.select")] == [T.i32, T.f32]
+    out_i, out_f = np.zeros(5, np.int32), np.zeros(5, np.float32)
+    tlx.interpret(_where_of_numbers, (5,), out_i, out_f, 2)
+    assert out_i.tolist() == [1, 2, 2, 3, 4] and out_f.tolist() == [1, 1, 2.5, 2.5, 2.5]
 
 
 @tlx.jit

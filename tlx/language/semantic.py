@@ -593,6 +593,9 @@ def _propagates(p: Any) -> bool:
 
 def where(cond: Any, x: Any, y: Any) -> tensor:
     cond = cast(to_tensor(cond), int1)
+    x, y = unwrap(x), unwrap(y)
+    if _is_number(x) and _is_number(y):  # where(c, 1, 0): typed as Triton types constants (int32, fp32)
+        x, y = to_tensor(x), to_tensor(y)
     x, y = binary_operands(x, y, True, True)
     shape = broadcast_shapes(cond.shape, x.shape)
     x, y, cond = (broadcast_to(v, shape) for v in (x, y, cond))
