@@ -164,6 +164,32 @@ def test_attention_repeats_bit_for_bit(kind):
     assert all(torch.equal(a, b) for a, b in zip(grads, again)), "the backward's output moved between runs"
 
 
+@pytest.mark.parametrize("Z,H,N", [(1, 16, 2048), (1, 16, 1040)])
+def test_split_tail_merges_exactly_and_leaves_its_flags_zero(Z, H, N):
+    """The non-causal overlapped forward at a batch of one (256 or 144 tiles on 132 SMs: the tail
+    split over every CTA, owners merging partial results from other SMs), 20 launches in a row on
+    one stream: each against float64, then bit for bit the same (the merge order is fixed), and
+    the flags zero after the last (each launch needs them zero; the kernel resets them)."""
+    import torch
+
+    from tlx.examples import attention
+
+    seed, q, k, v, do = _inputs(Z, H, N, 128, "bf16")
+    where = f"bf16 {Z}x{H}x{N}x128 (seed {seed})"
+    ref = _reference(q, k, v, do, False, [(0, 0), (0, H - 1)])
+    first = [x.clone() for x in _forward(q, k, v, False, "overlap")]
+    plan = attention.plan_forward(q, k, v, False, persistent=True, config=forward_config("overlap", 128))
+    launch = plan.launches[0]
+    assert launch.constexprs["SPLIT_TAIL"] and launch.grid == (attention.num_sms(q),)
+    for h, r in zip((0, H - 1), ref):
+        _check(f"o[0,{h}]", first[0][0, h], r[0], "bf16", where)
+    for _ in range(20):
+        again = _forward(q, k, v, False, "overlap")
+        assert all(torch.equal(a, b) for a, b in zip(first, again)), f"{where}: the output moved between runs"
+    flags = launch.args[6]
+    assert int(flags.count_nonzero().item()) == 0, f"{where}: split-tail flags left set"
+
+
 def test_attention_through_torch_autograd(monkeypatch):
     """`attention()` and `.backward()` on CUDA tensors, against the float64 reference (every
     launch the wrapper makes is checked against its Spec first)."""
