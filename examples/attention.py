@@ -63,7 +63,8 @@ class ForwardConfig:
     `attn_fwd_overlap_kernel`, whose consumers overlap each tile's start with the previous tile's
     last PV wgmma and epilogue (double-buffered Q, its own tile order; no HEAD_GROUP).
     SPLIT_TAIL (OVERLAP_TILES, not causal): the tiles past the last whole wave are split by K/V
-    blocks evenly over all CTAs, their partial results merged through a workspace."""
+    blocks evenly over all CTAs, their partial results merged through a workspace (off by
+    default until a GPU run has measured it: `benchmarks/attention_sweep.py`'s ovl+lazy+split)."""
 
     BLOCK_M: int = 128
     BLOCK_N: int = 128
@@ -72,7 +73,7 @@ class ForwardConfig:
     LAZY_FIRST_MASK: bool = False
     HEAD_GROUP: int = 0
     OVERLAP_TILES: bool = False
-    SPLIT_TAIL: bool = True
+    SPLIT_TAIL: bool = False
 
     def smem_bytes(self, head_dim: int, separate_o: bool, elem: int = 2) -> int:
         """Shared memory of the forward: Q (two 64-row halves; two such buffers with

@@ -207,9 +207,11 @@ OVERLAP_CASES = [
     (128, 3, 320, True, "bf16", 2, dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True)),
     # the split tail: 6 tiles of 3 K/V blocks on 4 CTAs (whole wave 4, 6 blocks split: an owner
     # merging two partials, one CTA with a partial and an owner piece, a piece inside a tile)
-    (128, 2, 300, False, "fp16", 4, dict(LAZY_FIRST_MASK=True)),
+    (128, 2, 300, False, "fp16", 4, dict(LAZY_FIRST_MASK=True, SPLIT_TAIL=True)),
     # fewer tiles than CTAs (3 tiles of 3 blocks on 5 CTAs: all split), d64's deeper ring
-    (64, 1, 300, False, "bf16", 5, dict(NUM_STAGES=3, RESCALE_EARLY=True)),
+    (64, 1, 300, False, "bf16", 5, dict(NUM_STAGES=3, RESCALE_EARLY=True, SPLIT_TAIL=True)),
+    # SPLIT_TAIL is for the non-causal kernel only: causal ignores it
+    (128, 2, 300, True, "bf16", 2, dict(SPLIT_TAIL=True)),
 ]
 SLOW_OVERLAP_CASES = [
     (64, 2, 330, False, "bf16", 3, dict(LAZY_FIRST_MASK=True)),
@@ -223,15 +225,16 @@ SLOW_OVERLAP_CASES = [
 def test_overlapped_persistent_forward_matches_float64(D, H, N, causal, dtype, sms, fields):
     """`attn_fwd_overlap_kernel`: every (head, Q block) written once (outputs start as NaN), O and
     LSE as the definition, no proxy or synchronization hazard; one CTA per SM up to the tile
-    pairs (causal) or the K/V blocks (not causal: the tail split); every split-tail flag is zero
-    again at the end."""
+    pairs (causal), the tiles, or with SPLIT_TAIL (not causal) the K/V blocks; every split-tail
+    flag is zero again at the end."""
     cfg = dataclasses.replace(attention.FORWARD_CONFIGS[D], OVERLAP_TILES=True, **fields)
     fwd = run_and_check(1, H, N, D, causal, dtype, persistent=True, config=cfg, sms=sms, backward=False)
     launch = fwd.launches[0]
     tiles = H * -(-N // 128)
     assert launch.kernel.__name__ == "attn_fwd_overlap_kernel"
-    assert launch.grid == (min(sms, -(-tiles // 2) if causal else tiles * -(-N // cfg.BLOCK_N)),)
-    assert launch.constexprs["SPLIT_TAIL"] == (not causal)
+    split = cfg.SPLIT_TAIL and not causal
+    assert launch.grid == (min(sms, -(-tiles // 2) if causal else tiles * -(-N // cfg.BLOCK_N) if split else tiles),)
+    assert launch.constexprs["SPLIT_TAIL"] == split
     flags = launch.args[6]
     assert flags.shape == (2 * launch.grid[0],) and not flags.any()
 
@@ -431,7 +434,12 @@ def test_the_specs_cover_every_combination_and_ci_compiles_the_headline_ones():
         dims = ae.OVERLAP_HEAD_DIMS if name == "attn_fwd_overlap_kernel" else ae.HEAD_DIMS
         assert {(d, t, c) for n, t, d, c in combos if n == name} == \
             {(d, t, c) for d in dims for t in ("fp16", "bf16") for c in (False, True)}, name
-    assert sum(not s.slow for s in ATTN_SPECS) == len(ae.CORE)
+    fast = [s for s in ATTN_SPECS if not s.slow]
+    # one CORE entry per spec, but the bf16 d128 non-causal overlapped one names two: with and
+    # without SPLIT_TAIL
+    assert len(fast) == len(ae.CORE) + 1
+    assert sorted(s.constexprs["SPLIT_TAIL"] for s in fast if s.fn.__name__ == "attn_fwd_overlap_kernel"
+                  and not s.constexprs["CAUSAL"]) == [False, True]
 
 
 @pytest.mark.parametrize("spec", [_spec_param(s) for s in ATTN_SPECS if s.fn.__name__ != "attn_bwd_preprocess_kernel"],

@@ -80,8 +80,8 @@ def _run(plan):
 
 
 def _forward(q, k, v, causal, kind):
-    """The forward of `kind`: "forward", "persistent" or "overlap" (the persistent kernel with
-    OVERLAP_TILES)."""
+    """The forward of `kind`: "forward", "persistent", "overlap" (the persistent kernel with
+    OVERLAP_TILES) or "split" (that with SPLIT_TAIL)."""
     import torch
 
     from tlx.examples import attention
@@ -92,8 +92,11 @@ def _forward(q, k, v, causal, kind):
                                        config=forward_config(kind, q.shape[-1]), out=o, lse=lse))
 
 
-def _forward_kinds(head_dim):
-    return ["forward", "persistent"] + (["overlap"] if head_dim in OVERLAP_HEAD_DIMS else [])
+def _forward_kinds(head_dim, causal=True):
+    """The forward kernels at a head dim; "split" (the tail split) only where it differs from
+    "overlap": not causal."""
+    overlap = ["overlap"] + ([] if causal else ["split"])
+    return ["forward", "persistent"] + (overlap if head_dim in OVERLAP_HEAD_DIMS else [])
 
 
 def _backward(q, k, v, o, lse, do, causal):
@@ -113,7 +116,7 @@ def check_attention(Z, H, N, D, dtype, causal):
     heads = [(0, 0), (Z - 1, H - 1)]
     refs = _reference(q, k, v, do, causal, heads)
     where = f"{dtype} {Z}x{H}x{N}x{D} causal={causal} (seed {seed})"
-    for kind in _forward_kinds(D):
+    for kind in _forward_kinds(D, causal):
         o, lse = _forward(q, k, v, causal, kind)
         assert not torch.isnan(lse).any(), f"{where}: LSE rows never written ({kind})"
         for (z, h), ref in zip(heads, refs):
@@ -177,14 +180,14 @@ def test_split_tail_merges_exactly_and_leaves_its_flags_zero(Z, H, N):
     seed, q, k, v, do = _inputs(Z, H, N, 128, "bf16")
     where = f"bf16 {Z}x{H}x{N}x128 (seed {seed})"
     ref = _reference(q, k, v, do, False, [(0, 0), (0, H - 1)])
-    first = [x.clone() for x in _forward(q, k, v, False, "overlap")]
-    plan = attention.plan_forward(q, k, v, False, persistent=True, config=forward_config("overlap", 128))
+    first = [x.clone() for x in _forward(q, k, v, False, "split")]
+    plan = attention.plan_forward(q, k, v, False, persistent=True, config=forward_config("split", 128))
     launch = plan.launches[0]
     assert launch.constexprs["SPLIT_TAIL"] and launch.grid == (attention.num_sms(q),)
     for h, r in zip((0, H - 1), ref):
         _check(f"o[0,{h}]", first[0][0, h], r[0], "bf16", where)
     for _ in range(20):
-        again = _forward(q, k, v, False, "overlap")
+        again = _forward(q, k, v, False, "split")
         assert all(torch.equal(a, b) for a, b in zip(first, again)), f"{where}: the output moved between runs"
     flags = launch.args[6]
     assert int(flags.count_nonzero().item()) == 0, f"{where}: split-tail flags left set"
