@@ -394,7 +394,7 @@ def plan_forward(q: Any, k: Any, v: Any, causal: bool = False, sm_scale: Optiona
         split = cfg.SPLIT_TAIL and not causal
         units = tlx.cdiv(num_m * Z * H, 2) if causal else num_m * Z * H * (tlx.cdiv(N, cfg.BLOCK_N) if split else 1)
         programs = min(int(sms) if sms is not None else num_sms(q), units)
-        ws, flags = split_scratch(q, programs, cfg.BLOCK_M, D)
+        ws, flags = split_scratch(q, programs if split else 1, cfg.BLOCK_M, D)  # unused without the split
         consts.update(SPLIT_TAIL=split)
         launch = KernelLaunch(attn_fwd_overlap_kernel, (programs,),
                               [*descs, lse, ws, flags, scale * LOG2E, Z * H, H, N], consts, dt)

@@ -1,8 +1,9 @@
 """The Hopper flash-attention kernels of tlx.examples, written as TLX users write them: device
 code only (the host side — configs, descriptors, launches, autograd — is `tlx.examples.attention`).
 
-This file uses nothing but the TLX API: with its imports (and decorators) swapped for
-``triton`` / ``triton.language`` / ``triton.language.extra.tlx`` it is TLX source.
+This file uses nothing but the TLX API (and the stream-K GEMM's flag helpers, `gemm_kernels`):
+with its imports (and decorators) swapped for ``triton`` / ``triton.language`` /
+``triton.language.extra.tlx`` it is TLX source.
 
 Tensors are (batch, heads, seq, head_dim) — ``Z, H, N, D`` — and reach the kernels as 4-D TMA
 descriptors whose blocks are ``[1, 1, rows, D]``: a block that runs past ``N`` reads zeros and a
@@ -56,6 +57,8 @@ stores, fenced there once.
 """
 import tlx
 import tlx.language as tl
+
+from .gemm_kernels import await_partial, publish_partial, streamk_range  # the stream-K GEMM's flags and shares
 
 LOG2E = tl.constexpr(1.4426950408889634)  # exp(x) == exp2(x * LOG2E); a constexpr global, as Triton requires
 LN2 = tl.constexpr(0.6931471805599453)
@@ -455,11 +458,7 @@ def _tail_share(pid, programs, total, n_kv):
     equal runs, CTA pid's being [start, end) (the first CTAs one block more). A run is at most
     n_kv blocks long (fewer tiles than CTAs are left), so it meets at most two tiles."""
     whole = total - total % programs
-    blocks = (total - whole) * n_kv
-    base = blocks // programs
-    extra = blocks % programs
-    start = pid * base + tl.minimum(pid, extra)
-    end = start + base + tl.where(pid < extra, 1, 0)
+    start, end = streamk_range(pid, (total - whole) * n_kv, programs)
     return whole, start, end
 
 
@@ -490,8 +489,8 @@ def _overlap_units(pid, programs, total, N_CTX, BLOCK_N: tl.constexpr, CAUSAL: t
 @tlx.jit
 def _overlap_unit(it, pid, programs, num_m, total, N_CTX, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                   CAUSAL: tl.constexpr, SPLIT_TAIL: tl.constexpr):
-    """(batch x head, Q block, k0, k1) of local unit `it` of CTA `pid`: K/V blocks [k0, k1) of a
-    tile. Without SPLIT_TAIL a unit is a whole tile in `_overlap_tile`'s order. With it (not
+    """(batch x head, Q block, k0, k1, n_full) of local unit `it` of CTA `pid`: K/V blocks
+    [k0, k1) of a tile, whose blocks below n_full need no mask (`_fwd_kv_blocks`). Without SPLIT_TAIL a unit is a whole tile in `_overlap_tile`'s order. With it (not
     causal), the CTA first takes its run of the split tail (`_tail_share`), last tile first —
     the head of the tile its run ends in (a partial result unless the run ends at the tile's
     end), then the end of the tile its run starts in (the tile's owner, which merges the others'
@@ -514,11 +513,11 @@ def _overlap_unit(it, pid, programs, num_m, total, N_CTX, BLOCK_M: tl.constexpr,
                 first = start // n_kv
                 tile = whole + first
                 k0 = start - first * n_kv
-        return tile // num_m, tile % num_m, k0, k1
+        return tile // num_m, tile % num_m, k0, k1, N_CTX // BLOCK_N
     else:
         off_zh, start_m = _overlap_tile(it, pid, programs, num_m, CAUSAL)
         n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
-        return off_zh, start_m, 0, n_blocks
+        return off_zh, start_m, 0, n_blocks, n_full
 
 
 @tlx.jit
@@ -592,13 +591,18 @@ def _fwd_store_o(acc, m_i, l_i, o_smem, o_desc, lse_ptr, off_zh, start_m, H, N_C
 
 
 @tlx.jit
-def _publish_partial(flag, cid: tl.constexpr):
-    """Say on `flag` that consumer `cid`'s partial result is in the workspace: the warpgroup's
-    stores happen before its gpu-scope fence (named barrier 11 + cid first), which orders them
-    before the flag."""
-    tlx.named_barrier_wait(11 + cid, 128)
-    tlx.fence("gpu")
-    tl.atomic_xchg(flag, 1, sem="relaxed")
+def _partial_slot(ws_ptr, slot, programs, cid: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """Pointers to consumer `cid`'s rows of split-tail workspace slot `slot` (one per CTA): its
+    unnormalized O (SPLIT x HEAD_DIM fp32), row maxima and row sums. The workspace holds
+    `programs` O slots of BLOCK_M x HEAD_DIM, then BLOCK_M row maxima per slot, then BLOCK_M row
+    sums per slot."""
+    SPLIT: tl.constexpr = BLOCK_M // 2
+    rows = cid * SPLIT + tl.arange(0, SPLIT)
+    # one 64-bit add per element: the slot's scalar base plus 32-bit offsets (adding the offsets to
+    # the pointer one term at a time cost ptxas 8 bytes of spills)
+    o_ptrs = (ws_ptr + slot * BLOCK_M * HEAD_DIM) + (rows[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :])
+    m_ptrs = ws_ptr + programs * BLOCK_M * HEAD_DIM + slot * BLOCK_M + rows
+    return o_ptrs, m_ptrs, m_ptrs + programs * BLOCK_M
 
 
 @tlx.jit
@@ -610,25 +614,18 @@ def _fwd_merge_partials(acc, m_i, l_i, ws_ptr, flag_ptr, pid, programs, total, n
     (acquire), zeroes it for the next launch, and rescales both sides to the larger row max:
     O = O_a * 2^(m_a - m) + O_b * 2^(m_b - m), l likewise (m, l in base 2, as the softmax keeps them).
     The partial's reads follow acc's register layout (no conversion)."""
-    SPLIT: tl.constexpr = BLOCK_M // 2
-    rows = cid * SPLIT + tl.arange(0, SPLIT)
-    tile = rows[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
-    m_base = ws_ptr + programs * BLOCK_M * HEAD_DIM
-    l_base = m_base + programs * BLOCK_M
     q = pid
     more = True
     while more:
         q -= 1
-        flag = flag_ptr + q * 2 + cid
-        while tl.atomic_add(flag, 0, sem="acquire") == 0:
-            pass
-        tl.atomic_xchg(flag, 0, sem="relaxed")  # zero again for the next launch
-        m_q = tl.load(m_base + q * BLOCK_M + rows)
-        l_q = tl.load(l_base + q * BLOCK_M + rows)
+        await_partial(flag_ptr + q * 2 + cid)
+        o_ptrs, m_ptrs, l_ptrs = _partial_slot(ws_ptr, q, programs, cid, BLOCK_M, HEAD_DIM)
+        m_q = tl.load(m_ptrs)
+        l_q = tl.load(l_ptrs)
         m_new = tl.maximum(m_i, m_q)
         a = tl.math.exp2(m_i - m_new)
         b = tl.math.exp2(m_q - m_new)
-        acc = acc * a[:, None] + tl.load(ws_ptr + q * BLOCK_M * HEAD_DIM + tile) * b[:, None]
+        acc = acc * a[:, None] + tl.load(o_ptrs) * b[:, None]
         l_i = l_i * a + l_q * b
         m_i = m_new
         _, q_start, _ = _tail_share(q, programs, total, n_kv)
@@ -643,20 +640,16 @@ def _fwd_unit_epilogue(acc, m_i, l_i, o_smem, o_desc, lse_ptr, ws_ptr, flag_ptr,
     """One consumer's end of a unit (K/V blocks [k0, k1) of a tile, `_overlap_unit`): O and LSE
     out (`_fwd_store_o`) for a whole tile; with SPLIT_TAIL, a piece that stops short of the tile's
     last block parks its unnormalized O, row max and row sum in the CTA's workspace slot and
-    publishes them (workspace: `programs` slots of BLOCK_M x HEAD_DIM fp32, then the row maxima
-    and the row sums of every slot; flags: two a CTA, one a consumer), and the piece that ends
-    the tile merges the pieces before it first (`_fwd_merge_partials`)."""
+    publishes them (workspace slot pid, `_partial_slot`; flags: two a CTA, one a consumer), and
+    the piece that ends the tile merges the pieces before it first (`_fwd_merge_partials`)."""
     if SPLIT_TAIL:
         n_kv = tl.cdiv(N_CTX, BLOCK_N)
         if k1 < n_kv:
-            SPLIT: tl.constexpr = BLOCK_M // 2
-            rows = cid * SPLIT + tl.arange(0, SPLIT)
-            m_base = ws_ptr + programs * BLOCK_M * HEAD_DIM
-            tl.store(ws_ptr + pid * BLOCK_M * HEAD_DIM + rows[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :],
-                     acc)
-            tl.store(m_base + pid * BLOCK_M + rows, m_i)
-            tl.store(m_base + programs * BLOCK_M + pid * BLOCK_M + rows, l_i)
-            _publish_partial(flag_ptr + pid * 2 + cid, cid)
+            o_ptrs, m_ptrs, l_ptrs = _partial_slot(ws_ptr, pid, programs, cid, BLOCK_M, HEAD_DIM)
+            tl.store(o_ptrs, acc)
+            tl.store(m_ptrs, m_i)
+            tl.store(l_ptrs, l_i)
+            publish_partial(flag_ptr + pid * 2 + cid, cid)
         else:
             if k0 > 0:  # this CTA's run starts inside the tile, k0 blocks in
                 _, start, _ = _tail_share(pid, programs, total, n_kv)
@@ -734,8 +727,8 @@ def attn_fwd_overlap_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, ws_ptr, fla
             num_m = tl.cdiv(N_CTX, BLOCK_M)
             total = num_m * ZH
             n_units = _overlap_units(pid, programs, total, N_CTX, BLOCK_N, CAUSAL, SPLIT_TAIL)
-            off_zh, start_m, k0, k1 = _overlap_unit(0, pid, programs, num_m, total, N_CTX, BLOCK_M, BLOCK_N, CAUSAL,
-                                                    SPLIT_TAIL)
+            off_zh, start_m, k0, k1, _ = _overlap_unit(0, pid, programs, num_m, total, N_CTX, BLOCK_M, BLOCK_N,
+                                                       CAUSAL, SPLIT_TAIL)
             _fwd_load_q(q_desc, q_smem, q_full, q_empty, off_zh, start_m, 0, H, BLOCK_M, HEAD_DIM)
             kv_count = 0
             for it in range(0, n_units):
@@ -747,8 +740,8 @@ def attn_fwd_overlap_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, ws_ptr, fla
                 # release at the end of that tile: once the ring has let V_1 in they are there (with
                 # 2 stages V_1 waits for their first step of this tile), so this wait does not hold
                 # up this tile's K_1 / V_1 as it would right after block 0
-                next_zh, next_m, next_k0, next_k1 = _overlap_unit(it + 1, pid, programs, num_m, total, N_CTX, BLOCK_M,
-                                                                  BLOCK_N, CAUSAL, SPLIT_TAIL)
+                next_zh, next_m, next_k0, next_k1, _ = _overlap_unit(it + 1, pid, programs, num_m, total, N_CTX,
+                                                                     BLOCK_M, BLOCK_N, CAUSAL, SPLIT_TAIL)
                 if it + 1 < n_units:
                     _fwd_load_q(q_desc, q_smem, q_full, q_empty, next_zh, next_m, it + 1, H, BLOCK_M, HEAD_DIM)
                 for j in range(k0 + 2, k1):
@@ -786,9 +779,8 @@ def attn_fwd_overlap_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, ws_ptr, fla
                 prev_m = start_m
                 prev_k0 = k0
                 prev_k1 = k1
-                off_zh, start_m, k0, k1 = _overlap_unit(it, pid, programs, num_m, total, N_CTX, BLOCK_M, BLOCK_N,
-                                                        CAUSAL, SPLIT_TAIL)
-                n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
+                off_zh, start_m, k0, k1, n_full = _overlap_unit(it, pid, programs, num_m, total, N_CTX, BLOCK_M,
+                                                                BLOCK_N, CAUSAL, SPLIT_TAIL)
                 offs_m = start_m * BLOCK_M + cid * SPLIT + tl.arange(0, SPLIT)
                 q_buf = 2 * (it % 2) + cid
                 q_view = tlx.local_reshape(q_smem[q_buf], (SPLIT, HEAD_DIM))

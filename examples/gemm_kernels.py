@@ -318,9 +318,10 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
 
 
 @tlx.jit
-def streamk_range(pid, total, NUM_SMS: tl.constexpr):
+def streamk_range(pid, total, NUM_SMS):
     """[start, end) of CTA `pid`'s share of the `total` stream-K k-iterations: equal shares,
-    the first total % NUM_SMS CTAs one more."""
+    the first total % NUM_SMS CTAs one more (NUM_SMS a constexpr or, in the attention forward's
+    split tail, the grid's size)."""
     base = total // NUM_SMS
     extra = total % NUM_SMS
     start = pid * base + min(pid, extra)
@@ -353,6 +354,15 @@ def publish_partial(flag, cid: tl.constexpr):
     tlx.named_barrier_wait(11 + cid, 128)
     tlx.fence("gpu")
     tl.atomic_xchg(flag, 1, sem="relaxed")
+
+
+@tlx.jit
+def await_partial(flag):
+    """Wait until `flag` says a partial sum is published (an acquire: the reads after it see the
+    sum), then zero the flag again for the next launch."""
+    while tl.atomic_add(flag, 0, sem="acquire") == 0:
+        pass
+    tl.atomic_xchg(flag, 0, sem="relaxed")
 
 
 @tlx.jit
@@ -438,10 +448,7 @@ def matmul_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flag_ptr, M, N, K,
                     more = k0 > 0
                     while more:
                         q_first -= 1
-                        flag = flag_ptr + q_first * NUM_MMA_GROUPS + cid
-                        while tl.atomic_add(flag, 0, sem="acquire") == 0:
-                            pass
-                        tl.atomic_xchg(flag, 0, sem="relaxed")  # zero again for the next launch
+                        await_partial(flag_ptr + q_first * NUM_MMA_GROUPS + cid)
                         q_start, q_end = streamk_range(q_first, total, NUM_SMS)
                         more = q_start > t0
                     # ... and add them chunk by chunk as the tile is stored
