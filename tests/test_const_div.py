@@ -13,6 +13,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+from int_reference import truncating_divmod  # noqa: E402
 from tests_ir_helpers import compile_ir_text  # noqa: E402
 from tlx.compiler.codegen.const_div import lower_const_div, magic_signed, magic_unsigned  # noqa: E402
 
@@ -65,9 +66,7 @@ def _run(seq, n: int) -> int:
 
 def _expected(n: int, d: int, signed: bool, remainder: bool) -> int:
     if signed:
-        q = abs(n) // abs(d)
-        q = q if (n < 0) == (d < 0) else -q
-        return (n - q * d if remainder else q) & MASK
+        return truncating_divmod(n, d)[1 if remainder else 0] & MASK
     return n % d if remainder else n // d
 
 

@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 
+from int_reference import truncating_divmod
 from kernels import codegen as K
 
 pytestmark = pytest.mark.gpu
@@ -98,12 +99,6 @@ def test_binary_arithmetic_matches_numpy(spec, torch):
     eps = {torch.float32: 2 ** -23, torch.float16: 2 ** -10, torch.bfloat16: 2 ** -7}[dt]
     check(host(z), FLOAT_REFERENCE[op](host(x), host(y)), eps * (2 if op == "fma" else 1),
           1e-6 if op == "mod" else 0, f"{op} {dt}")
-
-
-def truncating_divmod(x: np.ndarray, d: int):
-    """C's (and PTX's div/rem) quotient and remainder in int64: the quotient rounds toward zero."""
-    q = np.abs(x) // abs(d) * np.where((x < 0) != (d < 0), -1, 1)
-    return q, x - q * d
 
 
 @pytest.mark.parametrize("spec", K.CONST_DIV, ids=lambda s: s.name)
