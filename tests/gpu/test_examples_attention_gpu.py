@@ -81,7 +81,7 @@ def _run(plan):
 
 def _forward(q, k, v, causal, kind):
     """The forward of `kind`: "forward", "persistent", "overlap" (the persistent kernel with
-    OVERLAP_TILES) or "split" (that with SPLIT_TAIL)."""
+    OVERLAP_TILES), "split" / "whole" (that with / without SPLIT_TAIL)."""
     import torch
 
     from tlx.examples import attention
@@ -93,10 +93,13 @@ def _forward(q, k, v, causal, kind):
 
 
 def _forward_kinds(head_dim, causal=True):
-    """The forward kernels at a head dim; "split" (the tail split) only where it differs from
-    "overlap": not causal."""
-    overlap = ["overlap"] + ([] if causal else ["split"])
-    return ["forward", "persistent"] + (overlap if head_dim in OVERLAP_HEAD_DIMS else [])
+    """The forward kernels at a head dim; of "split" and "whole" (with and without the tail split)
+    the one that differs from "overlap", the default: only where it matters, not causal."""
+    if head_dim not in OVERLAP_HEAD_DIMS:
+        return ["forward", "persistent"]
+    default = forward_config("overlap", head_dim)
+    return ["forward", "persistent", "overlap"] + ([] if causal else [k for k in ("split", "whole")
+                                                                      if forward_config(k, head_dim) != default])
 
 
 def _backward(q, k, v, o, lse, do, causal):

@@ -32,8 +32,10 @@ BENCH_SEQS = [512, 1024, 2048, 4096, 8192, 16384]
 RAGGED_SHAPES = [(2, 1040)]
 ODD_SHAPES = [(1, 1001)]
 ODD_HEAD_DIMS = [128]
-KINDS = ["forward", "persistent", "overlap", "split", "backward"]
-#: head dims of the "overlap" and "split" forwards (`ForwardConfig.OVERLAP_TILES`: at 256 its buffers
+KINDS = ["forward", "persistent", "overlap", "split", "whole", "backward"]
+#: the overlapped forward's kinds: the default config, and that with and without SPLIT_TAIL
+OVERLAP_KINDS = ("overlap", "split", "whole")
+#: head dims of the overlapped forwards (`ForwardConfig.OVERLAP_TILES`: at 256 its buffers
 #: do not fit)
 OVERLAP_HEAD_DIMS = [64, 128]
 
@@ -57,10 +59,10 @@ def plan(kind: str, Z: int, H: int, N: int, D: int, dtype: str, causal: bool) ->
 
 def forward_config(kind: str, head_dim: int) -> attention.ForwardConfig:
     """The forward config of `kind` ("forward", "persistent": FORWARD_CONFIGS; "overlap":
-    OVERLAP_CONFIGS, the config `attention()` and the benchmark run; "split": that with
-    SPLIT_TAIL, the non-causal tail split over all CTAs)."""
-    if kind == "split":
-        return dataclasses.replace(attention.OVERLAP_CONFIGS[head_dim], SPLIT_TAIL=True)
+    OVERLAP_CONFIGS, the config `attention()` and the benchmark run; "split" / "whole": that with /
+    without SPLIT_TAIL, the non-causal tail split over all CTAs, whichever the default is not)."""
+    if kind in ("split", "whole"):
+        return dataclasses.replace(attention.OVERLAP_CONFIGS[head_dim], SPLIT_TAIL=kind == "split")
     return (attention.OVERLAP_CONFIGS if kind == "overlap" else attention.FORWARD_CONFIGS)[head_dim]
 
 
@@ -127,7 +129,7 @@ for _dtype in DTYPES:
     for _D in HEAD_DIMS:
         for _causal in (False, True):
             for _kind in KINDS:
-                if _kind in ("overlap", "split") and _D not in OVERLAP_HEAD_DIMS:
+                if _kind in OVERLAP_KINDS and _D not in OVERLAP_HEAD_DIMS:
                     continue
                 for _N in BENCH_SEQS:
                     _register(_kind, *bench_shape(_N, _D)[:3], _D, _dtype, _causal, True)
