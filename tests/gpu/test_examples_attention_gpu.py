@@ -220,8 +220,9 @@ def test_attention_through_torch_autograd(monkeypatch):
         _check(name, leaf.grad[1, 15], want, "fp16", where)
 
 
-def test_sanitized_attention_config():
-    """The configuration tests/gpu/test_sanitizer.py runs under memcheck and racecheck: head_dim
-    128, causal, a sequence that ends mid-block (320 = 2.5 blocks); forward (every kernel) and
-    backward."""
-    check_attention(1, 16, 320, 128, "fp16", True)
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_sanitized_attention_config(causal):
+    """The configurations tests/gpu/test_sanitizer.py runs under memcheck, racecheck and synccheck:
+    head_dim 128, a sequence that ends mid-block (320 = 2.5 blocks); forward (every kernel; not
+    causal, the split tail too: 48 tiles of 3 K/V blocks over up to 132 CTAs) and backward."""
+    check_attention(1, 16, 320, 128, "fp16", causal)
