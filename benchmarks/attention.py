@@ -103,6 +103,13 @@ def kernel_facts(compiled: Any) -> Dict[str, Any]:
     return facts
 
 
+def launch_facts(launch: Any) -> Dict[str, Any]:
+    """The launch's grid and compile-time constants (the config it ran: a README row can be checked
+    against today's default)."""
+    consts = {k: v for k, v in launch.constexprs.items() if isinstance(v, (bool, int, float, str))}
+    return {"grid": list(launch.grid), "constexprs": consts}
+
+
 # ---- measuring (child process) -----------------------------------------------------------------
 
 def measure(head_dim: int, seqs: List[int], dtypes: List[str], runs: int, backward: bool, out_path: str) -> int:
@@ -212,7 +219,8 @@ def measure(head_dim: int, seqs: List[int], dtypes: List[str], runs: int, backwa
                     lse = torch.empty((Z, H, N), device="cuda", dtype=torch.float32)
                     plan = ours.plan_forward(q, k, v, causal, persistent=persistent, config=config, out=o, lse=lse)
                     record(name, "forward", plan.run, lambda o=o: [o],
-                           lambda plan=plan: kernel_facts(plan.launches[0].compiled))
+                           lambda plan=plan: dict(kernel_facts(plan.launches[0].compiled),
+                                                  **launch_facts(plan.launches[0])))
                     plan = o = lse = None  # free before the next
                 # backward, through autograd for everyone
                 if backward:
