@@ -243,14 +243,21 @@ def test_only_the_newest_result_of_each_benchmark_is_committed():
 def test_the_attention_row_is_the_newest_default_forward():
     """The default forward (`attention()` at d128: the overlapped persistent kernel, or the plain one)
     at seq 8k in benchmarks/attention.py's newest results, beside the cuDNN timed in alternation
-    with it."""
+    with it; the run's constexprs are those today's default plans at that shape (the row is of
+    today's config)."""
+    from kernels.attention_examples import bench_shape, plan
     from tlx.examples import attention
 
     doc, date = newest("attention")
-    default = "tlx-overlap" if 128 in attention.OVERLAP_BY_DEFAULT else "tlx"
+    overlap = 128 in attention.OVERLAP_BY_DEFAULT
+    default = "tlx-overlap" if overlap else "tlx"
     rows = {(r["dtype"], r["causal"]): r for r in doc["results"]
             if r.get("kind") == "result" and r["kernel"] == default and r["direction"] == "forward"
             and r["head_dim"] == 128 and r["seq"] == 8192 and r.get("tflops")}
+    for (dtype, causal), r in rows.items():
+        today = plan("overlap" if overlap else "forward", *bench_shape(8192, 128)[:3], 128, dtype, causal)
+        want = {k: v for k, v in today.launches[0].constexprs.items() if isinstance(v, (bool, int, float, str))}
+        assert r["constexprs"] == want, (dtype, causal)
 
     def four(key: str) -> str:
         v = {k: round(r[key]) for k, r in rows.items()}
