@@ -61,10 +61,7 @@ class ForwardConfig:
     the persistent one uses it for causal only), 0 keeps head by head (non-persistent) or all
     heads' longest blocks first (persistent, causal). OVERLAP_TILES (persistent only):
     `attn_fwd_overlap_kernel`, whose consumers overlap each tile's start with the previous tile's
-    last PV wgmma and epilogue (double-buffered Q, its own tile order; no HEAD_GROUP).
-    SPLIT_TAIL (OVERLAP_TILES, not causal): the tiles past the last whole wave are split by K/V
-    blocks evenly over all CTAs, their partial results merged through a workspace (off by
-    default until a GPU run has measured it: `benchmarks/attention_sweep.py`'s ovl+lazy+split)."""
+    last PV wgmma and epilogue (double-buffered Q, its own tile order; no HEAD_GROUP)."""
 
     BLOCK_M: int = 128
     BLOCK_N: int = 128
@@ -73,7 +70,6 @@ class ForwardConfig:
     LAZY_FIRST_MASK: bool = False
     HEAD_GROUP: int = 0
     OVERLAP_TILES: bool = False
-    SPLIT_TAIL: bool = False
 
     def smem_bytes(self, head_dim: int, separate_o: bool, elem: int = 2) -> int:
         """Shared memory of the forward: Q (two 64-row halves; two such buffers with
@@ -277,10 +273,8 @@ def _signature_entry(arg: Any, dtype: str) -> str:
         return "i32"
     if isinstance(arg, float):
         return "fp32"
-    name = str(arg.dtype).replace("torch.", "")
-    if name in ("float32", "int32"):  # LSE / Delta rows, the split tail's workspace; its flags
-        return {"float32": "*fp32", "int32": "*i32"}[name]
-    return f"*{dtype}"  # O / dO
+    fp32 = arg.dtype == np.float32 if _is_numpy(arg) else str(arg.dtype).endswith("float32")
+    return "*fp32" if fp32 else f"*{dtype}"  # LSE / Delta rows, or O / dO
 
 
 @dataclass
@@ -338,38 +332,14 @@ class AttentionLaunch:
         return self.outputs
 
 
-#: the split tail's scratch of device launches: (device, stream) -> (workspace, flags), reused
-#: (the kernel leaves its flags zero); launches on one stream run in order, so they can share it
-_SPLIT_SCRATCH: Dict[Tuple[str, int], Tuple[Any, Any]] = {}
-
-
-def split_scratch(like: Any, programs: int, block_m: int, head_dim: int) -> Tuple[Any, Any]:
-    """(workspace, flags) of `attn_fwd_overlap_kernel`'s split tail on `programs` CTAs: a slot of
-    block_m x head_dim fp32 partial O per CTA, then block_m row maxima and block_m row sums per
-    CTA (fp32), and two int32 flags per CTA, zero. numpy (the interpreter): fresh arrays. torch:
-    kept per device and current stream and grown when needed, so a launch costs no allocation
-    and no memset (the kernel zeroes every flag it sets); run the plan on that stream."""
-    n_ws, n_flags = programs * block_m * (head_dim + 2), 2 * programs
-    if _is_numpy(like):
-        return np.zeros(n_ws, np.float32), np.zeros(n_flags, np.int32)
-    import torch
-
-    key = (str(like.device), torch.cuda.current_stream(like.device).cuda_stream)
-    held = _SPLIT_SCRATCH.get(key)
-    if held is None or held[0].numel() < n_ws or held[1].numel() < n_flags:
-        held = _SPLIT_SCRATCH[key] = (torch.empty(n_ws, dtype=torch.float32, device=like.device),
-                                      torch.zeros(n_flags, dtype=torch.int32, device=like.device))
-    return held
-
-
 def plan_forward(q: Any, k: Any, v: Any, causal: bool = False, sm_scale: Optional[float] = None,
                  persistent: bool = False, config: Optional[ForwardConfig] = None, sms: Optional[int] = None,
                  out: Any = None, lse: Any = None) -> AttentionLaunch:
     """The forward launch: `attn_fwd_kernel` (grid (cdiv(N, 128), Z*H)) or, with `persistent`,
     `attn_fwd_persistent_kernel` on min(SMs, tiles) CTAs (`sms` overrides the SM count), or with
-    `persistent` and the config's OVERLAP_TILES `attn_fwd_overlap_kernel` on min(SMs, K/V blocks)
-    CTAs, the tiles past the last whole wave split by K/V blocks (the config's SPLIT_TAIL; causal:
-    min(SMs, tile pairs), no split). Outputs (o, lse); `out` / `lse` may be given (poisoned arrays in tests)."""
+    `persistent` and the config's OVERLAP_TILES `attn_fwd_overlap_kernel` on min(SMs, tiles)
+    CTAs (causal: min(SMs, tile pairs)). Outputs (o, lse); `out` / `lse` may be given
+    (poisoned arrays in tests)."""
     from .attention_kernels import attn_fwd_kernel, attn_fwd_overlap_kernel, attn_fwd_persistent_kernel
 
     Z, H, N, D, dt = check_inputs(q, k, v)
@@ -390,14 +360,10 @@ def plan_forward(q: Any, k: Any, v: Any, causal: bool = False, sm_scale: Optiona
                   LAZY_FIRST_MASK=bool(cfg.LAZY_FIRST_MASK))
     num_m = tlx.cdiv(N, cfg.BLOCK_M)
     if cfg.OVERLAP_TILES:
-        # causal CTAs take tile pairs; with SPLIT_TAIL the tail's K/V blocks are split over all CTAs
-        split = cfg.SPLIT_TAIL and not causal
-        units = tlx.cdiv(num_m * Z * H, 2) if causal else num_m * Z * H * (tlx.cdiv(N, cfg.BLOCK_N) if split else 1)
+        units = tlx.cdiv(num_m * Z * H, 2) if causal else num_m * Z * H  # causal CTAs take tile pairs
         programs = min(int(sms) if sms is not None else num_sms(q), units)
-        ws, flags = split_scratch(q, programs if split else 1, cfg.BLOCK_M, D)  # unused without the split
-        consts.update(SPLIT_TAIL=split)
-        launch = KernelLaunch(attn_fwd_overlap_kernel, (programs,),
-                              [*descs, lse, ws, flags, scale * LOG2E, Z * H, H, N], consts, dt)
+        launch = KernelLaunch(attn_fwd_overlap_kernel, (programs,), [*descs, lse, scale * LOG2E, Z * H, H, N],
+                              consts, dt)
     elif persistent:
         programs = min(int(sms) if sms is not None else num_sms(q), num_m * Z * H)
         consts.update(Q_HOLDS_O=q_holds_o, HEAD_GROUP=cfg.HEAD_GROUP)

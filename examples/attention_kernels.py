@@ -1,9 +1,8 @@
 """The Hopper flash-attention kernels of tlx.examples, written as TLX users write them: device
 code only (the host side — configs, descriptors, launches, autograd — is `tlx.examples.attention`).
 
-This file uses nothing but the TLX API (and the stream-K GEMM's flag helpers, `gemm_kernels`):
-with its imports (and decorators) swapped for ``triton`` / ``triton.language`` /
-``triton.language.extra.tlx`` it is TLX source.
+This file uses nothing but the TLX API: with its imports (and decorators) swapped for
+``triton`` / ``triton.language`` / ``triton.language.extra.tlx`` it is TLX source.
 
 Tensors are (batch, heads, seq, head_dim) — ``Z, H, N, D`` — and reach the kernels as 4-D TMA
 descriptors whose blocks are ``[1, 1, rows, D]``: a block that runs past ``N`` reads zeros and a
@@ -32,9 +31,6 @@ Forward (FlashAttention-3's design for Hopper):
   (loaded a tile ahead), each consumer's first S wgmma of a tile issued with the previous tile's
   last PV wgmma and the previous O stored (smem + TMA store, not waited for) under the other
   consumer's turn; heads-major tiles, causal ones in balanced long/short pairs (d64 and d128).
-  Not causal (SPLIT_TAIL), the tiles past the last whole wave are split by K/V blocks evenly over
-  all CTAs (stream-K's tail): a piece short of its tile's end parks its unnormalized O, row max
-  and row sum in an fp32 workspace and raises a flag; the piece that ends the tile merges them.
 
 Backward (FlashAttention-2's algorithm on Hopper's asynchronous units):
 
@@ -57,8 +53,6 @@ stores, fenced there once.
 """
 import tlx
 import tlx.language as tl
-
-from .gemm_kernels import await_partial, publish_partial, streamk_range  # the stream-K GEMM's flags and shares
 
 LOG2E = tl.constexpr(1.4426950408889634)  # exp(x) == exp2(x * LOG2E); a constexpr global, as Triton requires
 LN2 = tl.constexpr(0.6931471805599453)
@@ -145,9 +139,8 @@ def _online_softmax(qk, m_i, l_i, qk_scale, offs_m, n0, N_CTX, P_DTYPE: tl.const
     P = exp2(qk * qk_scale - m) converted to P_DTYPE (the PV wgmma's register operand: converted
     here, not in the tensor-core turn, and half the registers to carry), the rescale factor
     alpha = exp2(m_old - m) and the running sum l (of the fp32 P). With MASK, columns past the
-    sequence end (and above the diagonal when CAUSAL) are -inf. A row never sees only -inf: the
-    first block a row state sees holds a valid column for every row (block 0, or, for a piece of
-    a split non-causal tile, any block before the sequence end)."""
+    sequence end (and above the diagonal when CAUSAL) are -inf. A row never sees only -inf:
+    block 0, always visited first, holds column 0 (valid for every row)."""
     if MASK:
         offs_n = n0 + tl.arange(0, BLOCK_N)
         keep = offs_n[None, :] < N_CTX
@@ -451,76 +444,6 @@ def _overlap_tile(it, pid, programs, num_m, CAUSAL: tl.constexpr):
 
 
 @tlx.jit
-def _tail_share(pid, programs, total, n_kv):
-    """The split tail of a non-causal launch of `total` tiles (n_kv K/V blocks each) on
-    `programs` CTAs: (whole, start, end). The first `whole` tiles fill whole waves (CTA p takes
-    p, p + programs, ...); the K/V blocks of the rest, numbered tile by tile, are dealt out in
-    equal runs, CTA pid's being [start, end) (the first CTAs one block more). A run is at most
-    n_kv blocks long (fewer tiles than CTAs are left), so it meets at most two tiles."""
-    whole = total - total % programs
-    start, end = streamk_range(pid, (total - whole) * n_kv, programs)
-    return whole, start, end
-
-
-@tlx.jit
-def _tail_pieces(start, end, n_kv):
-    """How many tiles the run of blocks [start, end) meets: 0, 1 or 2."""
-    pieces = 0
-    if end > start:
-        pieces = 1
-        if (end - 1) // n_kv > start // n_kv:
-            pieces = 2
-    return pieces
-
-
-@tlx.jit
-def _overlap_units(pid, programs, total, N_CTX, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-                   SPLIT_TAIL: tl.constexpr):
-    """How many units (tiles, or pieces of one) CTA `pid` of `programs` walks in
-    `attn_fwd_overlap_kernel` (see `_overlap_unit`)."""
-    if SPLIT_TAIL:
-        n_kv = tl.cdiv(N_CTX, BLOCK_N)
-        whole, start, end = _tail_share(pid, programs, total, n_kv)
-        return _tail_pieces(start, end, n_kv) + whole // programs
-    else:
-        return _overlap_tiles(pid, programs, total, CAUSAL)
-
-
-@tlx.jit
-def _overlap_unit(it, pid, programs, num_m, total, N_CTX, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  CAUSAL: tl.constexpr, SPLIT_TAIL: tl.constexpr):
-    """(batch x head, Q block, k0, k1, n_full) of local unit `it` of CTA `pid`: K/V blocks
-    [k0, k1) of a tile, whose blocks below n_full need no mask (`_fwd_kv_blocks`). Without SPLIT_TAIL a unit is a whole tile in `_overlap_tile`'s order. With it (not
-    causal), the CTA first takes its run of the split tail (`_tail_share`), last tile first —
-    the head of the tile its run ends in (a partial result unless the run ends at the tile's
-    end), then the end of the tile its run starts in (the tile's owner, which merges the others'
-    partial results) — and then its tiles of the whole waves. Partial results come first on every
-    CTA, and an owner waits only for CTAs before it."""
-    if SPLIT_TAIL:
-        n_kv = tl.cdiv(N_CTX, BLOCK_N)
-        whole, start, end = _tail_share(pid, programs, total, n_kv)
-        pieces = _tail_pieces(start, end, n_kv)
-        tile = pid + (it - pieces) * programs
-        k0 = 0
-        k1 = n_kv
-        if it < pieces:
-            if it == 0:
-                last = (end - 1) // n_kv
-                tile = whole + last
-                k0 = tl.maximum(start - last * n_kv, 0)
-                k1 = end - last * n_kv
-            else:
-                first = start // n_kv
-                tile = whole + first
-                k0 = start - first * n_kv
-        return tile // num_m, tile % num_m, k0, k1, N_CTX // BLOCK_N
-    else:
-        off_zh, start_m = _overlap_tile(it, pid, programs, num_m, CAUSAL)
-        n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
-        return off_zh, start_m, 0, n_blocks, n_full
-
-
-@tlx.jit
 def _fwd_load_q(q_desc, q_smem, q_full, q_empty, off_zh, start_m, it, H, BLOCK_M: tl.constexpr,
                 HEAD_DIM: tl.constexpr):
     """TMA loads of Q block `start_m` of local tile `it` into Q buffer it % 2 (one 64-row half per
@@ -553,23 +476,21 @@ def _fwd_load_kv(k_desc, v_desc, k_smem, v_smem, k_full, k_empty, v_full, v_empt
 
 
 @tlx.jit
-def _fwd_first_softmax(qk, qk_scale, offs_m, k0, n_full, N_CTX, P_DTYPE: tl.constexpr, BLOCK_N: tl.constexpr,
+def _fwd_first_softmax(qk, qk_scale, offs_m, n_full, N_CTX, P_DTYPE: tl.constexpr, BLOCK_N: tl.constexpr,
                        SPLIT: tl.constexpr, CAUSAL: tl.constexpr, LAZY_FIRST_MASK: tl.constexpr):
-    """The online softmax of a unit's first K/V block (block k0) from a fresh row state (max
-    -inf, sum 0): masked, or with LAZY_FIRST_MASK only when the block crosses the diagonal or
-    the sequence end."""
+    """The online softmax of a tile's K/V block 0 from a fresh row state (max -inf, sum 0): masked,
+    or with LAZY_FIRST_MASK only when the block crosses the diagonal or the sequence end."""
     m_i = tl.full([SPLIT], float("-inf"), tl.float32)
     l_i = tl.zeros([SPLIT], dtype=tl.float32)
     if LAZY_FIRST_MASK:
-        if n_full > k0:
-            p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, offs_m, k0 * BLOCK_N, N_CTX, P_DTYPE,
-                                                 BLOCK_N, CAUSAL, False)
+        if n_full > 0:
+            p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, offs_m, 0, N_CTX, P_DTYPE, BLOCK_N,
+                                                 CAUSAL, False)
         else:
-            p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, offs_m, k0 * BLOCK_N, N_CTX, P_DTYPE,
-                                                 BLOCK_N, CAUSAL, True)
+            p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, offs_m, 0, N_CTX, P_DTYPE, BLOCK_N,
+                                                 CAUSAL, True)
     else:
-        p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, offs_m, k0 * BLOCK_N, N_CTX, P_DTYPE, BLOCK_N,
-                                             CAUSAL, True)
+        p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, offs_m, 0, N_CTX, P_DTYPE, BLOCK_N, CAUSAL, True)
     return p, m_i, l_i, alpha
 
 
@@ -591,100 +512,29 @@ def _fwd_store_o(acc, m_i, l_i, o_smem, o_desc, lse_ptr, off_zh, start_m, H, N_C
 
 
 @tlx.jit
-def _partial_slot(ws_ptr, slot, programs, cid: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr):
-    """Pointers to consumer `cid`'s rows of split-tail workspace slot `slot` (one per CTA): its
-    unnormalized O (SPLIT x HEAD_DIM fp32), row maxima and row sums. The workspace holds
-    `programs` O slots of BLOCK_M x HEAD_DIM, then BLOCK_M row maxima per slot, then BLOCK_M row
-    sums per slot."""
-    SPLIT: tl.constexpr = BLOCK_M // 2
-    rows = cid * SPLIT + tl.arange(0, SPLIT)
-    # one 64-bit add per element: the slot's scalar base plus 32-bit offsets (adding the offsets to
-    # the pointer one term at a time cost ptxas 8 bytes of spills)
-    o_ptrs = (ws_ptr + slot * BLOCK_M * HEAD_DIM) + (rows[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :])
-    m_ptrs = ws_ptr + programs * BLOCK_M * HEAD_DIM + slot * BLOCK_M + rows
-    return o_ptrs, m_ptrs, m_ptrs + programs * BLOCK_M
-
-
-@tlx.jit
-def _fwd_merge_partials(acc, m_i, l_i, ws_ptr, flag_ptr, pid, programs, total, n_kv, tile_first,
-                        cid: tl.constexpr, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr):
-    """The owner of a split tile (its piece ends the tile; the tile starts at block `tile_first`
-    of the tail's numbering, `_tail_share`) merges into (acc, m, l) the partial results of CTAs
-    pid - 1, pid - 2, ... back to the one whose run holds the tile's first block: waits for each flag
-    (acquire), zeroes it for the next launch, and rescales both sides to the larger row max:
-    O = O_a * 2^(m_a - m) + O_b * 2^(m_b - m), l likewise (m, l in base 2, as the softmax keeps them).
-    The partial's reads follow acc's register layout (no conversion)."""
-    q = pid
-    more = True
-    while more:
-        q -= 1
-        await_partial(flag_ptr + q * 2 + cid)
-        o_ptrs, m_ptrs, l_ptrs = _partial_slot(ws_ptr, q, programs, cid, BLOCK_M, HEAD_DIM)
-        m_q = tl.load(m_ptrs)
-        l_q = tl.load(l_ptrs)
-        m_new = tl.maximum(m_i, m_q)
-        a = tl.math.exp2(m_i - m_new)
-        b = tl.math.exp2(m_q - m_new)
-        acc = acc * a[:, None] + tl.load(o_ptrs) * b[:, None]
-        l_i = l_i * a + l_q * b
-        m_i = m_new
-        _, q_start, _ = _tail_share(q, programs, total, n_kv)
-        more = q_start > tile_first
-    return acc, m_i, l_i
-
-
-@tlx.jit
-def _fwd_unit_epilogue(acc, m_i, l_i, o_smem, o_desc, lse_ptr, ws_ptr, flag_ptr, off_zh, start_m, k0, k1, pid,
-                       programs, total, H, N_CTX, cid: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                       HEAD_DIM: tl.constexpr, SPLIT_TAIL: tl.constexpr):
-    """One consumer's end of a unit (K/V blocks [k0, k1) of a tile, `_overlap_unit`): O and LSE
-    out (`_fwd_store_o`) for a whole tile; with SPLIT_TAIL, a piece that stops short of the tile's
-    last block parks its unnormalized O, row max and row sum in the CTA's workspace slot and
-    publishes them (workspace slot pid, `_partial_slot`; flags: two a CTA, one a consumer), and
-    the piece that ends the tile merges the pieces before it first (`_fwd_merge_partials`)."""
-    if SPLIT_TAIL:
-        n_kv = tl.cdiv(N_CTX, BLOCK_N)
-        if k1 < n_kv:
-            o_ptrs, m_ptrs, l_ptrs = _partial_slot(ws_ptr, pid, programs, cid, BLOCK_M, HEAD_DIM)
-            tl.store(o_ptrs, acc)
-            tl.store(m_ptrs, m_i)
-            tl.store(l_ptrs, l_i)
-            publish_partial(flag_ptr + pid * 2 + cid, cid)
-        else:
-            if k0 > 0:  # this CTA's run starts inside the tile, k0 blocks in
-                _, start, _ = _tail_share(pid, programs, total, n_kv)
-                acc, m_i, l_i = _fwd_merge_partials(acc, m_i, l_i, ws_ptr, flag_ptr, pid, programs, total, n_kv,
-                                                    start - k0, cid, BLOCK_M, HEAD_DIM)
-            _fwd_store_o(acc, m_i, l_i, o_smem, o_desc, lse_ptr, off_zh, start_m, H, N_CTX, cid, BLOCK_M, HEAD_DIM)
-    else:
-        _fwd_store_o(acc, m_i, l_i, o_smem, o_desc, lse_ptr, off_zh, start_m, H, N_CTX, cid, BLOCK_M, HEAD_DIM)
-
-
-@tlx.jit
 def _fwd_kv_blocks_rest(q_view, k_smem, v_smem, k_full, k_empty, v_full, v_empty, p, alpha, m_i, l_i, acc, qk_scale,
-                        offs_m, kv0, N_CTX, k0, k1, n_full, cid: tl.constexpr, BLOCK_N: tl.constexpr,
+                        offs_m, kv0, N_CTX, n_blocks, n_full, cid: tl.constexpr, BLOCK_N: tl.constexpr,
                         HEAD_DIM: tl.constexpr, NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr,
                         RESCALE_EARLY: tl.constexpr):
-    """K/V blocks k0 + 1 .. k1 - 1 of a unit whose block k0 took ring position kv0
-    (`_fwd_kv_step`): the unmasked ones (below n_full), then those crossing the diagonal or the
-    sequence end. Returns the carried state and the ring position after the unit."""
-    mid = tl.maximum(tl.minimum(n_full, k1), k0 + 1)
-    for j in range(k0 + 1, mid):
+    """K/V blocks 1 .. n_blocks - 1 of a tile whose block 0 took ring position kv0
+    (`_fwd_kv_step`): the unmasked ones, then those crossing the diagonal or the sequence end.
+    Returns the carried state and the ring position after the tile."""
+    for j in range(1, n_full):
         p, alpha, m_i, l_i, acc = _fwd_kv_step(q_view, k_smem, v_smem, k_full, k_empty, v_full, v_empty, p, alpha,
-                                               m_i, l_i, acc, qk_scale, offs_m, j, kv0 + (j - k0), N_CTX, cid,
-                                               BLOCK_N, HEAD_DIM, NUM_STAGES, CAUSAL, False, RESCALE_EARLY)
-    for j in range(mid, k1):
+                                               m_i, l_i, acc, qk_scale, offs_m, j, kv0 + j, N_CTX, cid, BLOCK_N,
+                                               HEAD_DIM, NUM_STAGES, CAUSAL, False, RESCALE_EARLY)
+    for j in range(tl.maximum(n_full, 1), n_blocks):
         p, alpha, m_i, l_i, acc = _fwd_kv_step(q_view, k_smem, v_smem, k_full, k_empty, v_full, v_empty, p, alpha,
-                                               m_i, l_i, acc, qk_scale, offs_m, j, kv0 + (j - k0), N_CTX, cid,
-                                               BLOCK_N, HEAD_DIM, NUM_STAGES, CAUSAL, True, RESCALE_EARLY)
-    return p, alpha, m_i, l_i, acc, kv0 + (k1 - k0)
+                                               m_i, l_i, acc, qk_scale, offs_m, j, kv0 + j, N_CTX, cid, BLOCK_N,
+                                               HEAD_DIM, NUM_STAGES, CAUSAL, True, RESCALE_EARLY)
+    return p, alpha, m_i, l_i, acc, kv0 + n_blocks
 
 
 @tlx.jit
-def attn_fwd_overlap_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, ws_ptr, flag_ptr, qk_scale, ZH, H, N_CTX,
+def attn_fwd_overlap_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, qk_scale, ZH, H, N_CTX,
                             HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                             NUM_STAGES: tl.constexpr, CAUSAL: tl.constexpr, RESCALE_EARLY: tl.constexpr,
-                            LAZY_FIRST_MASK: tl.constexpr, SPLIT_TAIL: tl.constexpr = False):
+                            LAZY_FIRST_MASK: tl.constexpr):
     """Persistent flash-attention forward whose tile boundaries cost no tensor-core time: on a 1-D
     grid of P CTAs (P <= SMs; causal: P <= the tile pairs), CTA p walks its tiles in
     `_overlap_tile`'s order (heads-major for L2, causal in balanced long/short pairs).
@@ -699,15 +549,7 @@ def attn_fwd_overlap_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, ws_ptr, fla
       No step of a tile's start waits for a wgmma with nothing else in flight.
     * O has its own buffer per consumer (a TMA store is waited on, for reading, only before the
       buffer is written again a tile later). Shared memory: 2 x Q + O + the ring, 224 KiB at
-      d128 with 2 stages; d256 does not fit (use `attn_fwd_persistent_kernel`).
-    * SPLIT_TAIL (not causal; the grid may then have up to one CTA per K/V block): a CTA walks
-      units — K/V blocks [k0, k1) of a tile, `_overlap_unit` — instead of whole tiles: first its
-      even share of the blocks of the tiles that do not fill a wave, then its whole-wave tiles.
-      A unit's end (`_fwd_unit_epilogue`) stores O, parks a partial result (ws_ptr, flag_ptr:
-      `_fwd_unit_epilogue` gives the layout; the flags must be zero at launch and are zero
-      again after it), or merges the partial results of the CTAs before it first. With 2 048
-      tiles on 132 SMs (FlashAttention-3's grid at d128) the last wave's 68 tiles would leave
-      64 SMs idle for a tile: split, every SM runs 15 tiles and 8-9 sixteenths of one at 2k."""
+      d128 with 2 stages; d256 does not fit (use `attn_fwd_persistent_kernel`)."""
     SPLIT: tl.constexpr = BLOCK_M // 2
     q_smem = tlx.local_alloc((1, 1, SPLIT, HEAD_DIM), tlx.dtype_of(q_desc), 4)  # [2 * buffer + consumer]
     k_smem = tlx.local_alloc((1, 1, BLOCK_N, HEAD_DIM), tlx.dtype_of(k_desc), NUM_STAGES)
@@ -725,14 +567,13 @@ def attn_fwd_overlap_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, ws_ptr, fla
             pid = tl.program_id(0)
             programs = tl.num_programs(0)
             num_m = tl.cdiv(N_CTX, BLOCK_M)
-            total = num_m * ZH
-            n_units = _overlap_units(pid, programs, total, N_CTX, BLOCK_N, CAUSAL, SPLIT_TAIL)
-            off_zh, start_m, k0, k1, _ = _overlap_unit(0, pid, programs, num_m, total, N_CTX, BLOCK_M, BLOCK_N,
-                                                       CAUSAL, SPLIT_TAIL)
+            n_tiles = _overlap_tiles(pid, programs, num_m * ZH, CAUSAL)
+            off_zh, start_m = _overlap_tile(0, pid, programs, num_m, CAUSAL)
             _fwd_load_q(q_desc, q_smem, q_full, q_empty, off_zh, start_m, 0, H, BLOCK_M, HEAD_DIM)
             kv_count = 0
-            for it in range(0, n_units):
-                for j in range(k0, tl.minimum(k1, k0 + 2)):
+            for it in range(0, n_tiles):
+                n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
+                for j in range(0, tl.minimum(n_blocks, 2)):
                     _fwd_load_kv(k_desc, v_desc, k_smem, v_smem, k_full, k_empty, v_full, v_empty, off_zh,
                                  j * BLOCK_N, kv_count, H, BLOCK_N, HEAD_DIM, NUM_STAGES)
                     kv_count += 1
@@ -740,18 +581,14 @@ def attn_fwd_overlap_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, ws_ptr, fla
                 # release at the end of that tile: once the ring has let V_1 in they are there (with
                 # 2 stages V_1 waits for their first step of this tile), so this wait does not hold
                 # up this tile's K_1 / V_1 as it would right after block 0
-                next_zh, next_m, next_k0, next_k1, _ = _overlap_unit(it + 1, pid, programs, num_m, total, N_CTX,
-                                                                     BLOCK_M, BLOCK_N, CAUSAL, SPLIT_TAIL)
-                if it + 1 < n_units:
+                if it + 1 < n_tiles:
+                    next_zh, next_m = _overlap_tile(it + 1, pid, programs, num_m, CAUSAL)
                     _fwd_load_q(q_desc, q_smem, q_full, q_empty, next_zh, next_m, it + 1, H, BLOCK_M, HEAD_DIM)
-                for j in range(k0 + 2, k1):
+                for j in range(2, n_blocks):
                     _fwd_load_kv(k_desc, v_desc, k_smem, v_smem, k_full, k_empty, v_full, v_empty, off_zh,
                                  j * BLOCK_N, kv_count, H, BLOCK_N, HEAD_DIM, NUM_STAGES)
                     kv_count += 1
-                off_zh = next_zh
-                start_m = next_m
-                k0 = next_k0
-                k1 = next_k1
+                off_zh, start_m = _overlap_tile(it + 1, pid, programs, num_m, CAUSAL)
 
         with tlx.async_task(num_warps=4, replicate=2, registers=240):  # consumers: wgmma + softmax + O
             cid: tl.constexpr = tlx.async_task_replica_id()
@@ -759,28 +596,23 @@ def attn_fwd_overlap_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, ws_ptr, fla
             pid = tl.program_id(0)
             programs = tl.num_programs(0)
             num_m = tl.cdiv(N_CTX, BLOCK_M)
-            total = num_m * ZH
-            n_units = _overlap_units(pid, programs, total, N_CTX, BLOCK_N, CAUSAL, SPLIT_TAIL)
+            n_tiles = _overlap_tiles(pid, programs, num_m * ZH, CAUSAL)
             if cid == 1:
                 tlx.named_barrier_arrive(9, 256)  # consumer 0 takes the first turn
 
             kv_count = 0
             off_zh = 0
             start_m = 0
-            k0 = 0
-            k1 = 0
             p = tl.zeros([SPLIT, BLOCK_N], dtype=P_DTYPE)
             alpha = tl.zeros([SPLIT], dtype=tl.float32)
             m_i = tl.full([SPLIT], float("-inf"), tl.float32)
             l_i = tl.zeros([SPLIT], dtype=tl.float32)
             acc = tl.zeros([SPLIT, HEAD_DIM], dtype=tl.float32)
-            for it in range(0, n_units):
+            for it in range(0, n_tiles):
                 prev_zh = off_zh
                 prev_m = start_m
-                prev_k0 = k0
-                prev_k1 = k1
-                off_zh, start_m, k0, k1, n_full = _overlap_unit(it, pid, programs, num_m, total, N_CTX, BLOCK_M,
-                                                                BLOCK_N, CAUSAL, SPLIT_TAIL)
+                off_zh, start_m = _overlap_tile(it, pid, programs, num_m, CAUSAL)
+                n_blocks, n_full = _fwd_kv_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
                 offs_m = start_m * BLOCK_M + cid * SPLIT + tl.arange(0, SPLIT)
                 q_buf = 2 * (it % 2) + cid
                 q_view = tlx.local_reshape(q_smem[q_buf], (SPLIT, HEAD_DIM))
@@ -793,8 +625,8 @@ def attn_fwd_overlap_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, ws_ptr, fla
                     _tensor_core_pass(cid)
                     qk = tlx.async_dot_wait(0, qk)
                     tlx.barrier_arrive(k_empty[slot])
-                    p, m_i, l_i, alpha = _fwd_first_softmax(qk, qk_scale, offs_m, k0, n_full, N_CTX, P_DTYPE,
-                                                            BLOCK_N, SPLIT, CAUSAL, LAZY_FIRST_MASK)
+                    p, m_i, l_i, alpha = _fwd_first_softmax(qk, qk_scale, offs_m, n_full, N_CTX, P_DTYPE, BLOCK_N,
+                                                            SPLIT, CAUSAL, LAZY_FIRST_MASK)
                 else:  # S_0 of this tile and the last PV of the previous one in one tensor-core turn
                     prev = (kv_count - 1) % NUM_STAGES
                     tlx.barrier_wait(v_full[prev], ((kv_count - 1) // NUM_STAGES) & 1)
@@ -808,17 +640,16 @@ def attn_fwd_overlap_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, ws_ptr, fla
                     tlx.barrier_arrive(k_empty[slot])
                     m_prev = m_i
                     l_prev = l_i
-                    p, m_i, l_i, alpha = _fwd_first_softmax(qk, qk_scale, offs_m, k0, n_full, N_CTX, P_DTYPE,
-                                                            BLOCK_N, SPLIT, CAUSAL, LAZY_FIRST_MASK)
+                    p, m_i, l_i, alpha = _fwd_first_softmax(qk, qk_scale, offs_m, n_full, N_CTX, P_DTYPE, BLOCK_N,
+                                                            SPLIT, CAUSAL, LAZY_FIRST_MASK)
                     acc = tlx.async_dot_wait(0, acc)
                     tlx.barrier_arrive(v_empty[prev])
-                    _fwd_unit_epilogue(acc, m_prev, l_prev, o_smem, o_desc, lse_ptr, ws_ptr, flag_ptr, prev_zh, prev_m,
-                                       prev_k0, prev_k1, pid, programs, total, H, N_CTX, cid, BLOCK_M, BLOCK_N,
-                                       HEAD_DIM, SPLIT_TAIL)
+                    _fwd_store_o(acc, m_prev, l_prev, o_smem, o_desc, lse_ptr, prev_zh, prev_m, H, N_CTX, cid,
+                                 BLOCK_M, HEAD_DIM)
                     acc = tl.zeros([SPLIT, HEAD_DIM], dtype=tl.float32)
                 p, alpha, m_i, l_i, acc, kv_count = _fwd_kv_blocks_rest(
                     q_view, k_smem, v_smem, k_full, k_empty, v_full, v_empty, p, alpha, m_i, l_i, acc, qk_scale,
-                    offs_m, kv_count, N_CTX, k0, k1, n_full, cid, BLOCK_N, HEAD_DIM, NUM_STAGES, CAUSAL,
+                    offs_m, kv_count, N_CTX, n_blocks, n_full, cid, BLOCK_N, HEAD_DIM, NUM_STAGES, CAUSAL,
                     RESCALE_EARLY)
                 tlx.barrier_arrive(q_empty[q_buf])  # the tile's last S wgmma has read Q
 
@@ -832,8 +663,7 @@ def attn_fwd_overlap_kernel(q_desc, k_desc, v_desc, o_desc, lse_ptr, ws_ptr, fla
             _tensor_core_pass(cid)
             acc = tlx.async_dot_wait(0, acc)
             tlx.barrier_arrive(v_empty[prev])
-            _fwd_unit_epilogue(acc, m_i, l_i, o_smem, o_desc, lse_ptr, ws_ptr, flag_ptr, off_zh, start_m, k0, k1, pid,
-                               programs, total, H, N_CTX, cid, BLOCK_M, BLOCK_N, HEAD_DIM, SPLIT_TAIL)
+            _fwd_store_o(acc, m_i, l_i, o_smem, o_desc, lse_ptr, off_zh, start_m, H, N_CTX, cid, BLOCK_M, HEAD_DIM)
             tlx.async_descriptor_store_wait(0)  # the CTA's shared memory must outlive the last store
 
 

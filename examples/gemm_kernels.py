@@ -318,10 +318,9 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
 
 
 @tlx.jit
-def streamk_range(pid, total, NUM_SMS):
+def streamk_range(pid, total, NUM_SMS: tl.constexpr):
     """[start, end) of CTA `pid`'s share of the `total` stream-K k-iterations: equal shares,
-    the first total % NUM_SMS CTAs one more (NUM_SMS a constexpr or, in the attention forward's
-    split tail, the grid's size)."""
+    the first total % NUM_SMS CTAs one more."""
     base = total // NUM_SMS
     extra = total % NUM_SMS
     start = pid * base + min(pid, extra)

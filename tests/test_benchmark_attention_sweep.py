@@ -44,12 +44,8 @@ def test_every_variant_plans_the_forward_it_names():
             for key in ("BLOCK_N", "NUM_STAGES", "RESCALE_EARLY", "LAZY_FIRST_MASK"):
                 assert launch.constexprs[key] == want[key], (name, key)
             assert launch.constexprs["CAUSAL"] is causal
-            if want["OVERLAP_TILES"]:  # its own tile order: 64 tiles (causal: 32 pairs) on 64 CTAs at most,
-                # or with the split tail one CTA per K/V block (128 here) up to the 132 SMs
-                split = want["SPLIT_TAIL"] and not causal
-                assert launch.constexprs["SPLIT_TAIL"] is split, name
-                assert "HEAD_GROUP" not in launch.constexprs
-                assert launch.grid == ((32,) if causal else (128,) if split else (64,)), name
+            if want["OVERLAP_TILES"]:  # its own tile order; 64 tiles (causal: 32 pairs) on 64 CTAs at most
+                assert "HEAD_GROUP" not in launch.constexprs and launch.grid == ((32,) if causal else (64,)), name
             else:
                 assert launch.constexprs["HEAD_GROUP"] == want["HEAD_GROUP"]
             if not persistent:

@@ -205,13 +205,6 @@ OVERLAP_CASES = [
     (128, 2, 300, False, "fp16", 1, {}),
     (64, 3, 100, True, "fp16", 2, dict(NUM_STAGES=3)),
     (128, 3, 320, True, "bf16", 2, dict(RESCALE_EARLY=True, LAZY_FIRST_MASK=True)),
-    # the split tail: 6 tiles of 3 K/V blocks on 4 CTAs (whole wave 4, 6 blocks split: an owner
-    # merging two partials, one CTA with a partial and an owner piece, a piece inside a tile)
-    (128, 2, 300, False, "fp16", 4, dict(LAZY_FIRST_MASK=True, SPLIT_TAIL=True)),
-    # fewer tiles than CTAs (3 tiles of 3 blocks on 5 CTAs: all split), d64's deeper ring
-    (64, 1, 300, False, "bf16", 5, dict(NUM_STAGES=3, RESCALE_EARLY=True, SPLIT_TAIL=True)),
-    # SPLIT_TAIL is for the non-causal kernel only: causal ignores it
-    (128, 2, 300, True, "bf16", 2, dict(SPLIT_TAIL=True)),
 ]
 SLOW_OVERLAP_CASES = [
     (64, 2, 330, False, "bf16", 3, dict(LAZY_FIRST_MASK=True)),
@@ -224,19 +217,14 @@ SLOW_OVERLAP_CASES = [
                          ids=lambda v: str(v))
 def test_overlapped_persistent_forward_matches_float64(D, H, N, causal, dtype, sms, fields):
     """`attn_fwd_overlap_kernel`: every (head, Q block) written once (outputs start as NaN), O and
-    LSE as the definition, no proxy or synchronization hazard; one CTA per SM up to the tile
-    pairs (causal), the tiles, or with SPLIT_TAIL (not causal) the K/V blocks; every split-tail
-    flag is zero again at the end."""
+    LSE as the definition, no proxy or synchronization hazard; one CTA per SM up to the tiles
+    (causal: the tile pairs)."""
     cfg = dataclasses.replace(attention.FORWARD_CONFIGS[D], OVERLAP_TILES=True, **fields)
     fwd = run_and_check(1, H, N, D, causal, dtype, persistent=True, config=cfg, sms=sms, backward=False)
     launch = fwd.launches[0]
     tiles = H * -(-N // 128)
     assert launch.kernel.__name__ == "attn_fwd_overlap_kernel"
-    split = cfg.SPLIT_TAIL and not causal
-    assert launch.grid == (min(sms, -(-tiles // 2) if causal else tiles * -(-N // cfg.BLOCK_N) if split else tiles),)
-    assert launch.constexprs["SPLIT_TAIL"] == split
-    flags = launch.args[6]  # a slot per CTA with the split, else one (the kernel does not use it)
-    assert flags.shape == (2 * (launch.grid[0] if split else 1),) and not flags.any()
+    assert launch.grid == (min(sms, -(-tiles // 2) if causal else tiles),)
 
 
 @tlx.jit
@@ -275,61 +263,6 @@ def test_overlap_tile_order_covers_every_tile_once_and_balances_causal_work(num_
             tiles = [(int(h), int(m)) for h, m in row if h >= 0]
             for a, b in zip(tiles[0::2], tiles[1::2]):
                 assert a[0] == b[0] and a[1] + b[1] == num_m - 1 and a[1] > b[1], tiles
-
-
-@tlx.jit
-def _split_units_probe(out_ptr, num_m, total, N_CTX, MAX_UNITS: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Writes (batch x head, Q block, k0, k1) of each local unit of this CTA in the non-causal
-    overlapped kernel with SPLIT_TAIL, in its order, to out_ptr[pid, it, :] (-1 past its last)."""
-    pid = tl.program_id(0)
-    programs = tl.num_programs(0)
-    n = ak._overlap_units(pid, programs, total, N_CTX, BLOCK_N, False, True)
-    for it in range(0, MAX_UNITS):
-        zh, m, k0, k1, _ = ak._overlap_unit(it, pid, programs, num_m, total, N_CTX, 128, BLOCK_N, False, True)
-        base = out_ptr + (pid * MAX_UNITS + it) * 4
-        tl.store(base, tl.where(it < n, zh, -1))
-        tl.store(base + 1, tl.where(it < n, m, -1))
-        tl.store(base + 2, tl.where(it < n, k0, -1))
-        tl.store(base + 3, tl.where(it < n, k1, -1))
-
-
-@pytest.mark.parametrize("num_m,zh,n_kv,programs", [(16, 8, 16, 132), (3, 2, 3, 4), (3, 1, 3, 5), (4, 34, 4, 132),
-                                                    (2, 3, 7, 4), (5, 5, 5, 5)])
-def test_split_tail_units_cover_every_block_once_partials_first(num_m, zh, n_kv, programs):
-    """The split tail's units (`_overlap_unit` with SPLIT_TAIL): every (tile, K/V block) is
-    computed by exactly one unit; the tiles of whole waves are whole units, taken round-robin;
-    every CTA's run of the rest is within one block of equal; a unit short of its tile's last
-    block (a partial) is only ever a CTA's first unit; the unit that ends a split tile (its
-    owner) is on the CTA after those holding the tile's other pieces (it waits for CTAs before
-    it only), and no CTA holds two pieces of one tile."""
-    total = num_m * zh
-    max_units = total // programs + 3
-    out = np.zeros((programs, max_units, 4), np.int32)
-    tlx.interpret(_split_units_probe, (programs,), out, num_m, total, n_kv * 128, MAX_UNITS=max_units, BLOCK_N=128)
-    covered = {}
-    whole = total - total % programs
-    runs = []
-    for pid, row in enumerate(out):
-        n = int((row[:, 0] >= 0).sum())
-        assert (row[n:] == -1).all()
-        units = [tuple(int(x) for x in u) for u in row[:n]]
-        pieces = [u for u in units if (u[0] * num_m + u[1]) >= whole]
-        assert units[:len(pieces)] == pieces, units  # the split tail first
-        assert [u[0] * num_m + u[1] for u in units[len(pieces):]] == list(range(pid, whole, programs))
-        assert all((k0, k1) == (0, n_kv) for _, _, k0, k1 in units[len(pieces):])
-        assert len({(u[0], u[1]) for u in pieces}) == len(pieces) <= 2
-        runs.append(sum(k1 - k0 for _, _, k0, k1 in pieces))
-        for i, (h, m, k0, k1) in enumerate(units):
-            assert 0 <= k0 < k1 <= n_kv
-            if k1 < n_kv:
-                assert i == 0, units
-            for j in range(k0, k1):
-                assert (h, m, j) not in covered, (h, m, j)
-                covered[(h, m, j)] = pid
-    assert set(covered) == {(h, m, j) for h in range(zh) for m in range(num_m) for j in range(n_kv)}
-    assert max(runs) - min(runs) <= 1, runs
-    for (h, m, j), pid in covered.items():  # the owner (with the last block) is after every other piece's CTA
-        assert pid <= covered[(h, m, n_kv - 1)]
 
 
 def test_attention_autograd_on_torch_cpu_tensors(monkeypatch):
@@ -434,12 +367,7 @@ def test_the_specs_cover_every_combination_and_ci_compiles_the_headline_ones():
         dims = ae.OVERLAP_HEAD_DIMS if name == "attn_fwd_overlap_kernel" else ae.HEAD_DIMS
         assert {(d, t, c) for n, t, d, c in combos if n == name} == \
             {(d, t, c) for d in dims for t in ("fp16", "bf16") for c in (False, True)}, name
-    fast = [s for s in ATTN_SPECS if not s.slow]
-    # one CORE entry per spec, but the bf16 d128 non-causal overlapped one names two: with and
-    # without SPLIT_TAIL
-    assert len(fast) == len(ae.CORE) + 1
-    assert sorted(s.constexprs["SPLIT_TAIL"] for s in fast if s.fn.__name__ == "attn_fwd_overlap_kernel"
-                  and not s.constexprs["CAUSAL"]) == [False, True]
+    assert sum(not s.slow for s in ATTN_SPECS) == len(ae.CORE)
 
 
 @pytest.mark.parametrize("spec", [_spec_param(s) for s in ATTN_SPECS if s.fn.__name__ != "attn_bwd_preprocess_kernel"],

@@ -80,8 +80,8 @@ def _run(plan):
 
 
 def _forward(q, k, v, causal, kind):
-    """The forward of `kind`: "forward", "persistent", "overlap" (the persistent kernel with
-    OVERLAP_TILES), "split" / "whole" (that with / without SPLIT_TAIL)."""
+    """The forward of `kind`: "forward", "persistent" or "overlap" (the persistent kernel with
+    OVERLAP_TILES)."""
     import torch
 
     from tlx.examples import attention
@@ -92,14 +92,8 @@ def _forward(q, k, v, causal, kind):
                                        config=forward_config(kind, q.shape[-1]), out=o, lse=lse))
 
 
-def _forward_kinds(head_dim, causal=True):
-    """The forward kernels at a head dim; of "split" and "whole" (with and without the tail split)
-    the one that differs from "overlap", the default: only where it matters, not causal."""
-    if head_dim not in OVERLAP_HEAD_DIMS:
-        return ["forward", "persistent"]
-    default = forward_config("overlap", head_dim)
-    return ["forward", "persistent", "overlap"] + ([] if causal else [k for k in ("split", "whole")
-                                                                      if forward_config(k, head_dim) != default])
+def _forward_kinds(head_dim):
+    return ["forward", "persistent"] + (["overlap"] if head_dim in OVERLAP_HEAD_DIMS else [])
 
 
 def _backward(q, k, v, o, lse, do, causal):
@@ -119,7 +113,7 @@ def check_attention(Z, H, N, D, dtype, causal):
     heads = [(0, 0), (Z - 1, H - 1)]
     refs = _reference(q, k, v, do, causal, heads)
     where = f"{dtype} {Z}x{H}x{N}x{D} causal={causal} (seed {seed})"
-    for kind in _forward_kinds(D, causal):
+    for kind in _forward_kinds(D):
         o, lse = _forward(q, k, v, causal, kind)
         assert not torch.isnan(lse).any(), f"{where}: LSE rows never written ({kind})"
         for (z, h), ref in zip(heads, refs):
@@ -170,32 +164,6 @@ def test_attention_repeats_bit_for_bit(kind):
     assert all(torch.equal(a, b) for a, b in zip(grads, again)), "the backward's output moved between runs"
 
 
-@pytest.mark.parametrize("Z,H,N", [(1, 16, 2048), (1, 16, 1040)])
-def test_split_tail_merges_exactly_and_leaves_its_flags_zero(Z, H, N):
-    """The non-causal overlapped forward at a batch of one (256 or 144 tiles on 132 SMs: the tail
-    split over every CTA, owners merging partial results from other SMs), 20 launches in a row on
-    one stream: each against float64, then bit for bit the same (the merge order is fixed), and
-    the flags zero after the last (each launch needs them zero; the kernel resets them)."""
-    import torch
-
-    from tlx.examples import attention
-
-    seed, q, k, v, do = _inputs(Z, H, N, 128, "bf16")
-    where = f"bf16 {Z}x{H}x{N}x128 (seed {seed})"
-    ref = _reference(q, k, v, do, False, [(0, 0), (0, H - 1)])
-    first = [x.clone() for x in _forward(q, k, v, False, "split")]
-    plan = attention.plan_forward(q, k, v, False, persistent=True, config=forward_config("split", 128))
-    launch = plan.launches[0]
-    assert launch.constexprs["SPLIT_TAIL"] and launch.grid == (attention.num_sms(q),)
-    for h, r in zip((0, H - 1), ref):
-        _check(f"o[0,{h}]", first[0][0, h], r[0], "bf16", where)
-    for _ in range(20):
-        again = _forward(q, k, v, False, "split")
-        assert all(torch.equal(a, b) for a, b in zip(first, again)), f"{where}: the output moved between runs"
-    flags = launch.args[6]
-    assert int(flags.count_nonzero().item()) == 0, f"{where}: split-tail flags left set"
-
-
 def test_attention_through_torch_autograd(monkeypatch):
     """`attention()` and `.backward()` on CUDA tensors, against the float64 reference (every
     launch the wrapper makes is checked against its Spec first)."""
@@ -223,6 +191,6 @@ def test_attention_through_torch_autograd(monkeypatch):
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 def test_sanitized_attention_config(causal):
     """The configurations tests/gpu/test_sanitizer.py runs under memcheck, racecheck and synccheck:
-    head_dim 128, a sequence that ends mid-block (320 = 2.5 blocks); forward (every kernel; not
-    causal, the split tail too: 48 tiles of 3 K/V blocks over up to 132 CTAs) and backward."""
+    head_dim 128, a sequence that ends mid-block (320 = 2.5 blocks), causal and not; forward
+    (every kernel) and backward."""
     check_attention(1, 16, 320, 128, "fp16", causal)

@@ -9,8 +9,8 @@ small shapes (racecheck is slow):
   tile split over three CTAs)
   (test_examples_gemm_gpu.py's ``test_sanitized_gemm_example``, shapes in
   tests/kernels/gemm_examples.py's ``SANITIZE_RUNS``);
-* ``attention``: the flash-attention forwards (plain, persistent, overlapped, with and without the split
-  tail) and backward at head_dim 128, causal and not, a sequence ending mid-block
+* ``attention``: the flash-attention forwards (plain, persistent, overlapped) and backward at head_dim
+  128, causal and not, a sequence ending mid-block
   (test_examples_attention_gpu.py's sanitized configs);
 * ``acceptance``: one case of each acceptance kernel that moves data through TMA, wgmma and the
   multi-stage TMA GEMM (test_runtime_acceptance.py, the smaller shapes TLX_SANITIZE=1 selects).

@@ -12,7 +12,6 @@ tests/test_examples_attention.py reuse what tests/test_gpu_kernels_compile.py co
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
@@ -32,11 +31,8 @@ BENCH_SEQS = [512, 1024, 2048, 4096, 8192, 16384]
 RAGGED_SHAPES = [(2, 1040)]
 ODD_SHAPES = [(1, 1001)]
 ODD_HEAD_DIMS = [128]
-KINDS = ["forward", "persistent", "overlap", "split", "whole", "backward"]
-#: the overlapped forward's kinds: the default config, and that with and without SPLIT_TAIL
-OVERLAP_KINDS = ("overlap", "split", "whole")
-#: head dims of the overlapped forwards (`ForwardConfig.OVERLAP_TILES`: at 256 its buffers
-#: do not fit)
+KINDS = ["forward", "persistent", "overlap", "backward"]
+#: head dims of the "overlap" forward (`ForwardConfig.OVERLAP_TILES`: at 256 its buffers do not fit)
 OVERLAP_HEAD_DIMS = [64, 128]
 
 
@@ -59,10 +55,7 @@ def plan(kind: str, Z: int, H: int, N: int, D: int, dtype: str, causal: bool) ->
 
 def forward_config(kind: str, head_dim: int) -> attention.ForwardConfig:
     """The forward config of `kind` ("forward", "persistent": FORWARD_CONFIGS; "overlap":
-    OVERLAP_CONFIGS, the config `attention()` and the benchmark run; "split" / "whole": that with /
-    without SPLIT_TAIL, the non-causal tail split over all CTAs, whichever the default is not)."""
-    if kind in ("split", "whole"):
-        return dataclasses.replace(attention.OVERLAP_CONFIGS[head_dim], SPLIT_TAIL=kind == "split")
+    OVERLAP_CONFIGS, the config `attention()` and the benchmark run)."""
     return (attention.OVERLAP_CONFIGS if kind == "overlap" else attention.FORWARD_CONFIGS)[head_dim]
 
 
@@ -98,7 +91,6 @@ def _key(launch: attention.KernelLaunch) -> Tuple:
 CORE = {
     ("attn_fwd_kernel", "fp16", 128, True), ("attn_fwd_persistent_kernel", "bf16", 128, False),
     ("attn_fwd_kernel", "bf16", 256, True), ("attn_fwd_overlap_kernel", "fp16", 128, True),
-    ("attn_fwd_overlap_kernel", "bf16", 128, False),  # with and without the split tail
     ("attn_bwd_dkdv_kernel", "fp16", 128, True),
     ("attn_bwd_dq_kernel", "fp16", 128, True), ("attn_bwd_preprocess_kernel", "fp16", 128, None),
 }
@@ -114,8 +106,7 @@ def _register(kind: str, Z: int, H: int, N: int, D: int, dtype: str, causal: boo
         name = launch.kernel.__name__
         core_id = (name, dtype, D, None if name == "attn_bwd_preprocess_kernel" else causal)
         ints = _int_params(launch)
-        label = (f"attention {name}{' split-tail' if launch.constexprs.get('SPLIT_TAIL') else ''} {dtype} d{D} "
-                 f"{'causal' if causal else 'full'} "
+        label = (f"attention {name} {dtype} d{D} {'causal' if causal else 'full'} "
                  f"{'x'.join(map(str, (Z, H, N)))}")
         s = AttentionSpec(label, launch.kernel, launch.signature(), dict(launch.constexprs), launch.num_warps,
                           {**{n: 16 for n, t in launch.signature().items() if t.startswith("*")},
@@ -129,7 +120,7 @@ for _dtype in DTYPES:
     for _D in HEAD_DIMS:
         for _causal in (False, True):
             for _kind in KINDS:
-                if _kind in OVERLAP_KINDS and _D not in OVERLAP_HEAD_DIMS:
+                if _kind == "overlap" and _D not in OVERLAP_HEAD_DIMS:
                     continue
                 for _N in BENCH_SEQS:
                     _register(_kind, *bench_shape(_N, _D)[:3], _D, _dtype, _causal, True)
