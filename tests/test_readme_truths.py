@@ -257,9 +257,7 @@ def test_the_attention_row_is_the_newest_default_forward():
     for (dtype, causal), r in rows.items():
         today = plan("overlap" if overlap else "forward", *bench_shape(8192, 128)[:3], 128, dtype, causal)
         want = {k: v for k, v in today.launches[0].constexprs.items() if isinstance(v, (bool, int, float, str))}
-        # every constexpr of today's default with the value the run had (the run may name one
-        # since removed: SPLIT_TAIL=False)
-        assert want.items() <= r["constexprs"].items(), (dtype, causal, r["constexprs"], want)
+        assert r["constexprs"] == want, (dtype, causal, r["constexprs"], want)
 
     def four(key: str) -> str:
         v = {k: round(r[key]) for k, r in rows.items()}
