@@ -117,10 +117,12 @@ OVERLAP_CONFIGS: Dict[int, ForwardConfig] = {
     128: ForwardConfig(BLOCK_M=128, BLOCK_N=128, NUM_STAGES=2, OVERLAP_TILES=True, LAZY_FIRST_MASK=True),
 }
 #: Head dims whose default forward (`attention`, `attention_forward`) is the overlapped persistent
-#: kernel: where the H100 sweep measured it above the others at every point (d128: 98-105 % of
-#: cuDNN against the tile-per-CTA kernel's 94-101 %, benchmarks/attention_sweep.py); elsewhere
-#: the tile-per-CTA kernel.
-OVERLAP_BY_DEFAULT = (128,)
+#: kernel, from H100 runs with cuDNN timed in alternation: d128 (98-105 % of cuDNN against the
+#: tile-per-CTA kernel's 94-101 %, benchmarks/attention_sweep.py), d64 (2026-12-07 01:45,
+#: benchmarks/attention.py: above the tile-per-CTA kernel at 22 of 24 points, 90-96 % against
+#: 86-98 % at N >= 2k, 92-94 % against 73-81 % non-causal below); elsewhere (d256) the
+#: tile-per-CTA kernel.
+OVERLAP_BY_DEFAULT = (64, 128)
 
 
 # ---- arrays ---------------------------------------------------------------------------------------
