@@ -5,17 +5,11 @@ the script's docstring)."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchmark_module import load_benchmark
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("bench_attention", os.path.join(ROOT, "benchmarks", "attention.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("attention")
 
 
 def test_grid_is_flashattention3s_and_flops_count_two_matmuls():

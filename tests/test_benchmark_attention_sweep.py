@@ -6,23 +6,17 @@ on the interpreter in tests/test_examples_attention.py; the timing runs on the G
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchmark_module import load_benchmark
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("bench_attention_sweep",
-                                                  os.path.join(ROOT, "benchmarks", "attention_sweep.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("attention_sweep")
 
 
 def test_every_variant_plans_the_forward_it_names():

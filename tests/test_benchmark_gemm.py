@@ -4,18 +4,13 @@ The measuring itself runs on the H200 (see the script's docstring)."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import types
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchmark_module import load_benchmark
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("bench_gemm", os.path.join(ROOT, "benchmarks", "gemm.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("gemm")
 
 
 def test_rotation_keeps_inputs_out_of_l2():
@@ -113,7 +108,6 @@ def test_variants_are_listed_apart_with_their_own_ratio():
     t = b.table(recs)
     assert "variants: pingpong-s4 bf16 8192x8192x8192 720  90% [2e-03]" in t
     assert set(b.VARIANTS) and all(plan in ("persistent", "pingpong", "persistent_cluster") for plan, _ in b.VARIANTS.values())
-
 
 
 def test_every_benchmarked_variant_config_is_correct_on_the_interpreter():

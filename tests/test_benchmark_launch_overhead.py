@@ -4,7 +4,6 @@ and the --cpu-only run end to end. The measuring itself runs on the H100 (the sc
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
@@ -12,16 +11,14 @@ import sys
 
 import pytest
 
+from benchmark_module import load_benchmark
 from tlx.runtime import native_launch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("bench_launch", os.path.join(ROOT, "benchmarks", "launch_overhead.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("launch_overhead")
 
 
 def timed(b, runs):

@@ -4,18 +4,11 @@ timed-out child). The measuring runs on the GPU (see the script's docstring)."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchmark_module import load_benchmark
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("bench_peer_tutorials",
-                                                  os.path.join(ROOT, "benchmarks", "peer_tutorials.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("peer_tutorials")
 
 
 def test_flops_are_the_peers_counts():

@@ -245,14 +245,11 @@ def test_the_attention_row_is_the_newest_default_forward():
     at seq 8k in benchmarks/attention.py's newest results, beside the cuDNN timed in alternation
     with it; the run's constexprs are those today's default plans at that shape (the row is of
     today's config)."""
-    import importlib.util
-
+    from benchmark_module import load_benchmark
     from kernels.attention_examples import bench_shape, plan
     from tlx.examples import attention
 
-    spec = importlib.util.spec_from_file_location("bench_attention", ROOT / "benchmarks" / "attention.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("attention")
 
     doc, date = newest("attention")
     overlap = 128 in attention.OVERLAP_BY_DEFAULT
