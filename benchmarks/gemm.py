@@ -98,6 +98,14 @@ SWEEP = {
         "pingpong-G16": ("pingpong", dict(GROUP_SIZE_M=16)),
         "ws-G16": ("ws", dict(GROUP_SIZE_M=16)),
     },
+    "sweep-next": {  # issue 34's last two points (4096^3, 8192x1024x8192): schedule options
+        "persistent": ("persistent", {}),
+        "persistent-stagger1": ("persistent", dict(STAGGER=1)),  # consumer 1 a k-tile behind consumer 0
+        "persistent-stagger2": ("persistent", dict(STAGGER=2)),
+        "streamk": ("streamk", {}),
+        "streamk-waves": ("streamk", dict(WAVES_FIRST=1)),  # the whole waves before the pieces
+        "streamk-waves-G16": ("streamk", dict(WAVES_FIRST=1, GROUP_SIZE_M=16)),
+    },
     "sweep-cluster": {  # 2-CTA clusters, B multicast, CTA-scope stage hand-offs (GROUP_SIZE_M counts tile pairs)
         "persistent": ("persistent", {}),
         "cluster2": ("persistent_cluster", {}),  # 4 stages, epilogue in 4 chunks (CUTLASS's 2x1 cooperative)

@@ -257,7 +257,10 @@ class GemmConfig:
     `num_warps` is the default partition's (the whole CTA for the pipelined kernel, the producer
     task for the warp-specialized ones); GROUP_SIZE_M is the tile-order grouping. EPI_SPLIT
     (persistent kernel only: 1, 2 or 4) stores each consumer's C rows in that many column
-    chunks through two chunk buffers instead of one whole-tile buffer."""
+    chunks through two chunk buffers instead of one whole-tile buffer. STAGGER (persistent kernel
+    only, two consumers, below NUM_STAGES) starts the second consumer that many k-tiles behind
+    the first, so that their epilogues do not leave the tensor cores idle together. WAVES_FIRST
+    (stream-K kernel only, 0 or 1) runs the whole waves of tiles before the stream-K pieces."""
 
     BM: int = 128
     BN: int = 256
@@ -267,6 +270,8 @@ class GemmConfig:
     NUM_MMA_GROUPS: int = 2
     num_warps: int = 4
     EPI_SPLIT: int = 1
+    STAGGER: int = 0
+    WAVES_FIRST: int = 0
 
     def smem_bytes(self, elem: int = 2, kind: str = "ws") -> int:
         """Shared memory the kernel allocates: the A/B ring, the C staging tile(s) (one per
@@ -279,9 +284,21 @@ class GemmConfig:
 
     def check(self, kind: str) -> None:
         """Reject configs the kernels cannot run (a clear error before any tracing)."""
-        if self.EPI_SPLIT != 1 and kind != "persistent":
-            raise GemmArgumentError(f"EPI_SPLIT={self.EPI_SPLIT} is an option of the persistent kernel only, "
+        if self.EPI_SPLIT != 1 and kind not in ("persistent", "streamk", "persistent_cluster"):
+            raise GemmArgumentError(f"EPI_SPLIT={self.EPI_SPLIT} is an option of the persistent kernels only, "
                                     f"not of {kind}", hint="leave EPI_SPLIT at 1")
+        if self.WAVES_FIRST not in (0, 1) or (self.WAVES_FIRST and kind != "streamk"):
+            raise GemmArgumentError(f"WAVES_FIRST is 0 or 1, an option of the stream-K kernel only; got "
+                                    f"WAVES_FIRST={self.WAVES_FIRST} for {kind}", hint="leave WAVES_FIRST at 0")
+        if self.STAGGER:
+            if kind != "persistent" or self.NUM_MMA_GROUPS != 2:
+                raise GemmArgumentError(f"STAGGER={self.STAGGER} is an option of the persistent kernel with two consumer "
+                                        f"warpgroups, not of {kind} with NUM_MMA_GROUPS={self.NUM_MMA_GROUPS}",
+                                        hint="leave STAGGER at 0")
+            if not 0 < self.STAGGER < self.NUM_STAGES:
+                raise GemmArgumentError(f"STAGGER must be 0 or between 1 and NUM_STAGES - 1 (the ring holds the lag "
+                                        f"between the consumers), got STAGGER={self.STAGGER} with "
+                                        f"NUM_STAGES={self.NUM_STAGES}")
         if self.EPI_SPLIT not in (1, 2, 4) or self.BN % (64 * self.EPI_SPLIT):
             raise GemmArgumentError(f"EPI_SPLIT must be 1, 2 or 4 and leave chunks of whole 64-column TMA boxes; "
                                     f"got EPI_SPLIT={self.EPI_SPLIT} with BN={self.BN}")
@@ -290,7 +307,7 @@ class GemmConfig:
                                f"an sm_90 CTA has {SM90_SMEM_BYTES}", hint="use fewer stages or smaller tiles")
         if self.NUM_STAGES < 2:
             raise GemmArgumentError(f"{kind} config needs NUM_STAGES >= 2, got {self.NUM_STAGES}")
-        if kind in ("ws", "persistent") and self.BM % (64 * self.NUM_MMA_GROUPS):
+        if kind in ("ws", "persistent", "streamk", "persistent_cluster") and self.BM % (64 * self.NUM_MMA_GROUPS):
             raise GemmArgumentError(f"BM={self.BM} must give each of the {self.NUM_MMA_GROUPS} consumer warpgroups a "
                                f"multiple of 64 rows")
 
@@ -371,6 +388,8 @@ def plan_persistent(a: Any, b: Any, config: Optional[GemmConfig] = None, out: An
     programs = min(n_sms, tiles)
     consts = dict(BM=cfg.BM, BN=cfg.BN, BK=cfg.BK, GROUP_SIZE_M=cfg.GROUP_SIZE_M, NUM_STAGES=cfg.NUM_STAGES,
                   NUM_MMA_GROUPS=cfg.NUM_MMA_GROUPS, NUM_SMS=programs, EPI_SPLIT=cfg.EPI_SPLIT)
+    if cfg.STAGGER and tlx.cdiv(K, cfg.BK) > cfg.STAGGER:  # a tile of fewer k-tiles runs unstaggered
+        consts["STAGGER"] = cfg.STAGGER
     return make_launch(matmul_persistent_kernel, (programs,), _ws_descriptors(a, b, c, cfg), M, N, K, consts,
                        cfg.num_warps, c, dt)
 
@@ -426,12 +445,14 @@ def plan_streamk(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any =
     if cfg.EPI_SPLIT == 1:
         raise GemmArgumentError("the stream-K kernel adds partial sums a column chunk at a time: EPI_SPLIT must be "
                                 "2 or 4", hint="use EPI_SPLIT=4 (the default) or 2")
-    M, N, K, dt, c = _prepare(a, b, out, cfg, "persistent")
+    M, N, K, dt, c = _prepare(a, b, out, cfg, "streamk")
     work = tlx.cdiv(M, cfg.BM) * tlx.cdiv(N, cfg.BN) * tlx.cdiv(K, cfg.BK)
     programs = min(int(sms) if sms is not None else num_sms(a), work)
     ws, flags = streamk_scratch(a, programs, cfg, stream)
     consts = dict(BM=cfg.BM, BN=cfg.BN, BK=cfg.BK, GROUP_SIZE_M=cfg.GROUP_SIZE_M, NUM_STAGES=cfg.NUM_STAGES,
                   NUM_MMA_GROUPS=cfg.NUM_MMA_GROUPS, NUM_SMS=programs, EPI_SPLIT=cfg.EPI_SPLIT)
+    if cfg.WAVES_FIRST:
+        consts["WAVES_FIRST"] = 1
     launch = make_launch(matmul_streamk_kernel, (programs,), _ws_descriptors(a, b, c, cfg), M, N, K, consts,
                          cfg.num_warps, c, dt)
     launch.args[3:3] = [ws, flags]
@@ -463,7 +484,7 @@ def plan_persistent_cluster(a: Any, b: Any, config: Optional[GemmConfig] = None,
     from .gemm_kernels import matmul_persistent_cluster_kernel
 
     cfg = config or H200_PERSISTENT_CLUSTER
-    M, N, K, dt, c = _prepare(a, b, out, cfg, "persistent")
+    M, N, K, dt, c = _prepare(a, b, out, cfg, "persistent_cluster")
     blocks = tlx.cdiv(M, 2 * cfg.BM) * tlx.cdiv(N, cfg.BN)
     n_sms = int(sms) if sms is not None else num_sms(a)
     programs = 2 * max(1, min(n_sms // 2, blocks))

@@ -164,3 +164,37 @@ def test_persistent_sub_tiled_epilogue_with_four_stages_on_gpu(M, N, K, dtype):
     _check("persistent-s4e4", M, N, K, dtype, seed, outs[0], ref)
     diff = int((outs[1].view(torch.int16) != outs[0].view(torch.int16)).sum().item())
     assert diff == 0, f"persistent-s4e4 run 2 differs from run 1 in {diff} elements (seed {seed})"
+
+
+# the schedule options of the persistent kernels under measurement (docs/performance.md): the
+# second consumer staggered 1 or 2 k-tiles behind the first; stream-K with the whole waves first
+SCHEDULE_OPTIONS = [("persistent", {"STAGGER": 1}), ("persistent", {"STAGGER": 2}),
+                    ("streamk", {"WAVES_FIRST": 1})]
+
+
+@pytest.mark.parametrize("kind,changes", SCHEDULE_OPTIONS, ids=lambda v: str(v) if not isinstance(v, dict) else
+                         ",".join(f"{k}={x}" for k, x in v.items()))
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M,N,K", [(4096, 4096, 4096), (8192, 1024, 8192)] + RAGGED_SHAPES, ids=lambda v: str(v))
+def test_schedule_options_on_gpu(kind, changes, M, N, K, dtype):
+    """Each schedule option correct at the two shapes it is for and at ragged ones (K = 40: a
+    single k-tile, where a stagger is not applied), and the same bits on a second run."""
+    import dataclasses
+
+    import torch
+
+    from tlx.examples import gemm
+
+    seed, a, b, ref = _inputs(M, N, K, dtype)
+    base = {"persistent": gemm.H200_PERSISTENT, "streamk": gemm.H200_STREAMK}[kind]
+    cfg = dataclasses.replace(base, **changes)
+    name = f"{kind} {changes}"
+    outs = []
+    for _ in range(2):
+        c = torch.full((M, N), float("nan"), device="cuda", dtype=a.dtype)
+        gemm.ALL_PLANS[kind](a, b, cfg, out=c).run()
+        torch.cuda.synchronize()
+        outs.append(c)
+    _check(name, M, N, K, dtype, seed, outs[0], ref)
+    diff = int((outs[1].view(torch.int16) != outs[0].view(torch.int16)).sum().item())
+    assert diff == 0, f"{name} run 2 differs from run 1 in {diff} elements (seed {seed})"
