@@ -106,6 +106,14 @@ SWEEP = {
         "streamk-waves": ("streamk", dict(WAVES_FIRST=1)),  # the whole waves before the pieces
         "streamk-waves-G16": ("streamk", dict(WAVES_FIRST=1, GROUP_SIZE_M=16)),
     },
+    "sweep-even": {  # the fewest CTAs for the same number of waves (128 at all 8 points), with and without STAGGER
+        "persistent": ("persistent", {}),
+        "persistent-even": ("persistent", dict(EVEN_WAVES=True)),
+        "persistent-stagger2": ("persistent", dict(STAGGER=2)),
+        "persistent-even-stagger2": ("persistent", dict(EVEN_WAVES=True, STAGGER=2)),
+        "persistent-even-stagger1": ("persistent", dict(EVEN_WAVES=True, STAGGER=1)),
+        "persistent-even-G16": ("persistent", dict(EVEN_WAVES=True, GROUP_SIZE_M=16)),
+    },
     "sweep-cluster": {  # 2-CTA clusters, B multicast, CTA-scope stage hand-offs (GROUP_SIZE_M counts tile pairs)
         "persistent": ("persistent", {}),
         "cluster2": ("persistent_cluster", {}),  # 4 stages, epilogue in 4 chunks (CUTLASS's 2x1 cooperative)

@@ -260,7 +260,9 @@ class GemmConfig:
     chunks through two chunk buffers instead of one whole-tile buffer. STAGGER (persistent kernel
     only, two consumers, below NUM_STAGES) starts the second consumer that many k-tiles behind
     the first, so that their epilogues do not leave the tensor cores idle together. WAVES_FIRST
-    (stream-K kernel only, 0 or 1) runs the whole waves of tiles before the stream-K pieces."""
+    (stream-K kernel only, 0 or 1) runs the whole waves of tiles before the stream-K pieces.
+    EVEN_WAVES (persistent kernel only) launches the fewest CTAs that still finish in the same
+    number of waves, so that every CTA takes as many tiles as the busiest (`persistent_programs`)."""
 
     BM: int = 128
     BN: int = 256
@@ -272,6 +274,7 @@ class GemmConfig:
     EPI_SPLIT: int = 1
     STAGGER: int = 0
     WAVES_FIRST: int = 0
+    EVEN_WAVES: bool = False
 
     def smem_bytes(self, elem: int = 2, kind: str = "ws") -> int:
         """Shared memory the kernel allocates: the A/B ring, the C staging tile(s) (one per
@@ -290,6 +293,9 @@ class GemmConfig:
         if self.WAVES_FIRST not in (0, 1) or (self.WAVES_FIRST and kind != "streamk"):
             raise GemmArgumentError(f"WAVES_FIRST is 0 or 1, an option of the stream-K kernel only; got "
                                     f"WAVES_FIRST={self.WAVES_FIRST} for {kind}", hint="leave WAVES_FIRST at 0")
+        if self.EVEN_WAVES and kind != "persistent":
+            raise GemmArgumentError(f"EVEN_WAVES is an option of the persistent kernel only, not of {kind}",
+                                    hint="leave EVEN_WAVES at False")
         if self.STAGGER:
             if kind != "persistent" or self.NUM_MMA_GROUPS != 2:
                 raise GemmArgumentError(f"STAGGER={self.STAGGER} is an option of the persistent kernel with two consumer "
@@ -375,6 +381,17 @@ def plan_ws(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any = None
     return make_launch(matmul_ws_kernel, grid, _ws_descriptors(a, b, c, cfg), M, N, K, consts, cfg.num_warps, c, dt)
 
 
+def persistent_programs(tiles: int, sms: int, even_waves: bool = False) -> int:
+    """CTAs of a persistent launch over `tiles` tiles on `sms` SMs: one per SM, at most one per
+    tile; with `even_waves`, the fewest that still finish in the same number of waves
+    (ceil(tiles / waves)), so that no CTA idles through part of the last wave — e.g. 512 tiles on
+    132 SMs take 4 waves either way, on 128 CTAs of 4 tiles each instead of 116 of 4 and 16 of 3."""
+    programs = min(sms, tiles)
+    if even_waves:
+        programs = -(-tiles // -(-tiles // programs))
+    return programs
+
+
 def plan_persistent(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any = None,
                     sms: Optional[int] = None) -> GemmLaunch:
     """A launch of `matmul_persistent_kernel`: min(SMs, tiles) CTAs walking the tiles in the
@@ -384,8 +401,7 @@ def plan_persistent(a: Any, b: Any, config: Optional[GemmConfig] = None, out: An
     cfg = config or H200_PERSISTENT
     M, N, K, dt, c = _prepare(a, b, out, cfg, "persistent")
     tiles = tlx.cdiv(M, cfg.BM) * tlx.cdiv(N, cfg.BN)
-    n_sms = int(sms) if sms is not None else num_sms(a)
-    programs = min(n_sms, tiles)
+    programs = persistent_programs(tiles, int(sms) if sms is not None else num_sms(a), cfg.EVEN_WAVES)
     consts = dict(BM=cfg.BM, BN=cfg.BN, BK=cfg.BK, GROUP_SIZE_M=cfg.GROUP_SIZE_M, NUM_STAGES=cfg.NUM_STAGES,
                   NUM_MMA_GROUPS=cfg.NUM_MMA_GROUPS, NUM_SMS=programs, EPI_SPLIT=cfg.EPI_SPLIT)
     if cfg.STAGGER and tlx.cdiv(K, cfg.BK) > cfg.STAGGER:  # a tile of fewer k-tiles runs unstaggered

@@ -231,6 +231,26 @@ def test_stagger_is_dropped_for_tiles_of_too_few_k_tiles_and_is_in_the_ptx_other
     assert not hand_off.search(plain)
 
 
+def test_even_waves_launches_the_fewest_ctas_for_the_same_waves():
+    """EVEN_WAVES: as many waves as one CTA per SM needs, on the fewest CTAs that take them, each
+    CTA as many tiles as the busiest; correct on the interpreter with the staggered consumers."""
+    assert [gemm.persistent_programs(t, 132, True) for t in (512, 2048, 256, 132, 133, 200, 90, 1)] == \
+        [128, 128, 128, 132, 67, 100, 90, 1]
+    assert [gemm.persistent_programs(t, 132) for t in (512, 200, 90)] == [132, 132, 90]
+    for tiles in range(1, 700):
+        even = gemm.persistent_programs(tiles, 132, True)
+        waves = -(-tiles // min(tiles, 132))
+        assert -(-tiles // even) == waves and (even == 1 or -(-tiles // (even - 1)) > waves), tiles
+    a, b, av, bv = operands(520, 392, 200, "bf16")  # 10 tiles of 128x128 on 4 SMs: 3 waves on 4 CTAs
+    cfg = config_for("persistent", {"BN": 128, "NUM_STAGES": 3, "EVEN_WAVES": True, "STAGGER": 2})
+    plan = gemm.plan_persistent(a, b, cfg, out=poisoned_out(520, 392, "bf16"), sms=4)
+    assert plan.grid == (4,) and plan.constexprs["NUM_SMS"] == 4
+    plan = gemm.plan_persistent(a, b, cfg, out=poisoned_out(520, 392, "bf16"), sms=6)  # 2 waves: 5 CTAs, not 6
+    assert plan.grid == (5,) and plan.constexprs["NUM_SMS"] == 5
+    assert plan.interpret() == []
+    check_product(values(plan.out, "bf16"), av @ bv)
+
+
 @pytest.mark.parametrize("M,N,K,dtype,overrides,ctas", [
     (384, 520, 200, "bf16", {"BN": 128, "NUM_STAGES": 2, "EPI_SPLIT": 2}, 4),
     (640, 520, 328, "fp16", {}, 7),
@@ -358,6 +378,8 @@ def test_wrappers_reject_bad_operands_clearly():
         gemm.plan_persistent_cluster(a, a, GemmConfig(STAGGER=1, EPI_SPLIT=4, NUM_STAGES=4))
     with pytest.raises(tlx.TLXError, match="STAGGER must be 0 or between 1 and NUM_STAGES - 1"):
         gemm.plan_persistent(a, a, GemmConfig(STAGGER=4, NUM_STAGES=4, EPI_SPLIT=4))
+    with pytest.raises(tlx.TLXError, match="EVEN_WAVES is an option of the persistent kernel only"):
+        gemm.plan_pingpong(a, a, GemmConfig(EVEN_WAVES=True, BN=128, NUM_STAGES=4))
     with pytest.raises(tlx.TLXError, match="WAVES_FIRST is 0 or 1, an option of the stream-K kernel only"):
         gemm.plan_persistent(a, a, GemmConfig(WAVES_FIRST=1))
     with pytest.raises(tlx.TLXError, match="WAVES_FIRST is 0 or 1"):

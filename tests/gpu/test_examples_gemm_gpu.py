@@ -169,15 +169,15 @@ def test_persistent_sub_tiled_epilogue_with_four_stages_on_gpu(M, N, K, dtype):
 # the schedule options of the persistent kernels under measurement (docs/performance.md): the
 # second consumer staggered 1 or 2 k-tiles behind the first; stream-K with the whole waves first
 SCHEDULE_OPTIONS = [("persistent", {"STAGGER": 1}), ("persistent", {"STAGGER": 2}),
-                    ("streamk", {"WAVES_FIRST": 1})]
+                    ("persistent", {"EVEN_WAVES": True, "STAGGER": 2}), ("streamk", {"WAVES_FIRST": 1})]
 
 
 @pytest.mark.parametrize("kind,changes", SCHEDULE_OPTIONS, ids=lambda v: str(v) if not isinstance(v, dict) else
                          ",".join(f"{k}={x}" for k, x in v.items()))
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("M,N,K", [(4096, 4096, 4096), (8192, 1024, 8192)] + RAGGED_SHAPES, ids=lambda v: str(v))
+@pytest.mark.parametrize("M,N,K", BENCH_SHAPES + RAGGED_SHAPES, ids=lambda v: str(v))
 def test_schedule_options_on_gpu(kind, changes, M, N, K, dtype):
-    """Each schedule option correct at the two shapes it is for and at ragged ones (K = 40: a
+    """Each schedule option correct at the benchmarked shapes and at ragged ones (K = 40: a
     single k-tile, where a stagger is not applied), and the same bits on a second run."""
     import dataclasses
 
