@@ -98,21 +98,11 @@ SWEEP = {
         "pingpong-G16": ("pingpong", dict(GROUP_SIZE_M=16)),
         "ws-G16": ("ws", dict(GROUP_SIZE_M=16)),
     },
-    "sweep-next": {  # issue 34's last two points (4096^3, 8192x1024x8192): schedule options
-        "persistent": ("persistent", {}),
-        "persistent-stagger1": ("persistent", dict(STAGGER=1)),  # consumer 1 a k-tile behind consumer 0
-        "persistent-stagger2": ("persistent", dict(STAGGER=2)),
-        "streamk": ("streamk", {}),
-        "streamk-waves": ("streamk", dict(WAVES_FIRST=1)),  # the whole waves before the pieces
-        "streamk-waves-G16": ("streamk", dict(WAVES_FIRST=1, GROUP_SIZE_M=16)),
-    },
-    "sweep-even": {  # the fewest CTAs for the same number of waves (128 at all 8 points), with and without STAGGER
-        "persistent": ("persistent", {}),
-        "persistent-even": ("persistent", dict(EVEN_WAVES=True)),
-        "persistent-stagger2": ("persistent", dict(STAGGER=2)),
-        "persistent-even-stagger2": ("persistent", dict(EVEN_WAVES=True, STAGGER=2)),
-        "persistent-even-stagger1": ("persistent", dict(EVEN_WAVES=True, STAGGER=1)),
-        "persistent-even-G16": ("persistent", dict(EVEN_WAVES=True, GROUP_SIZE_M=16)),
+    "sweep-even": {  # how many CTAs: the fewest for the waves (128 at every point here) against one per SM
+        "persistent": ("persistent", {}),  # EVEN_WAVES, the default since 2026-12-07 04:45
+        "persistent-all-sms": ("persistent", dict(EVEN_WAVES=False)),  # one CTA per SM: the default before
+        "persistent-G16": ("persistent", dict(GROUP_SIZE_M=16)),
+        "persistent-all-sms-G16": ("persistent", dict(EVEN_WAVES=False, GROUP_SIZE_M=16)),
     },
     "sweep-cluster": {  # 2-CTA clusters, B multicast, CTA-scope stage hand-offs (GROUP_SIZE_M counts tile pairs)
         "persistent": ("persistent", {}),

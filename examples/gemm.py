@@ -257,11 +257,7 @@ class GemmConfig:
     `num_warps` is the default partition's (the whole CTA for the pipelined kernel, the producer
     task for the warp-specialized ones); GROUP_SIZE_M is the tile-order grouping. EPI_SPLIT
     (persistent kernel only: 1, 2 or 4) stores each consumer's C rows in that many column
-    chunks through two chunk buffers instead of one whole-tile buffer. STAGGER (persistent kernel
-    only, two consumers, below NUM_STAGES) starts the second consumer that many k-tiles behind
-    the first, so that their epilogues do not leave the tensor cores idle together. WAVES_FIRST
-    (stream-K kernel only, 0 or 1) runs the whole waves of tiles before the stream-K pieces.
-    EVEN_WAVES (persistent kernel only) launches the fewest CTAs that still finish in the same
+    chunks through two chunk buffers instead of one whole-tile buffer. EVEN_WAVES (persistent kernel only) launches the fewest CTAs that still finish in the same
     number of waves, so that every CTA takes as many tiles as the busiest (`persistent_programs`)."""
 
     BM: int = 128
@@ -272,8 +268,6 @@ class GemmConfig:
     NUM_MMA_GROUPS: int = 2
     num_warps: int = 4
     EPI_SPLIT: int = 1
-    STAGGER: int = 0
-    WAVES_FIRST: int = 0
     EVEN_WAVES: bool = False
 
     def smem_bytes(self, elem: int = 2, kind: str = "ws") -> int:
@@ -290,21 +284,9 @@ class GemmConfig:
         if self.EPI_SPLIT != 1 and kind not in ("persistent", "streamk", "persistent_cluster"):
             raise GemmArgumentError(f"EPI_SPLIT={self.EPI_SPLIT} is an option of the persistent kernels only, "
                                     f"not of {kind}", hint="leave EPI_SPLIT at 1")
-        if self.WAVES_FIRST not in (0, 1) or (self.WAVES_FIRST and kind != "streamk"):
-            raise GemmArgumentError(f"WAVES_FIRST is 0 or 1, an option of the stream-K kernel only; got "
-                                    f"WAVES_FIRST={self.WAVES_FIRST} for {kind}", hint="leave WAVES_FIRST at 0")
         if self.EVEN_WAVES and kind != "persistent":
             raise GemmArgumentError(f"EVEN_WAVES is an option of the persistent kernel only, not of {kind}",
                                     hint="leave EVEN_WAVES at False")
-        if self.STAGGER:
-            if kind != "persistent" or self.NUM_MMA_GROUPS != 2:
-                raise GemmArgumentError(f"STAGGER={self.STAGGER} is an option of the persistent kernel with two consumer "
-                                        f"warpgroups, not of {kind} with NUM_MMA_GROUPS={self.NUM_MMA_GROUPS}",
-                                        hint="leave STAGGER at 0")
-            if not 0 < self.STAGGER < self.NUM_STAGES:
-                raise GemmArgumentError(f"STAGGER must be 0 or between 1 and NUM_STAGES - 1 (the ring holds the lag "
-                                        f"between the consumers), got STAGGER={self.STAGGER} with "
-                                        f"NUM_STAGES={self.NUM_STAGES}")
         if self.EPI_SPLIT not in (1, 2, 4) or self.BN % (64 * self.EPI_SPLIT):
             raise GemmArgumentError(f"EPI_SPLIT must be 1, 2 or 4 and leave chunks of whole 64-column TMA boxes; "
                                     f"got EPI_SPLIT={self.EPI_SPLIT} with BN={self.BN}")
@@ -324,10 +306,11 @@ H200_PIPELINED = GemmConfig(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=3,
 #: Warp-specialized: the same tile, a 4-warp TMA producer and two 64x256 consumer warpgroups
 #: (232 registers each: the 128 accumulator registers and room to convert the epilogue).
 H200_WS = GemmConfig(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=3, NUM_MMA_GROUPS=2, num_warps=4)
-#: Persistent cooperative: as H200_WS, one CTA per SM, with CUTLASS's 4-stage ring and the
-#: epilogue in 4 column chunks through two 8 KiB buffers per consumer (4 x 48 + 32 KiB).
+#: Persistent cooperative: as H200_WS, with CUTLASS's 4-stage ring and the epilogue in 4 column
+#: chunks through two 8 KiB buffers per consumer (4 x 48 + 32 KiB); at most one CTA per SM, the
+#: fewest that finish in the same number of waves (EVEN_WAVES: 128 at gemm.py's 8 points).
 H200_PERSISTENT = GemmConfig(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=4, NUM_MMA_GROUPS=2, num_warps=4,
-                             EPI_SPLIT=4)
+                             EPI_SPLIT=4, EVEN_WAVES=True)
 #: Persistent on 2-CTA clusters (B multicast): CUTLASS's 2x1 cooperative 128x256x64 — 4 stages
 #: (4 x 48 KiB) and the epilogue in 4 column chunks through two 8 KiB buffers per consumer.
 #: GROUP_SIZE_M counts blocks of two tile rows.
@@ -394,8 +377,9 @@ def persistent_programs(tiles: int, sms: int, even_waves: bool = False) -> int:
 
 def plan_persistent(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any = None,
                     sms: Optional[int] = None) -> GemmLaunch:
-    """A launch of `matmul_persistent_kernel`: min(SMs, tiles) CTAs walking the tiles in the
-    grouped order (`sms` overrides the GPU's SM count, e.g. to test several tiles per CTA)."""
+    """A launch of `matmul_persistent_kernel`: `persistent_programs` CTAs (at most one per SM and
+    per tile) walking the tiles in the grouped order (`sms` overrides the GPU's SM count, e.g. to
+    test several tiles per CTA)."""
     from .gemm_kernels import matmul_persistent_kernel
 
     cfg = config or H200_PERSISTENT
@@ -404,8 +388,6 @@ def plan_persistent(a: Any, b: Any, config: Optional[GemmConfig] = None, out: An
     programs = persistent_programs(tiles, int(sms) if sms is not None else num_sms(a), cfg.EVEN_WAVES)
     consts = dict(BM=cfg.BM, BN=cfg.BN, BK=cfg.BK, GROUP_SIZE_M=cfg.GROUP_SIZE_M, NUM_STAGES=cfg.NUM_STAGES,
                   NUM_MMA_GROUPS=cfg.NUM_MMA_GROUPS, NUM_SMS=programs, EPI_SPLIT=cfg.EPI_SPLIT)
-    if cfg.STAGGER and tlx.cdiv(K, cfg.BK) > cfg.STAGGER:  # a tile of fewer k-tiles runs unstaggered
-        consts["STAGGER"] = cfg.STAGGER
     return make_launch(matmul_persistent_kernel, (programs,), _ws_descriptors(a, b, c, cfg), M, N, K, consts,
                        cfg.num_warps, c, dt)
 
@@ -467,8 +449,6 @@ def plan_streamk(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any =
     ws, flags = streamk_scratch(a, programs, cfg, stream)
     consts = dict(BM=cfg.BM, BN=cfg.BN, BK=cfg.BK, GROUP_SIZE_M=cfg.GROUP_SIZE_M, NUM_STAGES=cfg.NUM_STAGES,
                   NUM_MMA_GROUPS=cfg.NUM_MMA_GROUPS, NUM_SMS=programs, EPI_SPLIT=cfg.EPI_SPLIT)
-    if cfg.WAVES_FIRST:
-        consts["WAVES_FIRST"] = 1
     launch = make_launch(matmul_streamk_kernel, (programs,), _ws_descriptors(a, b, c, cfg), M, N, K, consts,
                          cfg.num_warps, c, dt)
     launch.args[3:3] = [ws, flags]
@@ -537,7 +517,7 @@ def matmul_ws(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any = No
 
 
 def matmul_persistent(a: Any, b: Any, config: Optional[GemmConfig] = None, out: Any = None, stream: Any = None) -> Any:
-    """c = a @ b with the persistent cooperative warp-specialized kernel (one CTA per SM)."""
+    """c = a @ b with the persistent cooperative warp-specialized kernel (at most one CTA per SM)."""
     return plan_persistent(a, b, config, out).run(stream)
 
 

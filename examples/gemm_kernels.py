@@ -31,10 +31,6 @@ import tlx
 import tlx.language as tl
 
 
-#: the named barrier on which a staggered persistent kernel's consumer 0 lets consumer 1 start
-STAGGER_BARRIER = 14
-
-
 @tlx.jit
 def grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_SIZE_M: tl.constexpr):
     """(pid_m, pid_n) of tile `tile_id` in the grouped order: tiles are numbered down a column
@@ -119,15 +115,14 @@ def release_stage(empty, slot, partner):
 
 @tlx.jit
 def consume_tile(a_smem, b_smem, full, empty, count, k_tiles, cid: tl.constexpr, NUM_STAGES: tl.constexpr,
-                 NUM_MMA_GROUPS: tl.constexpr, partner=None, acc=None):
-    """A cooperative consumer's K loop over `k_tiles` k-tiles (at least one) whose first sits at
-    ring position `count`: wait full, wgmma on its A rows and the whole B tile, release each
-    stage as soon as the wgmma after it is issued and the one reading it is done
-    (`release_stage`); returns the finished accumulator and the ring position after them. The
-    sum starts from `acc` when given (a tile consumed in two runs), else from zero."""
+                 NUM_MMA_GROUPS: tl.constexpr, partner=None):
+    """A cooperative consumer's K loop over one tile whose first k-tile sits at ring position
+    `count`: wait full, wgmma on its A rows and the whole B tile, release each stage as soon as
+    the wgmma after it is issued and the one reading it is done (`release_stage`); returns the
+    finished accumulator and the ring position after the tile."""
     slot = count % NUM_STAGES
-    tlx.barrier_wait(full[slot], (count // NUM_STAGES) & 1)  # the first k-tile, peeled
-    acc = tlx.async_dot(a_smem[slot * NUM_MMA_GROUPS + cid], b_smem[slot], acc)
+    tlx.barrier_wait(full[slot], (count // NUM_STAGES) & 1)  # k-tile 0, peeled
+    acc = tlx.async_dot(a_smem[slot * NUM_MMA_GROUPS + cid], b_smem[slot])
     for kt in range(1, k_tiles):
         slot = (count + kt) % NUM_STAGES
         tlx.barrier_wait(full[slot], ((count + kt) // NUM_STAGES) & 1)
@@ -301,7 +296,7 @@ def matmul_ws_kernel(a_desc, b_desc, c_desc, M, N, K,
 def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
                              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
                              NUM_STAGES: tl.constexpr, NUM_MMA_GROUPS: tl.constexpr, NUM_SMS: tl.constexpr,
-                             EPI_SPLIT: tl.constexpr = 1, STAGGER: tl.constexpr = 0):
+                             EPI_SPLIT: tl.constexpr = 1):
     """The warp-specialized GEMM made persistent and cooperative: NUM_SMS CTAs (one per SM);
     CTA p computes tiles p, p + NUM_SMS, ... in the grouped order, its consumers splitting each
     tile along M. The mbarrier ring runs on across tiles (a running k-tile count gives slot and
@@ -312,15 +307,7 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
     EPI_SPLIT column chunks through two BM_SPLIT x (BN / EPI_SPLIT) buffers in turn (c_desc's
     block is one chunk), so a chunk's conversion overlaps the TMA store of the one before, and
     at EPI_SPLIT = 4 the C staging takes a quarter of the shared memory a whole tile does —
-    room for a fourth 128x256x64 stage (CUTLASS's 4-stage ring with a sub-tiled epilogue).
-
-    STAGGER > 0 (two consumers; fewer than K / BK k-tiles and fewer than NUM_STAGES) starts
-    consumer 1 that many k-tiles behind consumer 0: consumer 0 consumes the first STAGGER
-    k-tiles of its first tile, then lets consumer 1 start (named barrier STAGGER_BARRIER). Both
-    then run at the tensor cores' shared pace, so the lag stays, and at every tile's end one
-    consumer's epilogue runs while the other still issues wgmmas (the ring holds the lag: a
-    stage is refilled once the later consumer released it). Every CTA needs a tile
-    (NUM_SMS <= the tile count, as `plan_persistent` launches it)."""
+    room for a fourth 128x256x64 stage (CUTLASS's 4-stage ring with a sub-tiled epilogue)."""
     BM_SPLIT: tl.constexpr = BM // NUM_MMA_GROUPS
     a_smem = tlx.local_alloc((BM_SPLIT, BK), tlx.dtype_of(a_desc), NUM_STAGES * NUM_MMA_GROUPS)
     b_smem = tlx.local_alloc((BK, BN), tlx.dtype_of(b_desc), NUM_STAGES)
@@ -348,22 +335,9 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
             num_pid_n = tl.cdiv(N, BN)
             k_tiles = tl.cdiv(K, BK)
             count = 0  # k-tiles consumed so far (the producer's count, one tile behind at most)
-            first_tile = tl.program_id(0)
-            if STAGGER > 0:
-                if cid == 0:  # the first tile in two runs, consumer 1 let go in between
-                    pid_m, pid_n = grouped_tile(first_tile, num_pid_m, num_pid_n, GROUP_SIZE_M)
-                    acc, count = consume_tile(a_smem, b_smem, full, empty, count, STAGGER, cid, NUM_STAGES,
-                                              NUM_MMA_GROUPS)
-                    tlx.named_barrier_arrive(STAGGER_BARRIER, 2 * 128)
-                    acc, count = consume_tile(a_smem, b_smem, full, empty, count, k_tiles - STAGGER, cid, NUM_STAGES,
-                                              NUM_MMA_GROUPS, acc=acc)
-                    store_c_tile(c_desc, c_smem, cid, acc, pid_m * BM, pid_n * BN, BM_SPLIT, BN, EPI_SPLIT)
-                    first_tile += NUM_SMS
-                else:
-                    tlx.named_barrier_wait(STAGGER_BARRIER, 2 * 128)  # consumer 0 is STAGGER k-tiles in
-            consume_whole_tiles(a_smem, b_smem, full, empty, c_desc, c_smem, count, first_tile, num_pid_m * num_pid_n,
-                                num_pid_m, num_pid_n, k_tiles, cid, BM, BN, GROUP_SIZE_M, NUM_STAGES, NUM_MMA_GROUPS,
-                                NUM_SMS, EPI_SPLIT)
+            consume_whole_tiles(a_smem, b_smem, full, empty, c_desc, c_smem, count, tl.program_id(0),
+                                num_pid_m * num_pid_n, num_pid_m, num_pid_n, k_tiles, cid, BM, BN, GROUP_SIZE_M,
+                                NUM_STAGES, NUM_MMA_GROUPS, NUM_SMS, EPI_SPLIT)
             tlx.async_descriptor_store_wait(0)  # the CTA's shared memory must outlive the last store
 
 
@@ -418,7 +392,7 @@ def await_partial(flag):
 def matmul_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flag_ptr, M, N, K,
                           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
                           NUM_STAGES: tl.constexpr, NUM_MMA_GROUPS: tl.constexpr, NUM_SMS: tl.constexpr,
-                          EPI_SPLIT: tl.constexpr = 4, WAVES_FIRST: tl.constexpr = 0):
+                          EPI_SPLIT: tl.constexpr = 4):
     """The persistent cooperative GEMM with a stream-K tail (hybrid data-parallel + stream-K):
     the tiles that fill whole waves of NUM_SMS CTAs run as in `matmul_persistent_kernel`; the
     k-iterations of the last, partial wave's tiles are split evenly over all CTAs, so no SM idles
@@ -433,10 +407,10 @@ def matmul_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flag_ptr, M, N, K,
     the next launch) and stores the tile, adding the partial sums a column chunk at a time as it
     stores them (the sub-tiled epilogue, EPI_SPLIT 2 or 4: a whole 64 x 256 fp32 partial would
     want 128 more registers than a consumer has). Every CTA publishes before it waits and waits only for
-    lower CTAs, so all CTAs resident at once (one per SM) never deadlock; the stream-K pieces
-    come first, the whole tiles after them (WAVES_FIRST = 1: the whole tiles first, so that the
-    CTAs walk them in step, as the persistent kernel does). The flags must be zero at launch (the host keeps
-    them zeroed) and the workspace holds NUM_SMS x BM x BN fp32."""
+    lower CTAs, so all CTAs resident at once (one per SM) never deadlock. The whole tiles come
+    first, walked in step by all CTAs as in the persistent kernel, the stream-K pieces after them
+    (pieces first measured 1.7-8.8 points slower: docs/performance.md). The flags must be zero at
+    launch (the host keeps them zeroed) and the workspace holds NUM_SMS x BM x BN fp32."""
     BM_SPLIT: tl.constexpr = BM // NUM_MMA_GROUPS
     a_smem = tlx.local_alloc((BM_SPLIT, BK), tlx.dtype_of(a_desc), NUM_STAGES * NUM_MMA_GROUPS)
     b_smem = tlx.local_alloc((BK, BN), tlx.dtype_of(b_desc), NUM_STAGES)
@@ -455,10 +429,9 @@ def matmul_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flag_ptr, M, N, K,
             pid = tl.program_id(0)
             sk_start, sk_end = streamk_range(pid, (tiles - dp_tiles) * k_tiles, NUM_SMS)
             count = 0
-            if WAVES_FIRST:
-                count = produce_whole_tiles(a_desc, b_desc, a_smem, b_smem, full, empty, count, pid, dp_tiles,
-                                            num_pid_m, num_pid_n, k_tiles, BM, BN, BK, GROUP_SIZE_M, NUM_STAGES,
-                                            NUM_MMA_GROUPS, NUM_SMS, STAGE_BYTES)
+            count = produce_whole_tiles(a_desc, b_desc, a_smem, b_smem, full, empty, count, pid, dp_tiles, num_pid_m,
+                                        num_pid_n, k_tiles, BM, BN, BK, GROUP_SIZE_M, NUM_STAGES, NUM_MMA_GROUPS,
+                                        NUM_SMS, STAGE_BYTES)
             it_end = sk_end
             while it_end > sk_start:  # this CTA's pieces, last tile first
                 t0 = ((it_end - 1) // k_tiles) * k_tiles  # the piece's tile starts at iteration t0
@@ -467,10 +440,6 @@ def matmul_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flag_ptr, M, N, K,
                 count = produce_k_tiles(a_desc, b_desc, a_smem, b_smem, full, empty, count, pid_m * BM, pid_n * BN,
                                         k0, it_end - t0, BM_SPLIT, BK, NUM_STAGES, NUM_MMA_GROUPS, STAGE_BYTES)
                 it_end = t0 + k0
-            if not WAVES_FIRST:
-                produce_whole_tiles(a_desc, b_desc, a_smem, b_smem, full, empty, count, pid, dp_tiles, num_pid_m,
-                                    num_pid_n, k_tiles, BM, BN, BK, GROUP_SIZE_M, NUM_STAGES, NUM_MMA_GROUPS, NUM_SMS,
-                                    STAGE_BYTES)
 
         with tlx.async_task(num_warps=4, replicate=NUM_MMA_GROUPS, registers=232):  # consumers
             cid: tl.constexpr = tlx.async_task_replica_id()
@@ -483,10 +452,9 @@ def matmul_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flag_ptr, M, N, K,
             total = (tiles - dp_tiles) * k_tiles
             sk_start, sk_end = streamk_range(pid, total, NUM_SMS)
             count = 0
-            if WAVES_FIRST:
-                count = consume_whole_tiles(a_smem, b_smem, full, empty, c_desc, c_smem, count, pid, dp_tiles, num_pid_m,
-                                            num_pid_n, k_tiles, cid, BM, BN, GROUP_SIZE_M, NUM_STAGES, NUM_MMA_GROUPS,
-                                            NUM_SMS, EPI_SPLIT)
+            count = consume_whole_tiles(a_smem, b_smem, full, empty, c_desc, c_smem, count, pid, dp_tiles, num_pid_m,
+                                        num_pid_n, k_tiles, cid, BM, BN, GROUP_SIZE_M, NUM_STAGES, NUM_MMA_GROUPS,
+                                        NUM_SMS, EPI_SPLIT)
             unpublished = 0
             it_end = sk_end
             while it_end > sk_start:
@@ -515,10 +483,6 @@ def matmul_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flag_ptr, M, N, K,
                 it_end = t0 + k0
             if unpublished:  # the CTA's only piece was a partial sum
                 publish_partial(flag_ptr + pid * NUM_MMA_GROUPS + cid, cid)
-            if not WAVES_FIRST:
-                consume_whole_tiles(a_smem, b_smem, full, empty, c_desc, c_smem, count, pid, dp_tiles, num_pid_m,
-                                    num_pid_n, k_tiles, cid, BM, BN, GROUP_SIZE_M, NUM_STAGES, NUM_MMA_GROUPS, NUM_SMS,
-                                    EPI_SPLIT)
             tlx.async_descriptor_store_wait(0)  # the CTA's shared memory must outlive the last store
 
 

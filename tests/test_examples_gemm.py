@@ -192,48 +192,9 @@ def test_persistent_sub_tiled_epilogue(M, N, K, dtype, overrides):
     check_product(values(plan.out, dtype), av @ bv)
 
 
-@pytest.mark.parametrize("M,N,K,dtype,overrides,sms", [
-    (512, 384, 456, "fp16", {"BN": 128, "NUM_STAGES": 3, "STAGGER": 1}, 3),
-    (300, 520, 520, "bf16", {"STAGGER": 2}, 2),
-    (260, 600, 264, "fp16", {"STAGGER": 3}, 1),
-], ids=["stagger1", "stagger2", "stagger3-one-cta"])
-def test_persistent_staggered_consumers(M, N, K, dtype, overrides, sms):
-    """STAGGER: consumer 0 takes the first STAGGER k-tiles of its first tile alone, then lets
-    consumer 1 start (the named barrier in the PTX); correct and hazard-free with the lag carried
-    by the ring across several tiles per CTA, ring laps and ragged edges."""
-    a, b, av, bv = operands(M, N, K, dtype)
-    cfg = config_for("persistent", overrides)
-    plan = gemm.plan_persistent(a, b, cfg, out=poisoned_out(M, N, dtype), sms=sms)
-    assert plan.constexprs["STAGGER"] == overrides["STAGGER"]
-    assert plan.interpret() == []
-    check_product(values(plan.out, dtype), av @ bv)
-
-
-def test_stagger_is_dropped_for_tiles_of_too_few_k_tiles_and_is_in_the_ptx_otherwise():
-    """A tile of at most STAGGER k-tiles has nothing to stagger: the launch leaves STAGGER out
-    (and stays correct); with more, the consumers' hand-off is a bar.arrive / bar.sync pair on
-    the stagger barrier, which the unstaggered kernel does not have."""
-    import re
-
-    from tlx.examples.gemm_kernels import STAGGER_BARRIER
-
-    cfg = config_for("persistent", {"STAGGER": 2})
-    a, b, av, bv = operands(200, 264, 128, "bf16")  # 2 k-tiles
-    plan = gemm.plan_persistent(a, b, cfg, out=poisoned_out(200, 264, "bf16"))
-    assert "STAGGER" not in plan.constexprs
-    assert plan.interpret() == []
-    check_product(values(plan.out, "bf16"), av @ bv)
-    big = np.zeros((1024, 1024), np.uint16)
-    hand_off = re.compile(rf"bar\.(arrive|sync) {STAGGER_BARRIER}, 256;")
-    staggered = gemm.plan_persistent(big, big, cfg, sms=132).compile().asm["ptx"]
-    plain = gemm.plan_persistent(big, big, sms=132).compile().asm["ptx"]
-    assert sorted(m.group(1) for m in hand_off.finditer(staggered)) == ["arrive", "sync"]
-    assert not hand_off.search(plain)
-
-
 def test_even_waves_launches_the_fewest_ctas_for_the_same_waves():
     """EVEN_WAVES: as many waves as one CTA per SM needs, on the fewest CTAs that take them, each
-    CTA as many tiles as the busiest; correct on the interpreter with the staggered consumers."""
+    CTA as many tiles as the busiest; correct on the interpreter."""
     assert [gemm.persistent_programs(t, 132, True) for t in (512, 2048, 256, 132, 133, 200, 90, 1)] == \
         [128, 128, 128, 132, 67, 100, 90, 1]
     assert [gemm.persistent_programs(t, 132) for t in (512, 200, 90)] == [132, 132, 90]
@@ -242,7 +203,8 @@ def test_even_waves_launches_the_fewest_ctas_for_the_same_waves():
         waves = -(-tiles // min(tiles, 132))
         assert -(-tiles // even) == waves and (even == 1 or -(-tiles // (even - 1)) > waves), tiles
     a, b, av, bv = operands(520, 392, 200, "bf16")  # 10 tiles of 128x128 on 4 SMs: 3 waves on 4 CTAs
-    cfg = config_for("persistent", {"BN": 128, "NUM_STAGES": 3, "EVEN_WAVES": True, "STAGGER": 2})
+    cfg = config_for("persistent", {"BN": 128, "NUM_STAGES": 3})
+    assert cfg.EVEN_WAVES  # the default
     plan = gemm.plan_persistent(a, b, cfg, out=poisoned_out(520, 392, "bf16"), sms=4)
     assert plan.grid == (4,) and plan.constexprs["NUM_SMS"] == 4
     plan = gemm.plan_persistent(a, b, cfg, out=poisoned_out(520, 392, "bf16"), sms=6)  # 2 waves: 5 CTAs, not 6
@@ -256,13 +218,12 @@ def test_even_waves_launches_the_fewest_ctas_for_the_same_waves():
     (640, 520, 328, "fp16", {}, 7),
     (520, 392, 200, "bf16", {"GROUP_SIZE_M": 1}, 3),
 ], ids=["bn128", "default", "g1"])
-def test_streamk_with_whole_waves_first(M, N, K, dtype, overrides, ctas):
-    """WAVES_FIRST: every CTA runs its whole tiles, then its stream-K pieces; the partial sums
-    still reach their owners (every CTA publishes before it waits), every flag is reset."""
+def test_streamk_whole_waves_then_pieces(M, N, K, dtype, overrides, ctas):
+    """Every CTA runs its whole tiles, then its stream-K pieces; the partial sums still reach
+    their owners (every CTA publishes before it waits), every flag is reset."""
     a, b, av, bv = operands(M, N, K, dtype)
-    cfg = config_for("streamk", {**overrides, "WAVES_FIRST": 1})
+    cfg = config_for("streamk", overrides)
     plan = gemm.plan_streamk(a, b, cfg, out=poisoned_out(M, N, dtype), sms=ctas)
-    assert plan.constexprs["WAVES_FIRST"] == 1
     tiles = -(-M // cfg.BM) * -(-N // cfg.BN)
     assert tiles >= ctas and tiles % ctas, "the case needs whole waves and stream-K pieces"
     assert plan.interpret() == []
@@ -372,18 +333,8 @@ def test_wrappers_reject_bad_operands_clearly():
         gemm.plan_ws(a, a, GemmConfig(EPI_SPLIT=2))
     with pytest.raises(tlx.TLXError, match="EPI_SPLIT must be 2 or 4"):
         gemm.plan_streamk(a, a, GemmConfig(EPI_SPLIT=1))
-    with pytest.raises(tlx.TLXError, match="STAGGER=1 is an option of the persistent kernel"):
-        gemm.plan_ws(a, a, GemmConfig(STAGGER=1))
-    with pytest.raises(tlx.TLXError, match="STAGGER=1 is an option of the persistent kernel"):
-        gemm.plan_persistent_cluster(a, a, GemmConfig(STAGGER=1, EPI_SPLIT=4, NUM_STAGES=4))
-    with pytest.raises(tlx.TLXError, match="STAGGER must be 0 or between 1 and NUM_STAGES - 1"):
-        gemm.plan_persistent(a, a, GemmConfig(STAGGER=4, NUM_STAGES=4, EPI_SPLIT=4))
     with pytest.raises(tlx.TLXError, match="EVEN_WAVES is an option of the persistent kernel only"):
         gemm.plan_pingpong(a, a, GemmConfig(EVEN_WAVES=True, BN=128, NUM_STAGES=4))
-    with pytest.raises(tlx.TLXError, match="WAVES_FIRST is 0 or 1, an option of the stream-K kernel only"):
-        gemm.plan_persistent(a, a, GemmConfig(WAVES_FIRST=1))
-    with pytest.raises(tlx.TLXError, match="WAVES_FIRST is 0 or 1"):
-        gemm.plan_streamk(a, a, GemmConfig(WAVES_FIRST=2, EPI_SPLIT=4))
     with pytest.raises(tlx.TLXError, match="out must be"):
         gemm.plan_persistent(a, a, out=np.zeros((64, 32), np.float16))
 

@@ -294,20 +294,26 @@ def test_the_gemm_row_is_the_newest_gemm_result():
 def test_the_gemm_sweep_row_is_the_newest_sweep_of_the_default_persistent_config():
     """The persistent kernel's ratios to the cuBLAS timed in alternation with it, over the 8 points
     of benchmarks/gemm.py --sweep's newest results, for the candidate the row names — which must be
-    today's default config (the candidate's recorded changes equal the default's fields)."""
-    import dataclasses
+    today's default: at every point the run's constexprs (grid size included) are those today's
+    default launch has there on the run's GPU."""
+    import numpy as np
 
     from tlx.examples import gemm
 
     doc, date = newest("gemm_sweep")
     cell = measured("GEMM against cuBLAS")
     name = re.search(r"`(persistent[\w-]*)` in that run", cell).group(1)
-    plan, changes = next(g[name] for g in doc["sweep"].values() if name in g)
+    plan, _ = next(g[name] for g in doc["sweep"].values() if name in g)
     assert plan == "persistent"
-    default = dataclasses.asdict(gemm.H200_PERSISTENT)
-    assert all(default[k] == v for k, v in changes.items()), (changes, default)
-    ratios = [r["tflops"] / r["cublas_paired_tflops"] for r in doc["results"]
-              if r.get("kind") == "result" and r["kernel"] == name and not r.get("wrong")]
+    sms = {r["sms"] for r in doc["results"] if r.get("kind") == "device"}
+    assert len(sms) == 1, sms
+    n_sms = sms.pop()
+    rows = [r for r in doc["results"] if r.get("kind") == "result" and r["kernel"] == name and not r.get("wrong")]
+    for r in rows:
+        a, b = np.empty((r["M"], r["K"]), np.uint16), np.empty((r["K"], r["N"]), np.uint16)
+        today = gemm.plan_persistent(a, b, sms=n_sms).constexprs
+        assert r["config"] == today, (r["M"], r["N"], r["K"], r["config"], today)
+    ratios = [r["tflops"] / r["cublas_paired_tflops"] for r in rows]
     assert len(ratios) == 8
     lo, hi = min(ratios), max(ratios)
     assert f"{100 * lo:.1f}–{100 * hi:.1f} %" in cell
