@@ -11,8 +11,9 @@ Kernels (C = A @ B, A: M x K, B: K x N, row-major, bf16/fp16 in and out, fp32 ac
   mbarriers, wgmma with one group in flight, TMA-store epilogue.
 * `matmul_ws_kernel` — one CTA per C tile, warp-specialized: a TMA producer task and
   NUM_MMA_GROUPS consumer warpgroups splitting the tile along M, full/empty mbarrier rings.
-* `matmul_persistent_kernel` — the warp-specialized kernel made persistent (cooperative): one
-  CTA per SM walks the tiles in the grouped order; each consumer's TMA store of one tile
+* `matmul_persistent_kernel` — the warp-specialized kernel made persistent (cooperative): at
+  most one CTA per SM walks the tiles in the grouped order (as few as finish in the same number
+  of waves: `gemm.persistent_programs`); each consumer's TMA store of one tile
   overlaps its main loop of the next. EPI_SPLIT > 1 stores C in column chunks through two small
   buffers (`store_in_chunks`), leaving shared memory for a fourth stage.
 * `matmul_streamk_kernel` — the persistent kernel with a stream-K tail: the tiles of whole waves
@@ -297,7 +298,7 @@ def matmul_persistent_kernel(a_desc, b_desc, c_desc, M, N, K,
                              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
                              NUM_STAGES: tl.constexpr, NUM_MMA_GROUPS: tl.constexpr, NUM_SMS: tl.constexpr,
                              EPI_SPLIT: tl.constexpr = 1):
-    """The warp-specialized GEMM made persistent and cooperative: NUM_SMS CTAs (one per SM);
+    """The warp-specialized GEMM made persistent and cooperative: NUM_SMS CTAs (at most one per SM);
     CTA p computes tiles p, p + NUM_SMS, ... in the grouped order, its consumers splitting each
     tile along M. The mbarrier ring runs on across tiles (a running k-tile count gives slot and
     phase), so the producer loads the next tile while the consumers finish this one, and each
