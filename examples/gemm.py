@@ -256,9 +256,10 @@ class GemmConfig:
     """Tile sizes, ring depth, consumer warpgroups and warps of one GEMM example kernel.
     `num_warps` is the default partition's (the whole CTA for the pipelined kernel, the producer
     task for the warp-specialized ones); GROUP_SIZE_M is the tile-order grouping. EPI_SPLIT
-    (persistent kernel only: 1, 2 or 4) stores each consumer's C rows in that many column
-    chunks through two chunk buffers instead of one whole-tile buffer. EVEN_WAVES (persistent kernel only) launches the fewest CTAs that still finish in the same
-    number of waves, so that every CTA takes as many tiles as the busiest (`persistent_programs`)."""
+    (persistent kernels only: 1, 2 or 4) stores each consumer's C rows in that many column
+    chunks through two chunk buffers instead of one whole-tile buffer. EVEN_WAVES (the persistent
+    kernel only) launches the fewest CTAs that still finish in the same number of waves, so that
+    every CTA takes as many tiles as the busiest (`persistent_programs`)."""
 
     BM: int = 128
     BN: int = 256
@@ -371,7 +372,7 @@ def persistent_programs(tiles: int, sms: int, even_waves: bool = False) -> int:
     132 SMs take 4 waves either way, on 128 CTAs of 4 tiles each instead of 116 of 4 and 16 of 3."""
     programs = min(sms, tiles)
     if even_waves:
-        programs = -(-tiles // -(-tiles // programs))
+        programs = tlx.cdiv(tiles, tlx.cdiv(tiles, programs))
     return programs
 
 

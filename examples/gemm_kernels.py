@@ -421,7 +421,7 @@ def matmul_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flag_ptr, M, N, K,
     STAGE_BYTES: tl.constexpr = (BM * BK + BK * BN) * tlx.size_of(tlx.dtype_of(a_desc))
 
     with tlx.async_tasks():
-        with tlx.async_task("default"):  # producer: the stream-K pieces and the whole tiles
+        with tlx.async_task("default"):  # producer: the whole tiles, then the stream-K pieces
             num_pid_m = tl.cdiv(M, BM)
             num_pid_n = tl.cdiv(N, BN)
             k_tiles = tl.cdiv(K, BK)
@@ -429,7 +429,7 @@ def matmul_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flag_ptr, M, N, K,
             dp_tiles = tiles - tiles % NUM_SMS  # whole waves; the rest is split by k-iteration
             pid = tl.program_id(0)
             sk_start, sk_end = streamk_range(pid, (tiles - dp_tiles) * k_tiles, NUM_SMS)
-            count = 0
+            count = 0  # a run-time 0: passed as a literal it would be a constexpr the helper's loop cannot carry
             count = produce_whole_tiles(a_desc, b_desc, a_smem, b_smem, full, empty, count, pid, dp_tiles, num_pid_m,
                                         num_pid_n, k_tiles, BM, BN, BK, GROUP_SIZE_M, NUM_STAGES, NUM_MMA_GROUPS,
                                         NUM_SMS, STAGE_BYTES)
@@ -452,7 +452,7 @@ def matmul_streamk_kernel(a_desc, b_desc, c_desc, ws_ptr, flag_ptr, M, N, K,
             pid = tl.program_id(0)
             total = (tiles - dp_tiles) * k_tiles
             sk_start, sk_end = streamk_range(pid, total, NUM_SMS)
-            count = 0
+            count = 0  # run-time, as the producer's
             count = consume_whole_tiles(a_smem, b_smem, full, empty, c_desc, c_smem, count, pid, dp_tiles, num_pid_m,
                                         num_pid_n, k_tiles, cid, BM, BN, GROUP_SIZE_M, NUM_STAGES, NUM_MMA_GROUPS,
                                         NUM_SMS, EPI_SPLIT)

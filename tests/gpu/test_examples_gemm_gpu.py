@@ -149,51 +149,43 @@ def test_persistent_sub_tiled_epilogue_with_four_stages_on_gpu(M, N, K, dtype):
     4-stage ring in 224 KiB): correct at ragged shapes, and the same bits on a second run."""
     import dataclasses
 
+    from tlx.examples import gemm
+
+    _check_config_twice("persistent-s4e4", dataclasses.replace(gemm.H200_PERSISTENT, NUM_STAGES=4, EPI_SPLIT=4),
+                        M, N, K, dtype)
+
+
+def _check_config_twice(name: str, cfg, M: int, N: int, K: int, dtype: str) -> None:
+    """The persistent kernel with `cfg`, run twice: correct against float64, the same bits both times."""
     import torch
 
     from tlx.examples import gemm
 
     seed, a, b, ref = _inputs(M, N, K, dtype)
-    cfg = dataclasses.replace(gemm.H200_PERSISTENT, NUM_STAGES=4, EPI_SPLIT=4)
     outs = []
     for _ in range(2):
         c = torch.full((M, N), float("nan"), device="cuda", dtype=a.dtype)
         gemm.plan_persistent(a, b, cfg, out=c).run()
         torch.cuda.synchronize()
         outs.append(c)
-    _check("persistent-s4e4", M, N, K, dtype, seed, outs[0], ref)
+    _check(name, M, N, K, dtype, seed, outs[0], ref)
     diff = int((outs[1].view(torch.int16) != outs[0].view(torch.int16)).sum().item())
-    assert diff == 0, f"persistent-s4e4 run 2 differs from run 1 in {diff} elements (seed {seed})"
+    assert diff == 0, f"{name} run 2 differs from run 1 in {diff} elements (seed {seed})"
 
 
-# configs the sweeps measure beside the defaults (docs/performance.md): the persistent kernel on
-# one CTA per SM (the default grid until 2026-12-07), and with 16-row tile groups
-SCHEDULE_OPTIONS = [("persistent", {"EVEN_WAVES": False}), ("persistent", {"GROUP_SIZE_M": 16})]
+# configs the sweeps measure beside the default (docs/performance.md): the persistent kernel on one
+# CTA per SM (the default grid until 2026-12-07), and with 16-row tile groups
+PERSISTENT_OPTIONS = [{"EVEN_WAVES": False}, {"GROUP_SIZE_M": 16}]
 
 
-@pytest.mark.parametrize("kind,changes", SCHEDULE_OPTIONS, ids=lambda v: str(v) if not isinstance(v, dict) else
-                         ",".join(f"{k}={x}" for k, x in v.items()))
+@pytest.mark.parametrize("changes", PERSISTENT_OPTIONS, ids=lambda v: ",".join(f"{k}={x}" for k, x in v.items()))
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("M,N,K", BENCH_SHAPES + RAGGED_SHAPES, ids=lambda v: str(v))
-def test_schedule_options_on_gpu(kind, changes, M, N, K, dtype):
+def test_persistent_options_on_gpu(changes, M, N, K, dtype):
     """Each config correct at the benchmarked shapes and at ragged ones, and the same bits on a
     second run."""
     import dataclasses
 
-    import torch
-
     from tlx.examples import gemm
 
-    seed, a, b, ref = _inputs(M, N, K, dtype)
-    base = {"persistent": gemm.H200_PERSISTENT, "streamk": gemm.H200_STREAMK}[kind]
-    cfg = dataclasses.replace(base, **changes)
-    name = f"{kind} {changes}"
-    outs = []
-    for _ in range(2):
-        c = torch.full((M, N), float("nan"), device="cuda", dtype=a.dtype)
-        gemm.ALL_PLANS[kind](a, b, cfg, out=c).run()
-        torch.cuda.synchronize()
-        outs.append(c)
-    _check(name, M, N, K, dtype, seed, outs[0], ref)
-    diff = int((outs[1].view(torch.int16) != outs[0].view(torch.int16)).sum().item())
-    assert diff == 0, f"{name} run 2 differs from run 1 in {diff} elements (seed {seed})"
+    _check_config_twice(f"persistent {changes}", dataclasses.replace(gemm.H200_PERSISTENT, **changes), M, N, K, dtype)
