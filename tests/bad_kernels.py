@@ -208,6 +208,13 @@ def tensor_memory_on_hopper(x_ptr, n):
 
 
 @tlx.jit
+def tma_store_reduce(x_ptr, n):
+    desc = tl.make_tensor_descriptor(x_ptr, shape=[n, 64], strides=[64, 1], block_shape=[64, 64])
+    buf = tlx.local_alloc((64, 64), tl.float32, 1)
+    tlx.async_descriptor_store(desc, buf[0], [0, 0], store_reduce="add")  # ERR: store_reduce='add' (a TMA reduce into global memory) is not supported by tlx yet
+
+
+@tlx.jit
 def uses_lambda(x_ptr, n):
     f = lambda v: v + 1  # ERR: lambdas are not supported
 

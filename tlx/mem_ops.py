@@ -551,12 +551,18 @@ def async_remote_shmem_copy(dst: Any, src: Any, remote_cta_rank: Any, barrier: A
 
 @builtin
 def async_descriptor_store(desc: Any, source: Any, offsets: Any, eviction_policy: Any = "", store_reduce: Any = "") -> None:
-    """TMA store of the shared-memory tile `source` (then a bulk commit)."""
+    """TMA store of the shared-memory tile `source` (then a bulk commit). `store_reduce` (a TMA
+    reduce into global memory) is refused with a clear error: not lowered yet."""
     d = _desc(desc)
     b = _as_buffer(source, "async_descriptor_store's source")
     _check_tile(d, b, "async_descriptor_store")
     if unwrap(store_reduce):
-        raise TLXCompileError("store_reduce needs Blackwell")
+        # sm_90 has the instruction (cp.reduce.async.bulk.tensor, PTX ISA 8.0); the real TLX runs it on
+        # Blackwell only, and tlx does not lower it yet
+        raise TLXCompileError(f"store_reduce={unwrap(store_reduce)!r} (a TMA reduce into global memory) is not "
+                              "supported by tlx yet",
+                              hint="store the tile with a plain async_descriptor_store, or combine it in global "
+                                   "memory with tl.atomic_add / tl.atomic_min / tl.atomic_max")
     attrs = semantic._check_mod("", eviction_policy)
     semantic.emit("tlx.tma_store", [d.handle, b.handle, _offsets(offsets, len(d.block_shape), "async_descriptor_store")], [], attrs)
 
